@@ -1,0 +1,1772 @@
+//! The contract as tests: one `pub async fn` per behaviour, each taking a
+//! [`Ctx`] on a fresh namespace. [`conformance_tests!`](crate::conformance_tests)
+//! turns every one of them into a `#[test]`.
+//!
+//! Time never passes by sleeping here: each test picks a `now` and moves it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use jobstore_api::limits::{
+    MAX_BATCH, MAX_CLAIM, MAX_LEASE, MAX_OUTPUT, MAX_TIME, MIN_PAYLOAD_SUPPORT,
+};
+use jobstore_api::*;
+
+use crate::Ctx;
+
+/// The `now` every test starts from: 2023-11-14T22:13:20Z.
+pub const T0: Millis = 1_700_000_000_000;
+const MIN: Duration = Duration::from_secs(60);
+const SEC: Millis = 1_000;
+const OWNER: &str = "sys-a";
+const OTHER: &str = "sys-b";
+
+fn ids(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+fn job_ids(jobs: &[Job]) -> Vec<String> {
+    jobs.iter().map(|j| j.id.clone()).collect()
+}
+
+async fn add(store: &dyn JobStore, jobs: Vec<NewJob>, now: Millis) -> AddOutcome {
+    store.add_jobs(&jobs, now).await.expect("add_jobs")
+}
+
+async fn add_n(store: &dyn JobStore, jobtype: &str, n: usize, now: Millis) -> Vec<String> {
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob::new(format!("{jobtype}-{i:06}"), jobtype, format!("payload {i}")))
+        .collect();
+    let out = add(store, jobs, now).await;
+    assert_eq!(out.new.len(), n, "all {n} jobs are new");
+    out.new
+}
+
+async fn get(store: &dyn JobStore, id: &str) -> Job {
+    store
+        .get_job(id)
+        .await
+        .expect("get_job")
+        .unwrap_or_else(|| panic!("job {id} exists"))
+}
+
+async fn claim(
+    store: &dyn JobStore,
+    jobtype: &str,
+    limit: usize,
+    owner: &str,
+    now: Millis,
+) -> Vec<Job> {
+    store
+        .claim_jobs(jobtype, limit, owner, MIN, now)
+        .await
+        .expect("claim_jobs")
+}
+
+fn assert_kind<T: std::fmt::Debug>(result: Result<T>, kind: ErrorKind, what: &str) {
+    match result {
+        Err(e) => assert_eq!(e.kind(), kind, "{what}: wrong error kind for {e}"),
+        Ok(v) => panic!("{what}: expected a {kind} error, got Ok({v:?})"),
+    }
+}
+
+async fn counts_of(store: &dyn JobStore, jobtype: &str, now: Millis) -> JobCounts {
+    store
+        .job_counts(now)
+        .await
+        .expect("job_counts")
+        .into_iter()
+        .find(|c| c.jobtype == jobtype)
+        .unwrap_or_else(|| JobCounts {
+            jobtype: jobtype.to_owned(),
+            ..JobCounts::default()
+        })
+}
+
+fn archived(pairs: &[(ResultCode, u64)]) -> std::collections::BTreeMap<ResultCode, u64> {
+    pairs.iter().copied().collect()
+}
+
+// ---------------------------------------------------------------- add / get
+
+/// Every field of a new job reads back as the contract says.
+pub async fn add_get_round_trip(c: Ctx) {
+    let s = &*c.store;
+    let data = b"\x00binary\npayload\xff".to_vec();
+    let out = add(
+        s,
+        vec![NewJob::new("j1", "acme-mail", data.clone()).priority(7)],
+        T0,
+    )
+    .await;
+    assert_eq!(
+        out,
+        AddOutcome {
+            new: ids(&["j1"]),
+            existing: vec![]
+        }
+    );
+    let job = get(s, "j1").await;
+    assert_eq!(
+        job,
+        Job {
+            id: "j1".into(),
+            jobtype: "acme-mail".into(),
+            data,
+            priority: 7,
+            dt: T0,
+            lock: LOCK_FREE.into(),
+            attempts: 0,
+            create_dt: T0,
+            done_dt: None,
+            result: None,
+        }
+    );
+    assert_eq!(job.state(T0), JobState::Waiting);
+}
+
+/// `run_at` sets `dt`; `create_dt` stays `now`.
+pub async fn add_with_run_at_schedules(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![NewJob::new("later", "acme-mail", "x").run_at(T0 + 5 * SEC)],
+        T0,
+    )
+    .await;
+    let job = get(s, "later").await;
+    assert_eq!((job.dt, job.create_dt), (T0 + 5 * SEC, T0));
+    assert_eq!(job.state(T0), JobState::Scheduled);
+}
+
+/// A batch reports which ids were new and which existed, in batch order.
+pub async fn add_reports_new_and_existing(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![NewJob::new("a", "t", "1"), NewJob::new("c", "t", "3")],
+        T0,
+    )
+    .await;
+    let out = add(
+        s,
+        vec![
+            NewJob::new("c", "t", "x"),
+            NewJob::new("b", "t", "2"),
+            NewJob::new("a", "t", "x"),
+        ],
+        T0 + 1,
+    )
+    .await;
+    assert_eq!(out.new, ids(&["b"]));
+    assert_eq!(out.existing, ids(&["c", "a"]));
+}
+
+/// Adding an existing id leaves the stored job untouched, whatever its state.
+pub async fn add_existing_leaves_job_untouched(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![
+            NewJob::new("run", "t", "orig"),
+            NewJob::new("done", "t", "orig"),
+        ],
+        T0,
+    )
+    .await;
+    let claimed = claim(s, "t", 2, OWNER, T0).await;
+    assert_eq!(claimed.len(), 2);
+    s.release_jobs(
+        &ids(&["done"]),
+        OWNER,
+        &Release::Archive(JobResult::from_status(200)),
+        T0,
+    )
+    .await
+    .unwrap();
+    let before_run = get(s, "run").await;
+    let before_done = get(s, "done").await;
+    let again = vec![
+        NewJob::new("run", "t2", "new").priority(9),
+        NewJob::new("done", "t", "new").run_at(T0),
+    ];
+    let out = add(s, again, T0 + SEC).await;
+    assert_eq!(out.new, Vec::<String>::new());
+    assert_eq!(out.existing, ids(&["run", "done"]));
+    assert_eq!(get(s, "run").await, before_run);
+    assert_eq!(get(s, "done").await, before_done);
+}
+
+/// An empty batch is fine and adds nothing.
+pub async fn add_empty_batch(c: Ctx) {
+    let out = c.store.add_jobs(&[], T0).await.unwrap();
+    assert_eq!(out, AddOutcome::default());
+    assert!(c.store.job_counts(T0).await.unwrap().is_empty());
+}
+
+/// An id twice in one batch is invalid input, and nothing is stored.
+pub async fn add_duplicate_id_in_batch_rejected(c: Ctx) {
+    let s = &*c.store;
+    let r = s
+        .add_jobs(
+            &[
+                NewJob::new("x", "t", "1"),
+                NewJob::new("y", "t", "1"),
+                NewJob::new("x", "t", "2"),
+            ],
+            T0,
+        )
+        .await;
+    assert_kind(r, ErrorKind::InvalidInput, "duplicate id in batch");
+    assert_eq!(s.get_job("x").await.unwrap(), None);
+    assert_eq!(s.get_job("y").await.unwrap(), None);
+}
+
+/// One invalid job rejects the whole batch before anything is stored.
+pub async fn add_invalid_job_rejects_whole_batch(c: Ctx) {
+    let s = &*c.store;
+    let r = s
+        .add_jobs(
+            &[NewJob::new("ok", "t", "1"), NewJob::new("bad|id", "t", "1")],
+            T0,
+        )
+        .await;
+    assert_kind(r, ErrorKind::InvalidInput, "invalid id in batch");
+    assert_eq!(s.get_job("ok").await.unwrap(), None);
+}
+
+/// `get_job` of an unknown id is `None`, not an error.
+pub async fn get_missing_job_is_none(c: Ctx) {
+    assert_eq!(c.store.get_job("nope").await.unwrap(), None);
+}
+
+/// Ids and jobtypes at the edges of the rules are accepted and read back.
+pub async fn edge_ids_and_jobtypes_round_trip(c: Ctx) {
+    let s = &*c.store;
+    let long_id = "é".repeat(100); // 200 bytes
+    let odd_id = "id with spaces/slashes:colons\u{1F600}";
+    let long_type = format!("a{}", "b.c:d-e_".repeat(25))
+        .chars()
+        .take(200)
+        .collect::<String>();
+    assert_eq!(long_type.len(), 200);
+    let out = add(
+        s,
+        vec![
+            NewJob::new(long_id.clone(), long_type.clone(), "1"),
+            NewJob::new(odd_id, "0digit", "2"),
+        ],
+        T0,
+    )
+    .await;
+    assert_eq!(out.new.len(), 2);
+    assert_eq!(get(s, &long_id).await.jobtype, long_type);
+    assert_eq!(get(s, odd_id).await.jobtype, "0digit");
+    let claimed = claim(s, &long_type, 1, OWNER, T0).await;
+    assert_eq!(job_ids(&claimed), vec![long_id]);
+}
+
+// ------------------------------------------------------------------ payloads
+
+/// Payloads of any bytes read back exactly: `case` names the shape.
+pub async fn payload_round_trip(c: Ctx, case: &str) {
+    let data: Vec<u8> = match case {
+        "empty" => vec![],
+        "nul" => b"a\x00b\x00\x00".to_vec(),
+        "newlines" => b"line1\nline2\r\n\n".to_vec(),
+        "invalid-utf8" => vec![0xff, 0xfe, 0xc3, 0x28, 0x80],
+        "all-bytes" => (0..=255u8).collect(),
+        "one-mib" => (0..MIN_PAYLOAD_SUPPORT).map(|i| (i % 251) as u8).collect(),
+        other => panic!("unknown payload case {other}"),
+    };
+    let s = &*c.store;
+    add(s, vec![NewJob::new("p", "t", data.clone())], T0).await;
+    assert_eq!(get(s, "p").await.data, data, "stored payload");
+    let claimed = claim(s, "t", 1, OWNER, T0).await;
+    assert_eq!(claimed[0].data, data, "claimed payload");
+}
+
+/// The store declares a payload limit of at least 1 MiB and rejects larger
+/// payloads as `TooLarge`, on add and on update.
+pub async fn payload_too_large_rejected(c: Ctx) {
+    let s = &*c.store;
+    let max = s.capabilities().max_payload;
+    assert!(max >= MIN_PAYLOAD_SUPPORT, "max_payload {max} below 1 MiB");
+    let big = vec![7u8; max + 1];
+    assert_kind(
+        s.add_jobs(&[NewJob::new("big", "t", big.clone())], T0)
+            .await,
+        ErrorKind::TooLarge,
+        "payload over the limit",
+    );
+    assert_eq!(s.get_job("big").await.unwrap(), None);
+    add(s, vec![NewJob::new("small", "t", "x")], T0).await;
+    claim(s, "t", 1, OWNER, T0).await;
+    assert_kind(
+        s.update_data("small", OWNER, &big, T0).await,
+        ErrorKind::TooLarge,
+        "update over the limit",
+    );
+    assert_eq!(get(s, "small").await.data, b"x");
+}
+
+// ------------------------------------------------------------------- claims
+
+/// Claims hand out jobs by priority (high first), then `dt`, then `id`.
+pub async fn claim_order_priority_dt_id(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![
+            NewJob::new("e", "t", "").priority(0).run_at(T0 - 10),
+            NewJob::new("d", "t", "").priority(0).run_at(T0 - 20),
+            NewJob::new("c", "t", "").priority(5).run_at(T0),
+            NewJob::new("b", "t", "").priority(5).run_at(T0),
+            NewJob::new("a", "t", "").priority(-3).run_at(T0 - 1000),
+            NewJob::new("f", "t", "").priority(5).run_at(T0 - 1),
+            NewJob::new("g", "t", "").priority(i32::MAX),
+            NewJob::new("h", "t", "").priority(i32::MIN),
+        ],
+        T0,
+    )
+    .await;
+    let first = claim(s, "t", 3, OWNER, T0).await;
+    assert_eq!(job_ids(&first), ids(&["g", "f", "b"]));
+    let rest = claim(s, "t", 10, OWNER, T0).await;
+    assert_eq!(job_ids(&rest), ids(&["c", "d", "e", "a", "h"]));
+}
+
+/// A claim returns at most `limit` jobs, and never the same job twice.
+pub async fn claim_respects_limit(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 10, T0).await;
+    let mut seen = BTreeSet::new();
+    for expected in [3, 3, 3, 1, 0] {
+        let got = claim(s, "t", 3, OWNER, T0).await;
+        assert_eq!(got.len(), expected);
+        for j in got {
+            assert!(seen.insert(j.id.clone()), "{} handed out twice", j.id);
+        }
+    }
+    assert_eq!(seen.len(), 10);
+}
+
+/// `limit == 0` returns nothing and changes nothing.
+pub async fn claim_limit_zero_returns_nothing(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 2, T0).await;
+    assert!(claim(s, "t", 0, OWNER, T0).await.is_empty());
+    assert_eq!(counts_of(s, "t", T0).await.waiting, 2);
+}
+
+/// A limit above the documented maximum is invalid input; the maximum is fine.
+pub async fn claim_limit_above_max_rejected(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 2, T0).await;
+    assert_kind(
+        s.claim_jobs("t", MAX_CLAIM + 1, OWNER, MIN, T0).await,
+        ErrorKind::InvalidInput,
+        "limit above MAX_CLAIM",
+    );
+    assert_eq!(counts_of(s, "t", T0).await.waiting, 2);
+    assert_eq!(
+        s.claim_jobs("t", MAX_CLAIM, OWNER, MIN, T0)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+/// A claim only hands out jobs of the jobtype asked for.
+pub async fn claim_only_that_jobtype(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t1", 3, T0).await;
+    add_n(s, "t2", 2, T0).await;
+    let got = claim(s, "t2", 10, OWNER, T0).await;
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|j| j.jobtype == "t2"));
+    assert!(claim(s, "nothing-here", 10, OWNER, T0).await.is_empty());
+    assert_eq!(counts_of(s, "t1", T0).await.waiting, 3);
+}
+
+/// A claim sets `lock`, `dt = now + lease`, `attempts += 1` and returns the
+/// jobs exactly as stored after the change.
+pub async fn claim_sets_lock_lease_attempts(c: Ctx) {
+    let s = &*c.store;
+    add(s, vec![NewJob::new("j", "t", "data").priority(2)], T0).await;
+    let got = s
+        .claim_jobs("t", 5, OWNER, Duration::from_millis(1500), T0 + 7)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    let j = &got[0];
+    assert_eq!(
+        (j.lock.as_str(), j.dt, j.attempts),
+        (OWNER, T0 + 7 + 1500, 1)
+    );
+    assert_eq!(
+        (j.create_dt, j.priority, j.data.as_slice()),
+        (T0, 2, &b"data"[..])
+    );
+    assert_eq!(j.state(T0 + 7), JobState::Running);
+    assert_eq!(&get(s, "j").await, j);
+}
+
+/// Jobs scheduled for later are invisible to claims and counts until due,
+/// and eligible exactly at `dt`.
+pub async fn scheduled_job_invisible_until_due(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![NewJob::new("later", "t", "").run_at(T0 + 10 * SEC)],
+        T0,
+    )
+    .await;
+    assert!(claim(s, "t", 1, OWNER, T0).await.is_empty());
+    assert!(claim(s, "t", 1, OWNER, T0 + 10 * SEC - 1).await.is_empty());
+    assert!(
+        s.waiting_jobtypes(T0 + 10 * SEC - 1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let got = claim(s, "t", 1, OWNER, T0 + 10 * SEC).await;
+    assert_eq!(job_ids(&got), ids(&["later"]));
+}
+
+/// While a lease is valid nobody else gets the job, not even its owner.
+pub async fn running_job_not_claimable(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    assert_eq!(claim(s, "t", 1, OWNER, T0).await.len(), 1);
+    assert!(claim(s, "t", 1, OTHER, T0 + 60 * SEC - 1).await.is_empty());
+    assert!(
+        claim(&*c.peer, "t", 1, OWNER, T0 + 30 * SEC)
+            .await
+            .is_empty()
+    );
+}
+
+/// When a lease runs out the job is eligible again, and the next claim
+/// counts another attempt.
+pub async fn expired_lease_makes_job_eligible(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    claim(s, "t", 1, OWNER, T0).await;
+    let expiry = T0 + 60 * SEC;
+    assert_eq!(get(s, "t-000000").await.state(expiry), JobState::Expired);
+    assert_eq!(counts_of(s, "t", expiry).await.waiting, 1);
+    let again = claim(s, "t", 1, OTHER, expiry).await;
+    assert_eq!(job_ids(&again), ids(&["t-000000"]));
+    assert_eq!((again[0].lock.as_str(), again[0].attempts), (OTHER, 2));
+    let third = claim(s, "t", 1, OWNER, expiry + 60 * SEC).await;
+    assert_eq!(third[0].attempts, 3);
+}
+
+/// Expired jobs sort by their `dt` (the lease expiry) among waiting ones.
+pub async fn expired_jobs_ordered_by_dt(c: Ctx) {
+    let s = &*c.store;
+    add(s, vec![NewJob::new("early", "t", "").run_at(T0)], T0).await;
+    claim(s, "t", 1, OWNER, T0).await; // lease runs out at T0 + 60 s
+    add(
+        s,
+        vec![NewJob::new("mid", "t", "").run_at(T0 + 30 * SEC)],
+        T0,
+    )
+    .await;
+    add(
+        s,
+        vec![NewJob::new("late", "t", "").run_at(T0 + 90 * SEC)],
+        T0,
+    )
+    .await;
+    let got = claim(s, "t", 10, OTHER, T0 + 100 * SEC).await;
+    assert_eq!(job_ids(&got), ids(&["mid", "early", "late"]));
+}
+
+/// 10,000 jobs in one add (the batch maximum), claims of the maximum size,
+/// and renew and release of a whole claim, each in one call.
+pub async fn max_batches_work(c: Ctx) {
+    let s = &*c.store;
+    let jobs: Vec<NewJob> = (0..MAX_BATCH)
+        .map(|i| NewJob::new(format!("j{i:05}"), "bulk", vec![b'x'; 16]).priority((i % 7) as i32))
+        .collect();
+    let out = s.add_jobs(&jobs, T0).await.unwrap();
+    assert_eq!((out.new.len(), out.existing.len()), (MAX_BATCH, 0));
+    let again = s.add_jobs(&jobs, T0).await.unwrap();
+    assert_eq!((again.new.len(), again.existing.len()), (0, MAX_BATCH));
+    let got = claim(s, "bulk", MAX_CLAIM, OWNER, T0).await;
+    assert_eq!(got.len(), MAX_CLAIM);
+    assert!(
+        got.windows(2)
+            .all(|w| (-w[0].priority, &w[0].id) < (-w[1].priority, &w[1].id))
+    );
+    let got_ids = job_ids(&got);
+    let renewed = s.renew_locks(&got_ids, OWNER, MIN, T0 + SEC).await.unwrap();
+    assert_eq!(renewed.len(), MAX_CLAIM);
+    let released = s
+        .release_jobs(
+            &got_ids,
+            OWNER,
+            &Release::Archive(JobResult::from_status(200)),
+            T0 + SEC,
+        )
+        .await
+        .unwrap();
+    assert_eq!(released.len(), MAX_CLAIM);
+    let counts = counts_of(s, "bulk", T0 + SEC).await;
+    assert_eq!(counts.waiting, (MAX_BATCH - MAX_CLAIM) as u64);
+    assert_eq!(
+        counts.archived,
+        archived(&[(ResultCode::Ok, MAX_CLAIM as u64)])
+    );
+}
+
+// ------------------------------------------------------------------- renew
+
+/// The owner's renewal moves `dt` to `now + lease`.
+pub async fn renew_extends_owner_lease(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 2, T0).await;
+    let got = job_ids(&claim(s, "t", 2, OWNER, T0).await);
+    let renewed = s
+        .renew_locks(&got, OWNER, Duration::from_secs(120), T0 + 50 * SEC)
+        .await
+        .unwrap();
+    assert_eq!(sorted(renewed), sorted(got.clone()));
+    assert_eq!(get(s, &got[0]).await.dt, T0 + 170 * SEC);
+    assert!(claim(s, "t", 2, OTHER, T0 + 169 * SEC).await.is_empty());
+    assert_eq!(claim(s, "t", 2, OTHER, T0 + 170 * SEC).await.len(), 2);
+}
+
+/// A renewal by anyone but the owner changes nothing.
+pub async fn renew_by_non_owner_changes_nothing(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
+    let before = get(s, &got[0]).await;
+    assert!(
+        s.renew_locks(&got, OTHER, MIN, T0 + SEC)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(get(s, &got[0]).await, before);
+}
+
+/// After expiry and takeover, the old owner's renewal fails and the new
+/// owner's lease stands (fencing).
+pub async fn renew_after_takeover_fails(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
+    claim(&*c.peer, "t", 1, OTHER, T0 + 61 * SEC).await;
+    let taken = get(s, &got[0]).await;
+    assert!(
+        s.renew_locks(&got, OWNER, MIN, T0 + 62 * SEC)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(get(s, &got[0]).await, taken);
+}
+
+/// An expired lease not yet taken by another is still its owner's to renew.
+pub async fn renew_expired_but_untaken(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
+    let renewed = s
+        .renew_locks(&got, OWNER, MIN, T0 + 90 * SEC)
+        .await
+        .unwrap();
+    assert_eq!(renewed, got);
+    assert!(claim(s, "t", 1, OTHER, T0 + 100 * SEC).await.is_empty());
+}
+
+/// Free, archived and unknown jobs are not renewed; the rest of the batch is.
+pub async fn renew_mixed_batch(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![NewJob::new("run", "t", ""), NewJob::new("done", "t", "")],
+        T0,
+    )
+    .await;
+    claim(s, "t", 2, OWNER, T0).await;
+    s.release_jobs(
+        &ids(&["done"]),
+        OWNER,
+        &Release::Archive(JobResult::from_status(200)),
+        T0,
+    )
+    .await
+    .unwrap();
+    add(s, vec![NewJob::new("free", "t", "")], T0).await;
+    let renewed = s
+        .renew_locks(
+            &ids(&["run", "done", "free", "missing"]),
+            OWNER,
+            MIN,
+            T0 + SEC,
+        )
+        .await
+        .unwrap();
+    assert_eq!(renewed, ids(&["run"]));
+    assert_eq!(get(s, "free").await.lock, LOCK_FREE);
+    assert_eq!(get(s, "done").await.lock, LOCK_DONE);
+}
+
+// ------------------------------------------------------------------ release
+
+/// `Retry` frees the job with `dt = now + delay`; the attempt stays counted.
+pub async fn release_retry(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
+    let rel = s
+        .release_jobs(
+            &got,
+            OWNER,
+            &Release::Retry {
+                delay: Duration::from_secs(30),
+            },
+            T0 + SEC,
+        )
+        .await
+        .unwrap();
+    assert_eq!(rel, got);
+    let j = get(s, &got[0]).await;
+    assert_eq!(
+        (j.lock.as_str(), j.dt, j.attempts),
+        (LOCK_FREE, T0 + 31 * SEC, 1)
+    );
+    assert!(claim(s, "t", 1, OTHER, T0 + 31 * SEC - 1).await.is_empty());
+    let again = claim(s, "t", 1, OTHER, T0 + 31 * SEC).await;
+    assert_eq!(again[0].attempts, 2);
+}
+
+/// `Retry` with no delay makes the job eligible at once.
+pub async fn release_retry_without_delay(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
+    s.release_jobs(
+        &got,
+        OWNER,
+        &Release::Retry {
+            delay: Duration::ZERO,
+        },
+        T0 + 5,
+    )
+    .await
+    .unwrap();
+    assert_eq!(get(s, &got[0]).await.dt, T0 + 5);
+    assert_eq!(claim(s, "t", 1, OTHER, T0 + 5).await.len(), 1);
+}
+
+/// `Unget` frees the job with `dt = now` and takes the attempt back.
+pub async fn release_unget(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
+    s.release_jobs(&got, OWNER, &Release::Unget, T0 + 3)
+        .await
+        .unwrap();
+    let j = get(s, &got[0]).await;
+    assert_eq!((j.lock.as_str(), j.dt, j.attempts), (LOCK_FREE, T0 + 3, 0));
+    assert_eq!(claim(s, "t", 1, OTHER, T0 + 3).await[0].attempts, 1);
+}
+
+/// `Archive` stores the result, `done_dt = now`, `lock = "__done"` and pushes
+/// `dt` 1000 years ahead.
+pub async fn release_archive(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
+    let result = JobResult::from_status(404).with_output(b"not found\n\x00\xff".to_vec());
+    s.release_jobs(&got, OWNER, &Release::Archive(result.clone()), T0 + 9)
+        .await
+        .unwrap();
+    let j = get(s, &got[0]).await;
+    assert_eq!(j.lock, LOCK_DONE);
+    assert_eq!(j.done_dt, Some(T0 + 9));
+    assert_eq!(j.dt, T0 + 9 + ARCHIVE_HORIZON_MS);
+    assert_eq!(j.result, Some(result));
+    assert_eq!(j.result.as_ref().unwrap().code, ResultCode::Failed);
+    assert_eq!((j.attempts, j.state(T0 + 9)), (1, JobState::Archived));
+}
+
+/// Every result code survives archiving.
+pub async fn release_archive_every_code(c: Ctx) {
+    let s = &*c.store;
+    let n = ResultCode::ALL.len();
+    add_n(s, "t", n, T0).await;
+    let got = claim(s, "t", n, OWNER, T0).await;
+    for (job, code) in got.iter().zip(ResultCode::ALL) {
+        let result = JobResult::new(code, 299);
+        s.release_jobs(
+            std::slice::from_ref(&job.id),
+            OWNER,
+            &Release::Archive(result.clone()),
+            T0,
+        )
+        .await
+        .unwrap();
+        assert_eq!(get(s, &job.id).await.result, Some(result));
+    }
+    let counts = counts_of(s, "t", T0).await;
+    assert_eq!(
+        counts.archived,
+        ResultCode::ALL.iter().map(|c| (*c, 1)).collect()
+    );
+}
+
+/// Result output up to the limit is kept; above it is `TooLarge`.
+pub async fn release_archive_output_limit(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
+    let mut too_big = JobResult::from_status(200);
+    too_big.output = vec![b'o'; MAX_OUTPUT + 1];
+    assert_kind(
+        s.release_jobs(&got, OWNER, &Release::Archive(too_big), T0)
+            .await,
+        ErrorKind::TooLarge,
+        "output above MAX_OUTPUT",
+    );
+    assert_eq!(get(s, &got[0]).await.lock, OWNER);
+    let fits = JobResult::from_status(200).with_output(vec![b'o'; MAX_OUTPUT + 10]);
+    assert_eq!(fits.output.len(), MAX_OUTPUT);
+    s.release_jobs(&got, OWNER, &Release::Archive(fits.clone()), T0)
+        .await
+        .unwrap();
+    assert_eq!(get(s, &got[0]).await.result, Some(fits));
+}
+
+/// Archived jobs are never eligible again, however far time moves.
+pub async fn archived_job_never_eligible(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
+    s.release_jobs(
+        &got,
+        OWNER,
+        &Release::Archive(JobResult::from_status(200)),
+        T0,
+    )
+    .await
+    .unwrap();
+    let far = T0 + 500 * 365 * 24 * 3600 * SEC;
+    assert!(claim(s, "t", 1, OTHER, far).await.is_empty());
+    assert!(s.waiting_jobtypes(far).await.unwrap().is_empty());
+}
+
+/// `Delete` removes the job.
+pub async fn release_delete(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 2, T0).await;
+    let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
+    assert_eq!(
+        s.release_jobs(&got, OWNER, &Release::Delete, T0)
+            .await
+            .unwrap(),
+        got
+    );
+    assert_eq!(s.get_job(&got[0]).await.unwrap(), None);
+    assert_eq!(counts_of(s, "t", T0).await.total(), 1);
+}
+
+/// A release by anyone but the owner changes nothing, whatever `how`.
+pub async fn release_by_non_owner_changes_nothing(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
+    let before = get(s, &got[0]).await;
+    for how in [
+        Release::Retry {
+            delay: Duration::ZERO,
+        },
+        Release::Unget,
+        Release::Archive(JobResult::from_status(200)),
+        Release::Delete,
+    ] {
+        assert!(
+            s.release_jobs(&got, OTHER, &how, T0 + 1)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{how:?}"
+        );
+        assert_eq!(get(s, &got[0]).await, before, "{how:?}");
+    }
+}
+
+/// After expiry and takeover, the old owner cannot release the job:
+/// the new owner's lock, lease and attempt stand.
+pub async fn release_after_takeover_fails(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
+    claim(&*c.peer, "t", 1, OTHER, T0 + 61 * SEC).await;
+    let taken = get(s, &got[0]).await;
+    for how in [
+        Release::Unget,
+        Release::Archive(JobResult::from_status(500)),
+        Release::Delete,
+    ] {
+        assert!(
+            s.release_jobs(&got, OWNER, &how, T0 + 62 * SEC)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(get(s, &got[0]).await, taken);
+    }
+}
+
+/// Free jobs cannot be released by anybody (they have no owner).
+pub async fn release_free_job_changes_nothing(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let before = get(s, "t-000000").await;
+    let r = s
+        .release_jobs(&ids(&["t-000000"]), OWNER, &Release::Delete, T0)
+        .await
+        .unwrap();
+    assert!(r.is_empty());
+    assert_eq!(get(s, "t-000000").await, before);
+}
+
+/// A batch release touches exactly the jobs the caller owns.
+pub async fn release_mixed_batch(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![
+            NewJob::new("mine1", "t", "").priority(9),
+            NewJob::new("mine2", "t", "").priority(9),
+        ],
+        T0,
+    )
+    .await;
+    claim(s, "t", 2, OWNER, T0).await;
+    add(s, vec![NewJob::new("theirs", "t", "")], T0).await;
+    claim(s, "t", 1, OTHER, T0).await;
+    let rel = s
+        .release_jobs(
+            &ids(&["mine1", "theirs", "missing", "mine2"]),
+            OWNER,
+            &Release::Unget,
+            T0 + 1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(sorted(rel), ids(&["mine1", "mine2"]));
+    assert_eq!(get(s, "theirs").await.lock, OTHER);
+}
+
+// -------------------------------------------------------------- update data
+
+/// The owner replaces the payload, and the next run sees it.
+pub async fn update_data_by_owner(c: Ctx) {
+    let s = &*c.store;
+    add(s, vec![NewJob::new("j", "t", "v1")], T0).await;
+    claim(s, "t", 1, OWNER, T0).await;
+    assert!(
+        s.update_data("j", OWNER, b"v2\x00progress", T0 + 1)
+            .await
+            .unwrap()
+    );
+    assert_eq!(get(s, "j").await.data, b"v2\x00progress");
+    s.release_jobs(
+        &ids(&["j"]),
+        OWNER,
+        &Release::Retry {
+            delay: Duration::ZERO,
+        },
+        T0 + 2,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        claim(s, "t", 1, OTHER, T0 + 2).await[0].data,
+        b"v2\x00progress"
+    );
+}
+
+/// Non-owners, free jobs, archived jobs and unknown ids: no change, `false`.
+pub async fn update_data_by_non_owner_changes_nothing(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![
+            NewJob::new("run", "t", "orig"),
+            NewJob::new("done", "t", "orig"),
+        ],
+        T0,
+    )
+    .await;
+    claim(s, "t", 2, OWNER, T0).await;
+    s.release_jobs(
+        &ids(&["done"]),
+        OWNER,
+        &Release::Archive(JobResult::from_status(200)),
+        T0,
+    )
+    .await
+    .unwrap();
+    add(s, vec![NewJob::new("free", "t", "orig")], T0).await;
+    assert!(!s.update_data("run", OTHER, b"x", T0).await.unwrap());
+    assert!(!s.update_data("done", OWNER, b"x", T0).await.unwrap());
+    assert!(!s.update_data("free", OWNER, b"x", T0).await.unwrap());
+    assert!(!s.update_data("missing", OWNER, b"x", T0).await.unwrap());
+    for id in ["run", "done", "free"] {
+        assert_eq!(get(s, id).await.data, b"orig", "{id}");
+    }
+}
+
+// ------------------------------------------------------------------- cancel
+
+/// Waiting and scheduled jobs are archived as `cancelled`.
+pub async fn cancel_waiting_and_scheduled(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![
+            NewJob::new("now", "t", ""),
+            NewJob::new("later", "t", "").run_at(T0 + 99 * SEC),
+        ],
+        T0,
+    )
+    .await;
+    let got = s
+        .cancel_jobs(&ids(&["now", "later"]), T0 + 5)
+        .await
+        .unwrap();
+    assert_eq!(sorted(got), ids(&["later", "now"]));
+    for id in ["now", "later"] {
+        let j = get(s, id).await;
+        assert_eq!(j.lock, LOCK_DONE);
+        assert_eq!(j.done_dt, Some(T0 + 5));
+        assert_eq!(j.dt, T0 + 5 + ARCHIVE_HORIZON_MS);
+        assert_eq!(j.result, Some(JobResult::cancelled()));
+    }
+    assert!(claim(s, "t", 5, OWNER, T0 + 100 * SEC).await.is_empty());
+    assert_eq!(
+        counts_of(s, "t", T0).await.archived,
+        archived(&[(ResultCode::Cancelled, 2)])
+    );
+}
+
+/// Running, expired and archived jobs are untouched by cancel; unknown ids
+/// are ignored.
+pub async fn cancel_leaves_locked_and_archived(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![
+            NewJob::new("run", "t", "").priority(3),
+            NewJob::new("done", "t", "").priority(2),
+        ],
+        T0,
+    )
+    .await;
+    add(s, vec![NewJob::new("exp", "t", "").priority(1)], T0).await;
+    claim(s, "t", 3, OWNER, T0).await;
+    s.release_jobs(
+        &ids(&["done"]),
+        OWNER,
+        &Release::Archive(JobResult::from_status(200)),
+        T0,
+    )
+    .await
+    .unwrap();
+    s.renew_locks(&ids(&["run"]), OWNER, Duration::from_secs(3600), T0)
+        .await
+        .unwrap();
+    let now = T0 + 120 * SEC; // "exp" has expired by now, "run" has not
+    let before: Vec<Job> =
+        futures::future::join_all(["run", "done", "exp"].map(|i| get(s, i))).await;
+    let got = s
+        .cancel_jobs(&ids(&["run", "done", "exp", "missing"]), now)
+        .await
+        .unwrap();
+    assert!(got.is_empty(), "cancelled {got:?}");
+    let after: Vec<Job> =
+        futures::future::join_all(["run", "done", "exp"].map(|i| get(s, i))).await;
+    assert_eq!(after, before);
+}
+
+// -------------------------------------------------------------------- purge
+
+/// Purge deletes archived jobs with `done_dt < before`, and nothing else.
+pub async fn purge_archived_by_age(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 4, T0).await;
+    let got = job_ids(&claim(s, "t", 3, OWNER, T0).await);
+    let ok = Release::Archive(JobResult::from_status(200));
+    s.release_jobs(&got[0..1], OWNER, &ok, T0 + 10)
+        .await
+        .unwrap();
+    s.release_jobs(&got[1..2], OWNER, &ok, T0 + 20)
+        .await
+        .unwrap();
+    s.cancel_jobs(&ids(&["t-000003"]), T0 + 30).await.unwrap();
+    assert_eq!(s.purge_archived(T0 + 10).await.unwrap(), 0);
+    assert_eq!(s.purge_archived(T0 + 11).await.unwrap(), 1);
+    assert_eq!(s.get_job(&got[0]).await.unwrap(), None);
+    assert!(s.get_job(&got[1]).await.unwrap().is_some());
+    assert_eq!(s.purge_archived(T0 + 1_000_000).await.unwrap(), 2);
+    assert_eq!(
+        get(s, &got[2]).await.lock,
+        OWNER,
+        "running job survives purge"
+    );
+    let counts = counts_of(s, "t", T0 + 40).await;
+    assert_eq!((counts.running, counts.archived.len()), (1, 0));
+}
+
+// ------------------------------------------------------------ counts, types
+
+/// Waiting jobtypes list each jobtype with eligible jobs and their count:
+/// waiting and expired count; scheduled, running and archived do not.
+pub async fn waiting_jobtypes_counts(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "alpha", 5, T0).await;
+    add_n(s, "beta", 2, T0).await;
+    add(
+        s,
+        vec![NewJob::new("sched", "gamma", "").run_at(T0 + 1000 * SEC)],
+        T0,
+    )
+    .await;
+    claim(s, "beta", 2, OWNER, T0).await; // running until T0 + 60 s
+    let got = claim(s, "alpha", 1, OWNER, T0).await;
+    s.release_jobs(
+        &job_ids(&got),
+        OWNER,
+        &Release::Archive(JobResult::from_status(200)),
+        T0,
+    )
+    .await
+    .unwrap();
+    let mut w = s.waiting_jobtypes(T0 + 1).await.unwrap();
+    w.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
+    let cap = s.capabilities().waiting_count_cap.unwrap_or(u64::MAX);
+    assert_eq!(
+        w,
+        vec![WaitingJobtype {
+            jobtype: "alpha".into(),
+            count: 4.min(cap)
+        }]
+    );
+    let mut w = s.waiting_jobtypes(T0 + 60 * SEC).await.unwrap();
+    w.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
+    assert_eq!(
+        w,
+        vec![
+            WaitingJobtype {
+                jobtype: "alpha".into(),
+                count: 4.min(cap)
+            },
+            WaitingJobtype {
+                jobtype: "beta".into(),
+                count: 2.min(cap)
+            },
+        ]
+    );
+}
+
+/// An empty store has no waiting jobtypes and no counts.
+pub async fn empty_store_has_no_counts(c: Ctx) {
+    assert!(c.store.waiting_jobtypes(T0).await.unwrap().is_empty());
+    assert!(c.store.job_counts(T0).await.unwrap().is_empty());
+}
+
+/// Counts above the declared cap are capped, never over-reported; below it
+/// they are exact.
+pub async fn waiting_count_cap_respected(c: Ctx) {
+    let s = &*c.store;
+    let n = 1_500;
+    add_n(s, "many", n, T0).await;
+    let w = s.waiting_jobtypes(T0).await.unwrap();
+    let expected = match s.capabilities().waiting_count_cap {
+        Some(cap) => (n as u64).min(cap),
+        None => n as u64,
+    };
+    assert_eq!(
+        w,
+        vec![WaitingJobtype {
+            jobtype: "many".into(),
+            count: expected
+        }]
+    );
+}
+
+/// Job counts per jobtype by state, archived ones by result code.
+pub async fn job_counts_by_state(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 6, T0).await;
+    add(
+        s,
+        vec![NewJob::new("sched", "t", "").run_at(T0 + 1000 * SEC)],
+        T0,
+    )
+    .await;
+    add_n(s, "u", 1, T0).await;
+    let got = job_ids(&claim(s, "t", 4, OWNER, T0).await);
+    s.release_jobs(
+        &got[0..1],
+        OWNER,
+        &Release::Archive(JobResult::from_status(200)),
+        T0,
+    )
+    .await
+    .unwrap();
+    s.release_jobs(
+        &got[1..2],
+        OWNER,
+        &Release::Archive(JobResult::from_status(500)),
+        T0,
+    )
+    .await
+    .unwrap();
+    s.renew_locks(&got[2..3], OWNER, Duration::from_secs(3600), T0)
+        .await
+        .unwrap();
+    // got[3] expires at T0 + 60 s
+    let mut counts = s.job_counts(T0 + 100 * SEC).await.unwrap();
+    counts.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
+    assert_eq!(
+        counts,
+        vec![
+            JobCounts {
+                jobtype: "t".into(),
+                waiting: 3,
+                scheduled: 1,
+                running: 1,
+                archived: archived(&[(ResultCode::Ok, 1), (ResultCode::Error, 1)]),
+            },
+            JobCounts {
+                jobtype: "u".into(),
+                waiting: 1,
+                ..JobCounts::default()
+            },
+        ]
+    );
+}
+
+// ----------------------------------------------------------------- handlers
+
+fn full_handler(body: &str) -> Handler {
+    Handler {
+        lang: "process".into(),
+        body: body.into(),
+        eid: Some("ctx-1".into()),
+        before: Some("setup\nmore".into()),
+        before_each: Some("".into()),
+        after_each: None,
+    }
+}
+
+/// Every handler field reads back; the version has an id and `dt = now`.
+pub async fn handler_round_trip(c: Ctx) {
+    let s = &*c.store;
+    let h = full_handler("/usr/bin/env cat");
+    let v = s.set_handler("acme-mail", &h, T0).await.unwrap();
+    assert!(!v.id.is_empty());
+    assert_eq!(
+        (v.jobtype.as_str(), v.dt, &v.handler),
+        ("acme-mail", T0, &h)
+    );
+    assert_eq!(s.get_handler("acme-mail").await.unwrap(), Some(v));
+    assert_eq!(s.get_handler("other").await.unwrap(), None);
+}
+
+/// The newest version wins: greatest `dt`, the last set among equal `dt`.
+pub async fn handler_versions_newest_wins(c: Ctx) {
+    let s = &*c.store;
+    let v1 = s
+        .set_handler("t", &Handler::new("process", "v1"), T0)
+        .await
+        .unwrap();
+    let v2 = s
+        .set_handler("t", &Handler::new("process", "v2"), T0 + 10)
+        .await
+        .unwrap();
+    assert_ne!(v1.id, v2.id);
+    assert_eq!(
+        s.get_handler("t").await.unwrap().unwrap().handler.body,
+        "v2"
+    );
+    let v3 = s
+        .set_handler("t", &Handler::new("http", "v3"), T0 + 10)
+        .await
+        .unwrap();
+    assert!(v3.id != v1.id && v3.id != v2.id);
+    assert_eq!(s.get_handler("t").await.unwrap(), Some(v3.clone()));
+    s.set_handler("t", &Handler::new("process", "old"), T0 + 5)
+        .await
+        .unwrap();
+    assert_eq!(s.get_handler("t").await.unwrap(), Some(v3));
+}
+
+/// Delete removes every version and says whether any existed.
+pub async fn handler_delete_removes_all_versions(c: Ctx) {
+    let s = &*c.store;
+    s.set_handler("t", &Handler::new("process", "v1"), T0)
+        .await
+        .unwrap();
+    s.set_handler("t", &Handler::new("process", "v2"), T0 + 1)
+        .await
+        .unwrap();
+    s.set_handler("keep", &Handler::new("process", "k"), T0)
+        .await
+        .unwrap();
+    assert!(s.delete_handler("t").await.unwrap());
+    assert_eq!(s.get_handler("t").await.unwrap(), None);
+    assert!(!s.delete_handler("t").await.unwrap());
+    assert!(s.get_handler("keep").await.unwrap().is_some());
+    let v = s
+        .set_handler("t", &Handler::new("process", "v3"), T0 - 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.get_handler("t").await.unwrap(),
+        Some(v),
+        "no old version survives delete"
+    );
+}
+
+/// The list holds the newest version of each jobtype.
+pub async fn handler_list_newest_per_jobtype(c: Ctx) {
+    let s = &*c.store;
+    assert!(s.list_handlers().await.unwrap().is_empty());
+    s.set_handler("a", &Handler::new("process", "a1"), T0)
+        .await
+        .unwrap();
+    let a2 = s
+        .set_handler("a", &Handler::new("process", "a2"), T0 + 1)
+        .await
+        .unwrap();
+    let b1 = s.set_handler("b", &full_handler("b1"), T0).await.unwrap();
+    let mut list = s.list_handlers().await.unwrap();
+    list.sort_by(|x, y| x.jobtype.cmp(&y.jobtype));
+    assert_eq!(list, vec![a2, b1]);
+}
+
+/// Malformed handlers are invalid input and are not stored.
+pub async fn handler_invalid_rejected(c: Ctx) {
+    let s = &*c.store;
+    for (jobtype, h) in [
+        ("t", Handler::new("", "x")),
+        ("t", Handler::new("Process", "x")),
+        ("t", Handler::new("process", "nul\0byte")),
+        ("-bad", Handler::new("process", "x")),
+    ] {
+        assert_kind(
+            s.set_handler(jobtype, &h, T0).await,
+            ErrorKind::InvalidInput,
+            &format!("{jobtype} {h:?}"),
+        );
+    }
+    assert!(s.list_handlers().await.unwrap().is_empty());
+}
+
+// ------------------------------------------------------------------- sysids
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// A reserved sysid cannot be reserved again while its lease is valid.
+pub async fn sysid_double_reserve_conflicts(c: Ctx) {
+    let s = &*c.store;
+    let lease = s.reserve_sysid("node-1", TTL, T0).await.unwrap();
+    assert_eq!(
+        (lease.sysid.as_str(), lease.expires),
+        ("node-1", T0 + 10 * SEC)
+    );
+    assert!(!lease.token.is_empty());
+    assert_kind(
+        c.peer.reserve_sysid("node-1", TTL, T0 + 9 * SEC).await,
+        ErrorKind::Conflict,
+        "second reserve",
+    );
+    let other = s.reserve_sysid("node-2", TTL, T0).await.unwrap();
+    assert_ne!(other.token, lease.token);
+}
+
+/// An expired sysid lease frees the sysid; the stale lease can then neither
+/// renew nor release it.
+pub async fn sysid_expiry_frees_and_fences(c: Ctx) {
+    let s = &*c.store;
+    let old = s.reserve_sysid("node", TTL, T0).await.unwrap();
+    let new = c
+        .peer
+        .reserve_sysid("node", TTL, T0 + 10 * SEC)
+        .await
+        .unwrap();
+    assert_ne!(old.token, new.token);
+    assert_kind(
+        s.renew_sysid(&old, TTL, T0 + 11 * SEC).await,
+        ErrorKind::Conflict,
+        "stale renew",
+    );
+    assert!(!s.release_sysid(&old).await.unwrap());
+    let renewed = c.peer.renew_sysid(&new, TTL, T0 + 12 * SEC).await.unwrap();
+    assert_eq!(renewed.expires, T0 + 22 * SEC);
+}
+
+/// The holder's renewal moves the expiry; reserving before it still fails.
+pub async fn sysid_renew_extends(c: Ctx) {
+    let s = &*c.store;
+    let lease = s.reserve_sysid("node", TTL, T0).await.unwrap();
+    let renewed = s
+        .renew_sysid(&lease, Duration::from_secs(30), T0 + 5 * SEC)
+        .await
+        .unwrap();
+    assert_eq!(
+        (renewed.expires, renewed.token.as_str()),
+        (T0 + 35 * SEC, lease.token.as_str())
+    );
+    assert_kind(
+        s.reserve_sysid("node", TTL, T0 + 20 * SEC).await,
+        ErrorKind::Conflict,
+        "reserve while renewed",
+    );
+    let late = s.renew_sysid(&renewed, TTL, T0 + 40 * SEC).await.unwrap();
+    assert_eq!(
+        late.expires,
+        T0 + 50 * SEC,
+        "renew past expiry while nobody took it"
+    );
+}
+
+/// A forged or stale token renews and releases nothing.
+pub async fn sysid_wrong_token_rejected(c: Ctx) {
+    let s = &*c.store;
+    let lease = s.reserve_sysid("node", TTL, T0).await.unwrap();
+    let forged = SysidLease {
+        token: "not-the-token".into(),
+        ..lease.clone()
+    };
+    assert_kind(
+        s.renew_sysid(&forged, TTL, T0).await,
+        ErrorKind::Conflict,
+        "forged renew",
+    );
+    assert!(!s.release_sysid(&forged).await.unwrap());
+    assert_kind(
+        s.reserve_sysid("node", TTL, T0 + 1).await,
+        ErrorKind::Conflict,
+        "still held",
+    );
+    let unknown = SysidLease {
+        sysid: "never".into(),
+        ..lease
+    };
+    assert!(!s.release_sysid(&unknown).await.unwrap());
+    assert_kind(
+        s.renew_sysid(&unknown, TTL, T0).await,
+        ErrorKind::Conflict,
+        "renew of unheld sysid",
+    );
+}
+
+/// Release frees the sysid at once.
+pub async fn sysid_release_frees(c: Ctx) {
+    let s = &*c.store;
+    let lease = s.reserve_sysid("node", TTL, T0).await.unwrap();
+    assert!(s.release_sysid(&lease).await.unwrap());
+    assert!(!s.release_sysid(&lease).await.unwrap());
+    c.peer.reserve_sysid("node", TTL, T0 + 1).await.unwrap();
+}
+
+// ---------------------------------------------------------------- isolation
+
+/// Stores on different namespaces share no jobs, handlers or sysids.
+pub async fn namespace_isolation(a: Ctx, b: Ctx) {
+    let (a, b) = (&*a.store, &*b.store);
+    add(a, vec![NewJob::new("shared-id", "t", "in a")], T0).await;
+    a.set_handler("t", &Handler::new("process", "a"), T0)
+        .await
+        .unwrap();
+    a.reserve_sysid("node", TTL, T0).await.unwrap();
+    assert_eq!(b.get_job("shared-id").await.unwrap(), None);
+    assert!(b.waiting_jobtypes(T0).await.unwrap().is_empty());
+    assert!(b.job_counts(T0).await.unwrap().is_empty());
+    assert!(claim(b, "t", 10, OWNER, T0).await.is_empty());
+    assert_eq!(b.get_handler("t").await.unwrap(), None);
+    assert!(b.list_handlers().await.unwrap().is_empty());
+    b.reserve_sysid("node", TTL, T0).await.unwrap();
+    assert!(
+        b.cancel_jobs(&ids(&["shared-id"]), T0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(b.purge_archived(MAX_TIME).await.unwrap(), 0);
+    // The same id added to b is new there, and a's job is unchanged.
+    let out = add(b, vec![NewJob::new("shared-id", "t", "in b")], T0).await;
+    assert_eq!(out.new, ids(&["shared-id"]));
+    assert_eq!(get(a, "shared-id").await.data, b"in a");
+    assert_eq!(get(b, "shared-id").await.data, b"in b");
+}
+
+// -------------------------------------------------------------- bad input
+
+/// Which operation an invalid-input case is tried on.
+async fn try_everywhere(
+    s: &dyn JobStore,
+    id: Option<&str>,
+    jobtype: Option<&str>,
+    sysid: Option<&str>,
+) {
+    let what = format!("id={id:?} jobtype={jobtype:?} sysid={sysid:?}");
+    let i = id.unwrap_or("ok-id");
+    let t = jobtype.unwrap_or("ok-type");
+    let o = sysid.unwrap_or(OWNER);
+    let kind = ErrorKind::InvalidInput;
+    if id.is_some() || jobtype.is_some() {
+        assert_kind(
+            s.add_jobs(&[NewJob::new(i, t, "x")], T0).await,
+            kind,
+            &format!("add {what}"),
+        );
+    }
+    if id.is_some() {
+        assert_kind(s.get_job(i).await, kind, &format!("get {what}"));
+        assert_kind(
+            s.cancel_jobs(&[i.to_owned()], T0).await,
+            kind,
+            &format!("cancel {what}"),
+        );
+        assert_kind(
+            s.renew_locks(&[i.to_owned()], o, MIN, T0).await,
+            kind,
+            &format!("renew {what}"),
+        );
+        assert_kind(
+            s.release_jobs(&[i.to_owned()], o, &Release::Delete, T0)
+                .await,
+            kind,
+            &format!("release {what}"),
+        );
+        assert_kind(
+            s.update_data(i, o, b"x", T0).await,
+            kind,
+            &format!("update {what}"),
+        );
+    }
+    if jobtype.is_some() || sysid.is_some() {
+        assert_kind(
+            s.claim_jobs(t, 1, o, MIN, T0).await,
+            kind,
+            &format!("claim {what}"),
+        );
+    }
+    if jobtype.is_some() {
+        assert_kind(s.get_handler(t).await, kind, &format!("get_handler {what}"));
+        assert_kind(
+            s.delete_handler(t).await,
+            kind,
+            &format!("delete_handler {what}"),
+        );
+        assert_kind(
+            s.set_handler(t, &Handler::new("process", "x"), T0).await,
+            kind,
+            &format!("set_handler {what}"),
+        );
+    }
+    if sysid.is_some() {
+        assert_kind(
+            s.renew_locks(&["ok-id".to_owned()], o, MIN, T0).await,
+            kind,
+            &format!("renew {what}"),
+        );
+        assert_kind(
+            s.reserve_sysid(o, TTL, T0).await,
+            kind,
+            &format!("reserve {what}"),
+        );
+    }
+    assert!(
+        s.job_counts(T0).await.unwrap().is_empty(),
+        "nothing stored for {what}"
+    );
+    assert!(
+        s.list_handlers().await.unwrap().is_empty(),
+        "no handler stored for {what}"
+    );
+}
+
+/// A malformed job id is invalid input everywhere ids are taken.
+pub async fn invalid_job_id_rejected(c: Ctx, id: &str) {
+    try_everywhere(&*c.store, Some(id), None, None).await;
+}
+
+/// A malformed jobtype is invalid input everywhere jobtypes are taken.
+pub async fn invalid_jobtype_rejected(c: Ctx, jobtype: &str) {
+    try_everywhere(&*c.store, None, Some(jobtype), None).await;
+}
+
+/// A malformed sysid (or owner) is invalid input.
+pub async fn invalid_sysid_rejected(c: Ctx, sysid: &str) {
+    try_everywhere(&*c.store, None, None, Some(sysid)).await;
+}
+
+/// Times outside `0..=MAX_TIME` are invalid input.
+pub async fn invalid_time_rejected(c: Ctx) {
+    let s = &*c.store;
+    let kind = ErrorKind::InvalidInput;
+    for now in [-1, MAX_TIME + 1, i64::MIN, i64::MAX] {
+        assert_kind(
+            s.add_jobs(&[NewJob::new("a", "t", "")], now).await,
+            kind,
+            "add now",
+        );
+        assert_kind(
+            s.claim_jobs("t", 1, OWNER, MIN, now).await,
+            kind,
+            "claim now",
+        );
+        assert_kind(s.waiting_jobtypes(now).await, kind, "waiting now");
+        assert_kind(s.job_counts(now).await, kind, "counts now");
+        assert_kind(s.cancel_jobs(&ids(&["a"]), now).await, kind, "cancel now");
+        assert_kind(s.purge_archived(now).await, kind, "purge before");
+        assert_kind(s.reserve_sysid("n", TTL, now).await, kind, "reserve now");
+        assert_kind(
+            s.add_jobs(&[NewJob::new("a", "t", "").run_at(now)], T0)
+                .await,
+            kind,
+            "run_at",
+        );
+    }
+    assert_eq!(s.get_job("a").await.unwrap(), None);
+}
+
+/// Leases of zero or above `MAX_LEASE`, and retry delays above `MAX_DELAY`,
+/// are invalid input.
+pub async fn invalid_lease_rejected(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let kind = ErrorKind::InvalidInput;
+    for lease in [
+        Duration::ZERO,
+        Duration::from_micros(999),
+        MAX_LEASE + Duration::from_millis(1),
+    ] {
+        assert_kind(
+            s.claim_jobs("t", 1, OWNER, lease, T0).await,
+            kind,
+            "claim lease",
+        );
+        assert_kind(
+            s.renew_locks(&ids(&["t-000000"]), OWNER, lease, T0).await,
+            kind,
+            "renew lease",
+        );
+        assert_kind(s.reserve_sysid("n", lease, T0).await, kind, "sysid ttl");
+    }
+    assert_eq!(counts_of(s, "t", T0).await.waiting, 1);
+    claim(s, "t", 1, OWNER, T0).await;
+    let delay = jobstore_api::limits::MAX_DELAY + Duration::from_secs(1);
+    assert_kind(
+        s.release_jobs(&ids(&["t-000000"]), OWNER, &Release::Retry { delay }, T0)
+            .await,
+        kind,
+        "retry delay",
+    );
+    assert_eq!(get(s, "t-000000").await.lock, OWNER);
+    assert_eq!(
+        s.claim_jobs("t", 1, OWNER, MAX_LEASE, T0)
+            .await
+            .unwrap()
+            .len(),
+        0
+    );
+}
+
+/// Batches above `MAX_BATCH` are `TooLarge` and change nothing.
+pub async fn oversized_batch_rejected(c: Ctx) {
+    let s = &*c.store;
+    let many: Vec<String> = (0..=MAX_BATCH).map(|i| format!("id{i}")).collect();
+    let jobs: Vec<NewJob> = many
+        .iter()
+        .map(|i| NewJob::new(i.clone(), "t", ""))
+        .collect();
+    assert_kind(
+        s.add_jobs(&jobs, T0).await,
+        ErrorKind::TooLarge,
+        "add batch",
+    );
+    assert_kind(
+        s.cancel_jobs(&many, T0).await,
+        ErrorKind::TooLarge,
+        "cancel batch",
+    );
+    assert_kind(
+        s.renew_locks(&many, OWNER, MIN, T0).await,
+        ErrorKind::TooLarge,
+        "renew batch",
+    );
+    assert_kind(
+        s.release_jobs(&many, OWNER, &Release::Unget, T0).await,
+        ErrorKind::TooLarge,
+        "release batch",
+    );
+    assert!(s.job_counts(T0).await.unwrap().is_empty());
+}
+
+// ---------------------------------------------------------- wake-ups
+
+/// A watcher wakes when another handle adds work; a store that declares
+/// notifications names the jobtype.
+pub async fn watch_wakes_on_add(c: Ctx) {
+    let mut w = c.store.watch().await.unwrap();
+    assert_eq!(w.is_notified(), c.store.capabilities().notifications);
+    let peer = c.peer.clone();
+    let adder = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        peer.add_jobs(&[NewJob::new("w1", "wake-type", "")], T0)
+            .await
+            .unwrap();
+    });
+    let wake = wait_for(&mut w, "wake-type", c.store.capabilities().notifications).await;
+    adder.await.unwrap();
+    assert_ne!(wake, Wakeup::TimedOut);
+}
+
+/// A watcher wakes when a job is released for retry.
+pub async fn watch_wakes_on_retry(c: Ctx) {
+    let s = &*c.store;
+    add(s, vec![NewJob::new("r", "retry-type", "")], T0).await;
+    claim(s, "retry-type", 1, OWNER, T0).await;
+    let mut w = s.watch().await.unwrap();
+    let peer = c.peer.clone();
+    let releaser = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        peer.release_jobs(
+            &ids(&["r"]),
+            OWNER,
+            &Release::Retry {
+                delay: Duration::ZERO,
+            },
+            T0 + 1,
+        )
+        .await
+        .unwrap();
+    });
+    let wake = wait_for(&mut w, "retry-type", s.capabilities().notifications).await;
+    releaser.await.unwrap();
+    assert_ne!(wake, Wakeup::TimedOut);
+}
+
+/// Waits until the watcher reports `jobtype` (notifying stores) or any wake-up
+/// (polling stores), within 10 s in all.
+async fn wait_for(w: &mut WorkWatcher, jobtype: &str, notified: bool) -> Wakeup {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Wakeup::TimedOut;
+        }
+        match w.wait(left).await {
+            Wakeup::Work(types) if types.contains(jobtype) => return Wakeup::Work(types),
+            Wakeup::TimedOut => return Wakeup::TimedOut,
+            other if !notified => return other,
+            _ => continue,
+        }
+    }
+}
+
+// -------------------------------------------------------------- concurrency
+
+/// 8 concurrent claimers, split over the store and its peer handle, drain
+/// 2,000 jobs: every job is handed out exactly once while leases are valid.
+pub async fn concurrent_claims_exactly_once(c: Ctx) {
+    const JOBS: usize = 2_000;
+    const CLAIMERS: usize = 8;
+    let s = &*c.store;
+    for chunk in 0..(JOBS / 500) {
+        let jobs: Vec<NewJob> = (chunk * 500..(chunk + 1) * 500)
+            .map(|i| NewJob::new(format!("c{i:05}"), "conc", "").priority((i % 3) as i32))
+            .collect();
+        s.add_jobs(&jobs, T0).await.unwrap();
+    }
+    let mut tasks = Vec::new();
+    for n in 0..CLAIMERS {
+        let store = if n % 2 == 0 {
+            c.store.clone()
+        } else {
+            c.peer.clone()
+        };
+        tasks.push(tokio::spawn(async move {
+            let owner = format!("claimer-{n}");
+            let mut mine = Vec::new();
+            let mut empty_in_a_row = 0;
+            while empty_in_a_row < 3 {
+                let got = store
+                    .claim_jobs(
+                        "conc",
+                        1 + n * 7 % 40,
+                        &owner,
+                        Duration::from_secs(3600),
+                        T0 + 1,
+                    )
+                    .await
+                    .expect("claim");
+                if got.is_empty() {
+                    empty_in_a_row += 1;
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                empty_in_a_row = 0;
+                for j in &got {
+                    assert_eq!(
+                        (j.lock.as_str(), j.attempts),
+                        (owner.as_str(), 1),
+                        "{}",
+                        j.id
+                    );
+                }
+                let got_ids = job_ids(&got);
+                // Archive every other batch, keep the rest running: both must
+                // stay out of other claimers' hands.
+                if mine.len() % 2 == 0 {
+                    let rel = store
+                        .release_jobs(
+                            &got_ids,
+                            &owner,
+                            &Release::Archive(JobResult::from_status(200)),
+                            T0 + 2,
+                        )
+                        .await
+                        .expect("release");
+                    assert_eq!(rel.len(), got_ids.len());
+                }
+                mine.extend(got_ids);
+            }
+            mine
+        }));
+    }
+    let mut times: HashMap<String, usize> = HashMap::new();
+    for t in tasks {
+        for id in t.await.expect("claimer task") {
+            *times.entry(id).or_default() += 1;
+        }
+    }
+    let twice: Vec<_> = times.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "handed out more than once: {twice:?}");
+    assert_eq!(times.len(), JOBS, "every job handed out");
+    assert!(claim(s, "conc", 10, "late", T0 + 3).await.is_empty());
+    let counts = counts_of(s, "conc", T0 + 3).await;
+    assert_eq!(counts.waiting, 0);
+    assert_eq!(counts.total(), JOBS as u64);
+}

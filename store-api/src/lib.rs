@@ -1,0 +1,20 @@
+#![doc = include_str!("../README.md")]
+
+pub mod error;
+pub mod limits;
+mod memory;
+mod store;
+pub mod types;
+pub mod validate;
+mod watch;
+
+pub use error::{BoxError, Error, ErrorKind, Result};
+pub use memory::MemoryStore;
+pub use store::{JobStore, JobStoreExt};
+pub use types::*;
+pub use watch::{Wakeup, WorkNotice, WorkWatcher};
+
+/// A new random secret (sysid lease tokens), 32 hex digits.
+pub fn new_token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}

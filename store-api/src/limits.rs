@@ -1,0 +1,30 @@
+//! The documented limits of the contract, the same for every backend.
+
+use std::time::Duration;
+
+use crate::types::Millis;
+
+/// Longest job id, in bytes.
+pub const MAX_ID_LEN: usize = 200;
+/// Longest jobtype, in bytes.
+pub const MAX_JOBTYPE_LEN: usize = 200;
+/// Longest sysid, in bytes.
+pub const MAX_SYSID_LEN: usize = 200;
+/// Most jobs one claim may ask for.
+pub const MAX_CLAIM: usize = 1_000;
+/// Most jobs or ids in one add, renew, release or cancel call.
+pub const MAX_BATCH: usize = 10_000;
+/// Every backend stores payloads of at least this many bytes (1 MiB).
+pub const MIN_PAYLOAD_SUPPORT: usize = 1 << 20;
+/// Most bytes of result output kept with an archived job (64 KiB).
+pub const MAX_OUTPUT: usize = 64 << 10;
+/// Longest handler body or hook, in bytes (1 MiB).
+pub const MAX_HANDLER_FIELD: usize = 1 << 20;
+/// Longest lease (job lock or sysid): 7 days.
+pub const MAX_LEASE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Longest retry delay: 100 years of 365 days.
+pub const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// Latest time a store accepts: 9999-12-31T23:59:59.999Z.
+pub const MAX_TIME: Millis = 253_402_300_799_999;
+/// How often a polling [`WorkWatcher`](crate::WorkWatcher) wakes by default.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);

@@ -1,0 +1,410 @@
+//! [`MemoryStore`]: the reference implementation of the contract.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::broadcast;
+
+use crate::error::{Error, Result};
+use crate::limits::DEFAULT_POLL_INTERVAL;
+use crate::store::JobStore;
+use crate::types::*;
+use crate::validate;
+use crate::watch::{WorkNotice, WorkWatcher};
+
+/// An in-process store, kept in a mutex. It is the executable spec: every
+/// method is the contract written as plain code, with no attention to speed
+/// (claims scan every job). Useful for tests and single-process tools;
+/// nothing survives the process.
+#[derive(Debug)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+    notices: broadcast::Sender<WorkNotice>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    jobs: HashMap<String, Job>,
+    /// Per jobtype, versions in the order they were set.
+    handlers: BTreeMap<String, Vec<HandlerVersion>>,
+    sysids: HashMap<String, SysidLease>,
+    next_version: u64,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new()
+    }
+}
+
+impl MemoryStore {
+    /// The largest payload a `MemoryStore` accepts: 64 MiB.
+    pub const MAX_PAYLOAD: usize = 64 << 20;
+
+    /// An empty store.
+    pub fn new() -> Self {
+        MemoryStore {
+            inner: Mutex::new(Inner::default()),
+            notices: broadcast::channel(1024).0,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a job half-changed:
+        // every change below is a single assignment of whole values.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn notify(&self, jobtype: &str) {
+        // No receivers is fine: nobody is waiting.
+        let _ = self.notices.send(jobtype.to_owned());
+    }
+}
+
+#[async_trait]
+impl JobStore for MemoryStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(Self::MAX_PAYLOAD).with_notifications()
+    }
+
+    async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
+        validate::new_jobs(jobs, &self.capabilities(), now)?;
+        let mut outcome = AddOutcome::default();
+        let mut inner = self.lock();
+        for job in jobs {
+            if inner.jobs.contains_key(&job.id) {
+                outcome.existing.push(job.id.clone());
+                continue;
+            }
+            inner.jobs.insert(
+                job.id.clone(),
+                Job {
+                    id: job.id.clone(),
+                    jobtype: job.jobtype.clone(),
+                    data: job.data.clone(),
+                    priority: job.priority,
+                    dt: job.run_at.unwrap_or(now),
+                    lock: LOCK_FREE.to_owned(),
+                    attempts: 0,
+                    create_dt: now,
+                    done_dt: None,
+                    result: None,
+                },
+            );
+            outcome.new.push(job.id.clone());
+        }
+        drop(inner);
+        let mut notified: Vec<&str> = jobs.iter().map(|j| j.jobtype.as_str()).collect();
+        notified.sort_unstable();
+        notified.dedup();
+        notified.into_iter().for_each(|jt| self.notify(jt));
+        Ok(outcome)
+    }
+
+    async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>> {
+        validate::time("now", now)?;
+        let inner = self.lock();
+        let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+        for job in inner.jobs.values().filter(|j| j.is_eligible(now)) {
+            *counts.entry(&job.jobtype).or_default() += 1;
+        }
+        Ok(counts
+            .into_iter()
+            .map(|(jobtype, count)| WaitingJobtype {
+                jobtype: jobtype.to_owned(),
+                count,
+            })
+            .collect())
+    }
+
+    async fn claim_jobs(
+        &self,
+        jobtype: &str,
+        limit: usize,
+        owner: &str,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Vec<Job>> {
+        validate::claim(jobtype, limit, owner, lease, now)?;
+        let mut inner = self.lock();
+        let mut eligible: Vec<&Job> = inner
+            .jobs
+            .values()
+            .filter(|j| j.jobtype == jobtype && j.is_eligible(now))
+            .collect();
+        eligible.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then(a.dt.cmp(&b.dt))
+                .then(a.id.cmp(&b.id))
+        });
+        let picked: Vec<String> = eligible
+            .into_iter()
+            .take(limit)
+            .map(|j| j.id.clone())
+            .collect();
+        let mut claimed = Vec::with_capacity(picked.len());
+        for id in picked {
+            let job = inner.jobs.get_mut(&id).expect("picked from the map");
+            job.lock = owner.to_owned();
+            job.dt = now + duration_ms(lease);
+            job.attempts += 1;
+            claimed.push(job.clone());
+        }
+        Ok(claimed)
+    }
+
+    async fn renew_locks(
+        &self,
+        ids: &[String],
+        owner: &str,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::renew(ids, owner, lease, now)?;
+        let mut inner = self.lock();
+        let mut renewed = Vec::new();
+        for id in ids {
+            if let Some(job) = inner.jobs.get_mut(id).filter(|j| j.lock == owner) {
+                job.dt = now + duration_ms(lease);
+                renewed.push(id.clone());
+            }
+        }
+        Ok(renewed)
+    }
+
+    async fn release_jobs(
+        &self,
+        ids: &[String],
+        owner: &str,
+        how: &Release,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::release(ids, owner, how, now)?;
+        let mut inner = self.lock();
+        let mut released = Vec::new();
+        let mut freed_jobtypes = Vec::new();
+        for id in ids {
+            let Some(job) = inner.jobs.get_mut(id).filter(|j| j.lock == owner) else {
+                continue;
+            };
+            match how {
+                Release::Retry { delay } => {
+                    job.lock = LOCK_FREE.to_owned();
+                    job.dt = now + duration_ms(*delay);
+                    freed_jobtypes.push(job.jobtype.clone());
+                }
+                Release::Unget => {
+                    job.lock = LOCK_FREE.to_owned();
+                    job.dt = now;
+                    job.attempts = job.attempts.saturating_sub(1);
+                    freed_jobtypes.push(job.jobtype.clone());
+                }
+                Release::Archive(result) => {
+                    job.lock = LOCK_DONE.to_owned();
+                    job.done_dt = Some(now);
+                    job.result = Some(result.clone());
+                    job.dt = now + ARCHIVE_HORIZON_MS;
+                }
+                Release::Delete => {
+                    inner.jobs.remove(id);
+                }
+            }
+            released.push(id.clone());
+        }
+        drop(inner);
+        freed_jobtypes.sort_unstable();
+        freed_jobtypes.dedup();
+        freed_jobtypes.iter().for_each(|jt| self.notify(jt));
+        Ok(released)
+    }
+
+    async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {
+        validate::update_data(id, owner, data, &self.capabilities(), now)?;
+        let mut inner = self.lock();
+        match inner.jobs.get_mut(id).filter(|j| j.lock == owner) {
+            Some(job) => {
+                job.data = data.to_vec();
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        validate::ids(ids)?;
+        validate::time("now", now)?;
+        let mut inner = self.lock();
+        let mut cancelled = Vec::new();
+        for id in ids {
+            if let Some(job) = inner.jobs.get_mut(id).filter(|j| j.lock == LOCK_FREE) {
+                job.lock = LOCK_DONE.to_owned();
+                job.done_dt = Some(now);
+                job.result = Some(JobResult::cancelled());
+                job.dt = now + ARCHIVE_HORIZON_MS;
+                cancelled.push(id.clone());
+            }
+        }
+        Ok(cancelled)
+    }
+
+    async fn get_job(&self, id: &str) -> Result<Option<Job>> {
+        validate::id(id)?;
+        Ok(self.lock().jobs.get(id).cloned())
+    }
+
+    async fn purge_archived(&self, before: Millis) -> Result<u64> {
+        validate::time("before", before)?;
+        let mut inner = self.lock();
+        let n = inner.jobs.len();
+        inner
+            .jobs
+            .retain(|_, j| !(j.lock == LOCK_DONE && j.done_dt.is_some_and(|d| d < before)));
+        Ok((n - inner.jobs.len()) as u64)
+    }
+
+    async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {
+        validate::time("now", now)?;
+        let inner = self.lock();
+        let mut by_type: BTreeMap<&str, JobCounts> = BTreeMap::new();
+        for job in inner.jobs.values() {
+            let c = by_type.entry(&job.jobtype).or_insert_with(|| JobCounts {
+                jobtype: job.jobtype.clone(),
+                ..JobCounts::default()
+            });
+            match job.state(now) {
+                JobState::Waiting | JobState::Expired => c.waiting += 1,
+                JobState::Scheduled => c.scheduled += 1,
+                JobState::Running => c.running += 1,
+                JobState::Archived => {
+                    let code = job.result.as_ref().map_or(ResultCode::Ok, |r| r.code);
+                    *c.archived.entry(code).or_default() += 1;
+                }
+            }
+        }
+        Ok(by_type.into_values().collect())
+    }
+
+    async fn watch(&self) -> Result<WorkWatcher> {
+        Ok(WorkWatcher::notified(
+            self.notices.subscribe(),
+            DEFAULT_POLL_INTERVAL,
+            None,
+        ))
+    }
+
+    async fn set_handler(
+        &self,
+        jobtype: &str,
+        handler: &Handler,
+        now: Millis,
+    ) -> Result<HandlerVersion> {
+        validate::handler(jobtype, handler, now)?;
+        let mut inner = self.lock();
+        inner.next_version += 1;
+        let version = HandlerVersion {
+            id: format!("v{}", inner.next_version),
+            jobtype: jobtype.to_owned(),
+            dt: now,
+            handler: handler.clone(),
+        };
+        inner
+            .handlers
+            .entry(jobtype.to_owned())
+            .or_default()
+            .push(version.clone());
+        Ok(version)
+    }
+
+    async fn get_handler(&self, jobtype: &str) -> Result<Option<HandlerVersion>> {
+        validate::jobtype(jobtype)?;
+        Ok(self
+            .lock()
+            .handlers
+            .get(jobtype)
+            .and_then(|v| newest(v))
+            .cloned())
+    }
+
+    async fn delete_handler(&self, jobtype: &str) -> Result<bool> {
+        validate::jobtype(jobtype)?;
+        Ok(self.lock().handlers.remove(jobtype).is_some())
+    }
+
+    async fn list_handlers(&self) -> Result<Vec<HandlerVersion>> {
+        Ok(self
+            .lock()
+            .handlers
+            .values()
+            .filter_map(|v| newest(v))
+            .cloned()
+            .collect())
+    }
+
+    async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {
+        validate::sysid(sysid)?;
+        validate::lease("sysid ttl", ttl)?;
+        validate::time("now", now)?;
+        let mut inner = self.lock();
+        if let Some(held) = inner.sysids.get(sysid).filter(|l| l.expires > now) {
+            return Err(Error::conflict(format!(
+                "sysid {sysid:?} is held until {}",
+                held.expires
+            )));
+        }
+        let lease = SysidLease {
+            sysid: sysid.to_owned(),
+            token: crate::new_token(),
+            expires: now + duration_ms(ttl),
+        };
+        inner.sysids.insert(sysid.to_owned(), lease.clone());
+        Ok(lease)
+    }
+
+    async fn renew_sysid(
+        &self,
+        lease: &SysidLease,
+        ttl: Duration,
+        now: Millis,
+    ) -> Result<SysidLease> {
+        validate::sysid(&lease.sysid)?;
+        validate::lease("sysid ttl", ttl)?;
+        validate::time("now", now)?;
+        let mut inner = self.lock();
+        match inner
+            .sysids
+            .get_mut(&lease.sysid)
+            .filter(|l| l.token == lease.token)
+        {
+            Some(held) => {
+                held.expires = now + duration_ms(ttl);
+                Ok(held.clone())
+            }
+            None => Err(Error::conflict(format!(
+                "sysid {:?} is no longer held by this lease",
+                lease.sysid
+            ))),
+        }
+    }
+
+    async fn release_sysid(&self, lease: &SysidLease) -> Result<bool> {
+        validate::sysid(&lease.sysid)?;
+        let mut inner = self.lock();
+        if inner
+            .sysids
+            .get(&lease.sysid)
+            .is_some_and(|l| l.token == lease.token)
+        {
+            inner.sysids.remove(&lease.sysid);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+/// The newest version: greatest `dt`, the last set among equals.
+fn newest(versions: &[HandlerVersion]) -> Option<&HandlerVersion> {
+    versions.iter().max_by_key(|v| v.dt)
+}

@@ -1,0 +1,233 @@
+//! The [`JobStore`] trait.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::limits::DEFAULT_POLL_INTERVAL;
+use crate::types::*;
+use crate::watch::WorkWatcher;
+
+/// A durable job store. Every backend implements this trait and passes the
+/// conformance suite (`jobstore-conformance`); the daemon talks to nothing
+/// else.
+///
+/// # Contract
+///
+/// **Time.** Every operation that depends on time takes `now` ([`Millis`],
+/// UTC) from the caller; a backend never reads its server's clock for job
+/// logic. Daemons sharing a store therefore need synchronized clocks; the
+/// lease length is the margin for clock skew (keep skew well below it).
+///
+/// **States** are derived from `lock` and `dt`, never stored twice
+/// (see [`Job::state`]):
+/// waiting (`lock == ""`, `dt <= now`), scheduled (`lock == ""`, `dt > now`),
+/// running (`lock == owner`, `dt > now`), expired (`lock == owner`,
+/// `dt <= now`: eligible again, as if waiting), archived (`lock == "__done"`).
+///
+/// **Locked by owner** means `lock == owner`, whether or not the lease has
+/// expired: until another claimer takes an expired job, its owner may still
+/// renew, release or update it. Once taken, the old owner's calls change
+/// nothing (fencing).
+///
+/// **Validation** happens before any I/O through [`crate::validate`], so
+/// every backend rejects the same inputs with the same
+/// [`ErrorKind`](crate::ErrorKind): malformed ids, jobtypes, sysids and
+/// times, limits above [`crate::limits`], are `InvalidInput`; payloads above
+/// [`Capabilities::max_payload`] and batches above
+/// [`MAX_BATCH`](crate::limits::MAX_BATCH) are `TooLarge`.
+///
+/// **Atomicity.** Every state change is atomic per job. Batch operations are
+/// not all-or-nothing: each job in a batch is handled on its own, and the
+/// return value says which jobs were affected. Backends do each batch in one
+/// round trip (or a small fixed number), never one per job.
+///
+/// **Guarantees.** While a lease is valid no other caller, in any process,
+/// is handed the same job. A job that is added is eventually archived or
+/// deleted as long as some daemon keeps running; a crash delays it by at
+/// most one lease. Stores opened on different namespaces (key prefix,
+/// schema, database) share nothing. Errors are distinct kinds with the cause
+/// attached; a store never panics on any input.
+#[async_trait]
+pub trait JobStore: Send + Sync + Debug {
+    /// What this store supports where backends differ.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Inserts each job with `lock = ""`, `attempts = 0`, `create_dt = now`,
+    /// `dt = run_at.unwrap_or(now)`. A job whose id already exists is left
+    /// untouched (whatever its state) and reported in
+    /// [`AddOutcome::existing`], not as an error: journal replays and client
+    /// idempotency keys rely on this. An id may appear only once per batch.
+    /// Validation failures reject the whole batch before anything is stored.
+    async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome>;
+
+    /// The jobtypes that have at least one eligible job (waiting or expired)
+    /// at `now`, each with its count of eligible jobs, capped at
+    /// [`Capabilities::waiting_count_cap`] but never over-reported. Order is
+    /// unspecified.
+    async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>>;
+
+    /// Atomically picks up to `limit` eligible jobs of `jobtype`, ordered by
+    /// priority (high first), then `dt`, then `id`; sets `lock = owner`,
+    /// `dt = now + lease`, `attempts += 1`; and returns them as stored after
+    /// the change, in that order. While the lease is valid no other caller
+    /// can claim the same job. `limit == 0` returns nothing; a limit above
+    /// [`MAX_CLAIM`](crate::limits::MAX_CLAIM) is `InvalidInput`.
+    async fn claim_jobs(
+        &self,
+        jobtype: &str,
+        limit: usize,
+        owner: &str,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Vec<Job>>;
+
+    /// For each job still locked by `owner`, sets `dt = now + lease`.
+    /// Returns the ids renewed (order unspecified); the others are lost to
+    /// this owner (archived, deleted, or taken by another after expiry) and
+    /// the caller must stop working on them.
+    async fn renew_locks(
+        &self,
+        ids: &[String],
+        owner: &str,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>>;
+
+    /// Lets go of the jobs locked by `owner` as [`Release`] says; jobs not
+    /// locked by `owner` are not touched (fencing: a daemon whose lease
+    /// expired cannot undo the new owner's work). Returns the ids released
+    /// (order unspecified).
+    async fn release_jobs(
+        &self,
+        ids: &[String],
+        owner: &str,
+        how: &Release,
+        now: Millis,
+    ) -> Result<Vec<String>>;
+
+    /// Replaces the payload of job `id` if it is locked by `owner`, so a
+    /// running job can report progress or hand state to its next run.
+    /// Returns whether it did; a non-owner changes nothing and gets `false`.
+    async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool>;
+
+    /// Archives the jobs that are free (waiting or scheduled) with
+    /// [`JobResult::cancelled`], `done_dt = now` and `dt = now +`
+    /// [`ARCHIVE_HORIZON_MS`]. Locked jobs (running or expired: their owner
+    /// may still finish them) and archived jobs are untouched. Returns the
+    /// ids cancelled.
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>>;
+
+    /// The job in any state, or `None`.
+    async fn get_job(&self, id: &str) -> Result<Option<Job>>;
+
+    /// Deletes archived jobs whose `done_dt < before`; returns how many.
+    async fn purge_archived(&self, before: Millis) -> Result<u64>;
+
+    /// Per jobtype with any job, how many are waiting (eligible), scheduled,
+    /// running and archived by result code at `now`. Order unspecified.
+    async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>>;
+
+    /// A [`WorkWatcher`] that wakes when new work may have arrived: an add,
+    /// a retry or unget release, from this or any other process. The default
+    /// polls every [`DEFAULT_POLL_INTERVAL`]; a backend with a notification
+    /// channel (LISTEN/NOTIFY, pub/sub) feeds it notices and declares
+    /// [`Capabilities::notifications`].
+    async fn watch(&self) -> Result<WorkWatcher> {
+        Ok(WorkWatcher::polling(DEFAULT_POLL_INTERVAL))
+    }
+
+    /// Stores a new version of `jobtype`'s handler with its own id and
+    /// `dt = now`; older versions are kept until deleted. Returns the
+    /// version stored.
+    async fn set_handler(
+        &self,
+        jobtype: &str,
+        handler: &Handler,
+        now: Millis,
+    ) -> Result<HandlerVersion>;
+
+    /// The newest version of `jobtype`'s handler: greatest `dt`, and among
+    /// equal `dt` the one set last. `None` if there is none.
+    async fn get_handler(&self, jobtype: &str) -> Result<Option<HandlerVersion>>;
+
+    /// Removes every version of `jobtype`'s handler; returns whether any existed.
+    async fn delete_handler(&self, jobtype: &str) -> Result<bool>;
+
+    /// The newest version of each jobtype's handler. Order unspecified.
+    async fn list_handlers(&self) -> Result<Vec<HandlerVersion>>;
+
+    /// Reserves `sysid` for `ttl` if it is free or its lease expired
+    /// (`expires <= now`), with a new secret token. A sysid held under a
+    /// valid lease is a `Conflict`, whoever asks.
+    async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease>;
+
+    /// Extends the lease to `now + ttl` if `lease`'s token still holds the
+    /// sysid (even past expiry, as long as nobody reserved it since);
+    /// otherwise `Conflict`.
+    async fn renew_sysid(
+        &self,
+        lease: &SysidLease,
+        ttl: Duration,
+        now: Millis,
+    ) -> Result<SysidLease>;
+
+    /// Frees the sysid if `lease`'s token still holds it; returns whether it
+    /// did. A stale lease releases nothing.
+    async fn release_sysid(&self, lease: &SysidLease) -> Result<bool>;
+}
+
+/// Conveniences over [`JobStore`], for every store.
+#[async_trait]
+pub trait JobStoreExt: JobStore {
+    /// Adds one job; returns whether it was new.
+    async fn add_job(&self, job: NewJob, now: Millis) -> Result<bool> {
+        let outcome = self.add_jobs(std::slice::from_ref(&job), now).await?;
+        Ok(!outcome.new.is_empty())
+    }
+
+    /// Archives the jobs locked by `owner` with `result`.
+    async fn archive_jobs(
+        &self,
+        ids: &[String],
+        owner: &str,
+        result: JobResult,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        self.release_jobs(ids, owner, &Release::Archive(result), now)
+            .await
+    }
+}
+
+impl<T: JobStore + ?Sized> JobStoreExt for T {}
+
+macro_rules! forward {
+    ($($ty:ty),*) => {$(
+        #[async_trait]
+        impl<S: JobStore + ?Sized> JobStore for $ty {
+            fn capabilities(&self) -> Capabilities { (**self).capabilities() }
+            async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> { (**self).add_jobs(jobs, now).await }
+            async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>> { (**self).waiting_jobtypes(now).await }
+            async fn claim_jobs(&self, jobtype: &str, limit: usize, owner: &str, lease: Duration, now: Millis) -> Result<Vec<Job>> { (**self).claim_jobs(jobtype, limit, owner, lease, now).await }
+            async fn renew_locks(&self, ids: &[String], owner: &str, lease: Duration, now: Millis) -> Result<Vec<String>> { (**self).renew_locks(ids, owner, lease, now).await }
+            async fn release_jobs(&self, ids: &[String], owner: &str, how: &Release, now: Millis) -> Result<Vec<String>> { (**self).release_jobs(ids, owner, how, now).await }
+            async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> { (**self).update_data(id, owner, data, now).await }
+            async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> { (**self).cancel_jobs(ids, now).await }
+            async fn get_job(&self, id: &str) -> Result<Option<Job>> { (**self).get_job(id).await }
+            async fn purge_archived(&self, before: Millis) -> Result<u64> { (**self).purge_archived(before).await }
+            async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> { (**self).job_counts(now).await }
+            async fn watch(&self) -> Result<WorkWatcher> { (**self).watch().await }
+            async fn set_handler(&self, jobtype: &str, handler: &Handler, now: Millis) -> Result<HandlerVersion> { (**self).set_handler(jobtype, handler, now).await }
+            async fn get_handler(&self, jobtype: &str) -> Result<Option<HandlerVersion>> { (**self).get_handler(jobtype).await }
+            async fn delete_handler(&self, jobtype: &str) -> Result<bool> { (**self).delete_handler(jobtype).await }
+            async fn list_handlers(&self) -> Result<Vec<HandlerVersion>> { (**self).list_handlers().await }
+            async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> { (**self).reserve_sysid(sysid, ttl, now).await }
+            async fn renew_sysid(&self, lease: &SysidLease, ttl: Duration, now: Millis) -> Result<SysidLease> { (**self).renew_sysid(lease, ttl, now).await }
+            async fn release_sysid(&self, lease: &SysidLease) -> Result<bool> { (**self).release_sysid(lease).await }
+        }
+    )*};
+}
+
+forward!(std::sync::Arc<S>, Box<S>);

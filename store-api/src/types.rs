@@ -1,0 +1,446 @@
+//! The values that cross the [`JobStore`](crate::JobStore) API.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+
+/// A point in time: milliseconds since the Unix epoch, UTC.
+///
+/// Every time-dependent operation takes `now` from the caller; backends never
+/// read their own clock for job logic (see the crate docs, "Time").
+pub type Millis = i64;
+
+/// The `lock` of a job that nobody holds.
+pub const LOCK_FREE: &str = "";
+/// The `lock` of an archived job.
+pub const LOCK_DONE: &str = "__done";
+/// How far past `now` an archived job's `dt` is pushed, so it never sorts
+/// among eligible jobs: 1000 years of 365 days.
+pub const ARCHIVE_HORIZON_MS: Millis = 1000 * 365 * 24 * 3600 * 1000;
+
+/// The current time as [`Millis`], from the system clock. Daemons call this;
+/// stores never do.
+pub fn now_millis() -> Millis {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Millis::try_from(since.as_millis()).unwrap_or(Millis::MAX)
+}
+
+/// `d` in whole milliseconds, saturating (validation bounds every duration
+/// that reaches a store well below the saturation point).
+pub fn duration_ms(d: Duration) -> Millis {
+    Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX)
+}
+
+/// A job to insert.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewJob {
+    /// Caller-chosen id, unique in the store (see [`crate::validate::id`]).
+    pub id: String,
+    /// `tenant-type` style name (see [`crate::validate::jobtype`]).
+    pub jobtype: String,
+    /// The opaque payload.
+    pub data: Vec<u8>,
+    /// Higher runs first.
+    pub priority: i32,
+    /// When the job first becomes eligible; `None` means at insert (`now`).
+    pub run_at: Option<Millis>,
+}
+
+impl NewJob {
+    /// A job with priority 0 that is eligible at once.
+    pub fn new(
+        id: impl Into<String>,
+        jobtype: impl Into<String>,
+        data: impl Into<Vec<u8>>,
+    ) -> Self {
+        NewJob {
+            id: id.into(),
+            jobtype: jobtype.into(),
+            data: data.into(),
+            priority: 0,
+            run_at: None,
+        }
+    }
+
+    /// Sets the priority.
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Makes the job eligible only from `dt` on.
+    pub fn run_at(mut self, dt: Millis) -> Self {
+        self.run_at = Some(dt);
+        self
+    }
+}
+
+impl fmt::Debug for NewJob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewJob")
+            .field("id", &self.id)
+            .field("jobtype", &self.jobtype)
+            .field("data_len", &self.data.len())
+            .field("priority", &self.priority)
+            .field("run_at", &self.run_at)
+            .finish()
+    }
+}
+
+/// What [`JobStore::add_jobs`](crate::JobStore::add_jobs) did with a batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AddOutcome {
+    /// Ids that were inserted, in batch order.
+    pub new: Vec<String>,
+    /// Ids that already existed and were left untouched, in batch order.
+    pub existing: Vec<String>,
+}
+
+/// A job as stored.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// Unique id.
+    pub id: String,
+    /// Its jobtype.
+    pub jobtype: String,
+    /// The payload.
+    pub data: Vec<u8>,
+    /// Higher runs first.
+    pub priority: i32,
+    /// When the job is next eligible; while locked, the lease expiry.
+    pub dt: Millis,
+    /// [`LOCK_FREE`], the owner's sysid while claimed, or [`LOCK_DONE`].
+    pub lock: String,
+    /// How many times the job has been handed out.
+    pub attempts: u32,
+    /// When it was inserted.
+    pub create_dt: Millis,
+    /// When it was archived.
+    pub done_dt: Option<Millis>,
+    /// Set on archive.
+    pub result: Option<JobResult>,
+}
+
+impl Job {
+    /// The state derived from `lock` and `dt` at `now`.
+    pub fn state(&self, now: Millis) -> JobState {
+        if self.lock == LOCK_DONE {
+            JobState::Archived
+        } else if self.lock == LOCK_FREE {
+            if self.dt <= now {
+                JobState::Waiting
+            } else {
+                JobState::Scheduled
+            }
+        } else if self.dt > now {
+            JobState::Running
+        } else {
+            JobState::Expired
+        }
+    }
+
+    /// Whether a claim at `now` may hand this job out (waiting or expired).
+    pub fn is_eligible(&self, now: Millis) -> bool {
+        matches!(self.state(now), JobState::Waiting | JobState::Expired)
+    }
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("id", &self.id)
+            .field("jobtype", &self.jobtype)
+            .field("data_len", &self.data.len())
+            .field("priority", &self.priority)
+            .field("dt", &self.dt)
+            .field("lock", &self.lock)
+            .field("attempts", &self.attempts)
+            .field("create_dt", &self.create_dt)
+            .field("done_dt", &self.done_dt)
+            .field("result", &self.result)
+            .finish()
+    }
+}
+
+/// A job's state, derived from `lock` and `dt`; never stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobState {
+    /// Free and due: eligible.
+    Waiting,
+    /// Free, due later.
+    Scheduled,
+    /// Claimed, lease valid.
+    Running,
+    /// Claimed, lease expired: eligible again.
+    Expired,
+    /// Done; never eligible again.
+    Archived,
+}
+
+/// The outcome code of an archived job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResultCode {
+    /// Finished successfully (2xx).
+    Ok,
+    /// Finished, failed for good (4xx).
+    Failed,
+    /// Asked to be run again (1xx); archived only when limits are reached.
+    Retry,
+    /// Errored (5xx).
+    Error,
+    /// Cancelled before it ran.
+    Cancelled,
+    /// Ran out of attempts or age.
+    Timeout,
+}
+
+impl ResultCode {
+    /// Every code, in a fixed order.
+    pub const ALL: [ResultCode; 6] = [
+        ResultCode::Ok,
+        ResultCode::Failed,
+        ResultCode::Retry,
+        ResultCode::Error,
+        ResultCode::Cancelled,
+        ResultCode::Timeout,
+    ];
+
+    /// The stored spelling: `ok`, `failed`, `retry`, `error`, `cancelled`, `timeout`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResultCode::Ok => "ok",
+            ResultCode::Failed => "failed",
+            ResultCode::Retry => "retry",
+            ResultCode::Error => "error",
+            ResultCode::Cancelled => "cancelled",
+            ResultCode::Timeout => "timeout",
+        }
+    }
+
+    /// The code of a status class: 1xx retry, 2xx ok, 4xx failed, anything
+    /// else error.
+    pub fn from_status(status: u16) -> ResultCode {
+        match status / 100 {
+            1 => ResultCode::Retry,
+            2 => ResultCode::Ok,
+            4 => ResultCode::Failed,
+            _ => ResultCode::Error,
+        }
+    }
+}
+
+impl fmt::Display for ResultCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ResultCode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        ResultCode::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| Error::invalid(format!("unknown result code {s:?}")))
+    }
+}
+
+/// The result stored with an archived job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobResult {
+    /// The outcome.
+    pub code: ResultCode,
+    /// The numeric status: 1xx retry, 2xx ok, 4xx failed, 5xx error; 0 when
+    /// the job never ran (cancelled).
+    pub status: u16,
+    /// Output kept with the result, at most [`crate::limits::MAX_OUTPUT`]
+    /// bytes; empty when there is none.
+    pub output: Vec<u8>,
+}
+
+impl JobResult {
+    /// A result with this code and status and no output.
+    pub fn new(code: ResultCode, status: u16) -> Self {
+        JobResult {
+            code,
+            status,
+            output: Vec::new(),
+        }
+    }
+
+    /// The result of a job that finished with `status` (code derived from its
+    /// class).
+    pub fn from_status(status: u16) -> Self {
+        JobResult::new(ResultCode::from_status(status), status)
+    }
+
+    /// The result stored by [`JobStore::cancel_jobs`](crate::JobStore::cancel_jobs).
+    pub fn cancelled() -> Self {
+        JobResult::new(ResultCode::Cancelled, 0)
+    }
+
+    /// Attaches output, truncated to [`crate::limits::MAX_OUTPUT`] bytes.
+    pub fn with_output(mut self, mut output: Vec<u8>) -> Self {
+        output.truncate(crate::limits::MAX_OUTPUT);
+        self.output = output;
+        self
+    }
+}
+
+/// How [`JobStore::release_jobs`](crate::JobStore::release_jobs) lets go of jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Release {
+    /// Free again, eligible after `delay`: `lock = ""`, `dt = now + delay`.
+    Retry {
+        /// How long until it is eligible again.
+        delay: Duration,
+    },
+    /// Handed back unstarted: `lock = ""`, `dt = now`, and `attempts` goes
+    /// back down by one, so the hand-out is not counted.
+    Unget,
+    /// Done: `lock = "__done"`, `done_dt = now`, `result` stored, `dt = now +`
+    /// [`ARCHIVE_HORIZON_MS`].
+    Archive(JobResult),
+    /// Removed from the store.
+    Delete,
+}
+
+/// A jobtype with eligible jobs, from [`JobStore::waiting_jobtypes`](crate::JobStore::waiting_jobtypes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitingJobtype {
+    /// The jobtype.
+    pub jobtype: String,
+    /// How many jobs are eligible, at most the store's
+    /// [`Capabilities::waiting_count_cap`].
+    pub count: u64,
+}
+
+/// Counts of one jobtype's jobs by state, from [`JobStore::job_counts`](crate::JobStore::job_counts).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCounts {
+    /// The jobtype.
+    pub jobtype: String,
+    /// Eligible now: free and due, or with an expired lease.
+    pub waiting: u64,
+    /// Free, due later.
+    pub scheduled: u64,
+    /// Claimed with a valid lease.
+    pub running: u64,
+    /// Archived, by result code; codes with no jobs are absent.
+    pub archived: BTreeMap<ResultCode, u64>,
+}
+
+impl JobCounts {
+    /// All jobs of the jobtype.
+    pub fn total(&self) -> u64 {
+        self.waiting + self.scheduled + self.running + self.archived.values().sum::<u64>()
+    }
+}
+
+/// How a jobtype runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handler {
+    /// The runner: `process`, `http`, ...
+    pub lang: String,
+    /// What the runner runs (a command line, a URL, a script).
+    pub body: String,
+    /// Execution-context id: jobtypes with the same `eid` share a context.
+    pub eid: Option<String>,
+    /// Run once when a context starts.
+    pub before: Option<String>,
+    /// Run before each batch.
+    pub before_each: Option<String>,
+    /// Run after each batch.
+    pub after_each: Option<String>,
+}
+
+impl Handler {
+    /// A handler with this runner and body and nothing else.
+    pub fn new(lang: impl Into<String>, body: impl Into<String>) -> Self {
+        Handler {
+            lang: lang.into(),
+            body: body.into(),
+            ..Handler::default()
+        }
+    }
+}
+
+/// One stored version of a jobtype's handler.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandlerVersion {
+    /// The version's own id, chosen by the store.
+    pub id: String,
+    /// The jobtype it runs.
+    pub jobtype: String,
+    /// When it was set.
+    pub dt: Millis,
+    /// The handler.
+    pub handler: Handler,
+}
+
+/// A held sysid: proof of holding, given back to renew and release it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SysidLease {
+    /// The sysid.
+    pub sysid: String,
+    /// The holder's secret token.
+    pub token: String,
+    /// When the lease runs out unless renewed.
+    pub expires: Millis,
+}
+
+impl fmt::Debug for SysidLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SysidLease")
+            .field("sysid", &self.sysid)
+            .field("token", &"<hidden>")
+            .field("expires", &self.expires)
+            .finish()
+    }
+}
+
+/// What a store supports where backends legitimately differ. The
+/// conformance suite reads it instead of skipping checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// The largest `data` accepted, in bytes; at least
+    /// [`crate::limits::MIN_PAYLOAD_SUPPORT`].
+    pub max_payload: usize,
+    /// Counts from `waiting_jobtypes` stop at this number, if set.
+    pub waiting_count_cap: Option<u64>,
+    /// Whether [`JobStore::watch`](crate::JobStore::watch) delivers
+    /// notifications (as opposed to plain polling).
+    pub notifications: bool,
+}
+
+impl Capabilities {
+    /// Capabilities with this payload limit, no count cap, and polling only.
+    pub const fn new(max_payload: usize) -> Self {
+        Capabilities {
+            max_payload,
+            waiting_count_cap: None,
+            notifications: false,
+        }
+    }
+
+    /// Sets the cap on waiting counts.
+    pub const fn with_waiting_count_cap(mut self, cap: u64) -> Self {
+        self.waiting_count_cap = Some(cap);
+        self
+    }
+
+    /// Declares that `watch` delivers notifications.
+    pub const fn with_notifications(mut self) -> Self {
+        self.notifications = true;
+        self
+    }
+}

@@ -1,0 +1,241 @@
+//! The one place that decides which inputs are valid. Every backend calls
+//! these before touching its server, so all backends reject the same inputs
+//! with the same [`ErrorKind`](crate::ErrorKind).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::limits::*;
+use crate::types::{Capabilities, Handler, Millis, NewJob, Release};
+
+/// A job id: 1..=[`MAX_ID_LEN`] bytes, no control characters, no `|`.
+pub fn id(id: &str) -> Result<()> {
+    text("job id", id, MAX_ID_LEN)
+}
+
+/// A sysid: like a job id, at most [`MAX_SYSID_LEN`] bytes, and not
+/// starting with `__` (reserved: `__done` marks archived jobs).
+pub fn sysid(sysid: &str) -> Result<()> {
+    text("sysid", sysid, MAX_SYSID_LEN)?;
+    if sysid.starts_with("__") {
+        return Err(Error::invalid(format!(
+            "sysid {sysid:?} starts with \"__\", which is reserved"
+        )));
+    }
+    Ok(())
+}
+
+fn text(what: &str, value: &str, max: usize) -> Result<()> {
+    if value.is_empty() {
+        return Err(Error::invalid(format!("{what} is empty")));
+    }
+    if value.len() > max {
+        return Err(Error::invalid(format!(
+            "{what} is {} bytes long, the limit is {max}",
+            value.len()
+        )));
+    }
+    if let Some(c) = value.chars().find(|c| c.is_control() || *c == '|') {
+        return Err(Error::invalid(format!(
+            "{what} {value:?} contains the forbidden character {c:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// A jobtype: 1..=[`MAX_JOBTYPE_LEN`] bytes of `[A-Za-z0-9_.:-]`, starting
+/// with a letter or digit.
+pub fn jobtype(jobtype: &str) -> Result<()> {
+    if jobtype.is_empty() {
+        return Err(Error::invalid("jobtype is empty"));
+    }
+    if jobtype.len() > MAX_JOBTYPE_LEN {
+        return Err(Error::invalid(format!(
+            "jobtype is {} bytes long, the limit is {MAX_JOBTYPE_LEN}",
+            jobtype.len()
+        )));
+    }
+    if !jobtype.as_bytes()[0].is_ascii_alphanumeric() {
+        return Err(Error::invalid(format!(
+            "jobtype {jobtype:?} must start with a letter or digit"
+        )));
+    }
+    if let Some(c) = jobtype
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')))
+    {
+        return Err(Error::invalid(format!(
+            "jobtype {jobtype:?} contains {c:?}; allowed are A-Z a-z 0-9 _ . : -"
+        )));
+    }
+    Ok(())
+}
+
+/// A point in time given to the store: within `0..=`[`MAX_TIME`].
+pub fn time(what: &str, t: Millis) -> Result<()> {
+    if !(0..=MAX_TIME).contains(&t) {
+        return Err(Error::invalid(format!(
+            "{what} {t} is outside 0..={MAX_TIME} (epoch milliseconds)"
+        )));
+    }
+    Ok(())
+}
+
+/// A payload against the store's limit.
+pub fn payload(data: &[u8], caps: &Capabilities) -> Result<()> {
+    if data.len() > caps.max_payload {
+        return Err(Error::too_large("job data", data.len(), caps.max_payload));
+    }
+    Ok(())
+}
+
+/// A lease length: 1 ms..=[`MAX_LEASE`].
+pub fn lease(what: &str, lease: Duration) -> Result<()> {
+    if lease < Duration::from_millis(1) || lease > MAX_LEASE {
+        return Err(Error::invalid(format!(
+            "{what} {lease:?} is outside 1ms..={MAX_LEASE:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// A batch size: at most [`MAX_BATCH`] items.
+pub fn batch(what: &str, len: usize) -> Result<()> {
+    if len > MAX_BATCH {
+        return Err(Error::too_large(what, len, MAX_BATCH));
+    }
+    Ok(())
+}
+
+/// A batch of new jobs: size, each field, distinct ids.
+pub fn new_jobs(jobs: &[NewJob], caps: &Capabilities, now: Millis) -> Result<()> {
+    time("now", now)?;
+    batch("batch of new jobs", jobs.len())?;
+    let mut seen = HashSet::with_capacity(jobs.len());
+    for job in jobs {
+        id(&job.id)?;
+        jobtype(&job.jobtype)?;
+        payload(&job.data, caps)?;
+        if let Some(dt) = job.run_at {
+            time("run_at", dt)?;
+        }
+        if !seen.insert(job.id.as_str()) {
+            return Err(Error::invalid(format!(
+                "job id {:?} appears twice in one batch",
+                job.id
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A list of job ids for renew, release or cancel.
+pub fn ids(ids: &[String]) -> Result<()> {
+    batch("list of job ids", ids.len())?;
+    ids.iter().try_for_each(|i| id(i))
+}
+
+/// The arguments of a claim.
+pub fn claim(
+    jobtype_: &str,
+    limit: usize,
+    owner: &str,
+    lease_: Duration,
+    now: Millis,
+) -> Result<()> {
+    jobtype(jobtype_)?;
+    if limit > MAX_CLAIM {
+        return Err(Error::invalid(format!(
+            "claim limit {limit} is above the maximum of {MAX_CLAIM}"
+        )));
+    }
+    sysid(owner)?;
+    lease("lease", lease_)?;
+    time("now", now)
+}
+
+/// The arguments of a renewal.
+pub fn renew(ids_: &[String], owner: &str, lease_: Duration, now: Millis) -> Result<()> {
+    ids(ids_)?;
+    sysid(owner)?;
+    lease("lease", lease_)?;
+    time("now", now)
+}
+
+/// The arguments of a release.
+pub fn release(ids_: &[String], owner: &str, how: &Release, now: Millis) -> Result<()> {
+    ids(ids_)?;
+    sysid(owner)?;
+    time("now", now)?;
+    match how {
+        Release::Retry { delay } if *delay > MAX_DELAY => Err(Error::invalid(format!(
+            "retry delay {delay:?} is above the maximum of {MAX_DELAY:?}"
+        ))),
+        Release::Archive(result) if result.output.len() > MAX_OUTPUT => Err(Error::too_large(
+            "result output",
+            result.output.len(),
+            MAX_OUTPUT,
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The arguments of a data update.
+pub fn update_data(
+    id_: &str,
+    owner: &str,
+    data: &[u8],
+    caps: &Capabilities,
+    now: Millis,
+) -> Result<()> {
+    id(id_)?;
+    sysid(owner)?;
+    payload(data, caps)?;
+    time("now", now)
+}
+
+/// A handler to store.
+pub fn handler(jobtype_: &str, handler: &Handler, now: Millis) -> Result<()> {
+    jobtype(jobtype_)?;
+    time("now", now)?;
+    if handler.lang.is_empty()
+        || handler.lang.len() > 32
+        || !handler
+            .lang
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    {
+        return Err(Error::invalid(format!(
+            "handler lang {:?} must be 1..=32 bytes of a-z 0-9 _ -",
+            handler.lang
+        )));
+    }
+    let fields = [
+        ("body", Some(&handler.body)),
+        ("eid", handler.eid.as_ref()),
+        ("before", handler.before.as_ref()),
+        ("before_each", handler.before_each.as_ref()),
+        ("after_each", handler.after_each.as_ref()),
+    ];
+    for (name, value) in fields {
+        if let Some(v) = value {
+            if v.len() > MAX_HANDLER_FIELD {
+                return Err(Error::too_large(
+                    format!("handler {name}"),
+                    v.len(),
+                    MAX_HANDLER_FIELD,
+                ));
+            }
+            if v.contains('\0') {
+                return Err(Error::invalid(format!(
+                    "handler {name} contains a NUL character"
+                )));
+            }
+        }
+    }
+    if let Some(eid) = &handler.eid {
+        text("handler eid", eid, MAX_ID_LEN)?;
+    }
+    Ok(())
+}
