@@ -69,15 +69,15 @@ pub async fn mongo_url() -> Option<String> {
 /// `containers` feature, for `postgres`, `redis` and `mongo`), else
 /// [`skip`].
 pub async fn url_or_skip(backend: &str, env_var: &str, default_url: &str) -> Option<String> {
-    if let Ok(url) = std::env::var(env_var) {
-        if !url.is_empty() {
-            return Some(url);
-        }
+    if let Ok(url) = std::env::var(env_var)
+        && !url.is_empty()
+    {
+        return Some(url);
     }
-    if let Some(addr) = host_port(default_url) {
-        if answers(&addr).await {
-            return Some(default_url.to_owned());
-        }
+    if let Some(addr) = host_port(default_url)
+        && answers(&addr).await
+    {
+        return Some(default_url.to_owned());
     }
     let why = format!("{env_var} is not set and nothing answers at {default_url}");
     match container_url(backend).await {
