@@ -1,0 +1,6 @@
+-- The newest version of each jobtype.
+SELECT seq, jobtype, dt, lang, body, eid, before_run, before_each, after_each FROM (
+    SELECT *, ROW_NUMBER() OVER (PARTITION BY jobtype ORDER BY dt DESC, seq DESC) AS rn
+    FROM handlers
+)
+WHERE rn = 1
