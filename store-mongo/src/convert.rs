@@ -1,0 +1,217 @@
+//! BSON documents to and from the API's types. Reading accepts Int32 where
+//! Int64 is written (and the other way round), so numbers survive servers
+//! and tools that narrow small integers.
+
+use jobstore_api::{
+    Error, Handler, HandlerVersion, Job, JobResult, LOCK_FREE, Millis, NewJob, Result, ResultCode,
+};
+use mongodb::bson::spec::BinarySubtype;
+use mongodb::bson::{Binary, Bson, Document, doc};
+
+/// Field names of the `jobs` collection.
+pub(crate) mod f {
+    pub const ID: &str = "_id";
+    pub const JOB_ID: &str = "id";
+    pub const JOBTYPE: &str = "jobtype";
+    pub const DATA: &str = "data";
+    pub const PRIORITY: &str = "priority";
+    pub const DT: &str = "dt";
+    pub const LOCK: &str = "lock";
+    pub const ATTEMPTS: &str = "attempts";
+    pub const CREATE_DT: &str = "create_dt";
+    pub const DONE_DT: &str = "done_dt";
+    pub const RESULT: &str = "result";
+    pub const CLAIM_TOK: &str = "claim_tok";
+    pub const OP_TOK: &str = "op_tok";
+}
+
+/// Bytes as BSON binary, subtype 0 (generic).
+pub(crate) fn binary(bytes: &[u8]) -> Bson {
+    Bson::Binary(Binary {
+        subtype: BinarySubtype::Generic,
+        bytes: bytes.to_vec(),
+    })
+}
+
+/// The document of a new job.
+pub(crate) fn new_job_doc(job: &NewJob, now: Millis) -> Document {
+    doc! {
+        f::ID: &job.id,
+        f::JOB_ID: &job.id,
+        f::JOBTYPE: &job.jobtype,
+        f::DATA: binary(&job.data),
+        f::PRIORITY: job.priority,
+        f::DT: job.run_at.unwrap_or(now),
+        f::LOCK: LOCK_FREE,
+        f::ATTEMPTS: 0_i64,
+        f::CREATE_DT: now,
+    }
+}
+
+/// The `result` subdocument of an archived job.
+pub(crate) fn result_doc(result: &JobResult) -> Document {
+    doc! {
+        "code": result.code.as_str(),
+        "status": i32::from(result.status),
+        "output": binary(&result.output),
+    }
+}
+
+fn malformed(what: &str, field: &str) -> Error {
+    Error::backend_msg(format!(
+        "malformed {what} document in MongoDB: field {field:?} is missing or of the wrong type"
+    ))
+}
+
+pub(crate) fn get_str(d: &Document, field: &str, what: &str) -> Result<String> {
+    match d.get(field) {
+        Some(Bson::String(s)) => Ok(s.clone()),
+        _ => Err(malformed(what, field)),
+    }
+}
+
+fn opt_str(d: &Document, field: &str, what: &str) -> Result<Option<String>> {
+    match d.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::String(s)) => Ok(Some(s.clone())),
+        _ => Err(malformed(what, field)),
+    }
+}
+
+pub(crate) fn get_i64(d: &Document, field: &str, what: &str) -> Result<i64> {
+    match d.get(field) {
+        Some(Bson::Int64(v)) => Ok(*v),
+        Some(Bson::Int32(v)) => Ok(i64::from(*v)),
+        _ => Err(malformed(what, field)),
+    }
+}
+
+fn opt_i64(d: &Document, field: &str, what: &str) -> Result<Option<i64>> {
+    match d.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        _ => get_i64(d, field, what).map(Some),
+    }
+}
+
+fn get_bytes(d: &Document, field: &str, what: &str) -> Result<Vec<u8>> {
+    match d.get(field) {
+        Some(Bson::Binary(b)) => Ok(b.bytes.clone()),
+        _ => Err(malformed(what, field)),
+    }
+}
+
+fn get_int<T: TryFrom<i64>>(d: &Document, field: &str, what: &str) -> Result<T> {
+    T::try_from(get_i64(d, field, what)?).map_err(|_| malformed(what, field))
+}
+
+/// A stored job.
+pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
+    const W: &str = "job";
+    let result = match d.get(f::RESULT) {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Document(r)) => Some(JobResult {
+            code: get_str(r, "code", "job result")?
+                .parse::<ResultCode>()
+                .map_err(|_| malformed("job result", "code"))?,
+            status: get_int(r, "status", "job result")?,
+            output: get_bytes(r, "output", "job result")?,
+        }),
+        Some(_) => return Err(malformed(W, f::RESULT)),
+    };
+    Ok(Job {
+        id: get_str(d, f::ID, W)?,
+        jobtype: get_str(d, f::JOBTYPE, W)?,
+        data: get_bytes(d, f::DATA, W)?,
+        priority: get_int(d, f::PRIORITY, W)?,
+        dt: get_i64(d, f::DT, W)?,
+        lock: get_str(d, f::LOCK, W)?,
+        attempts: get_int(d, f::ATTEMPTS, W)?,
+        create_dt: get_i64(d, f::CREATE_DT, W)?,
+        done_dt: opt_i64(d, f::DONE_DT, W)?,
+        result,
+    })
+}
+
+/// The document of a handler version.
+pub(crate) fn handler_doc(jobtype: &str, h: &Handler, seq: i64, now: Millis) -> Document {
+    let mut d = doc! {
+        "seq": seq,
+        "jobtype": jobtype,
+        "dt": now,
+        "lang": &h.lang,
+        "body": &h.body,
+    };
+    for (k, v) in [
+        ("eid", &h.eid),
+        ("before", &h.before),
+        ("before_each", &h.before_each),
+        ("after_each", &h.after_each),
+    ] {
+        if let Some(v) = v {
+            d.insert(k, v);
+        }
+    }
+    d
+}
+
+/// A stored handler version.
+pub(crate) fn handler_from_doc(d: &Document) -> Result<HandlerVersion> {
+    const W: &str = "handler";
+    Ok(HandlerVersion {
+        id: get_i64(d, "seq", W)?.to_string(),
+        jobtype: get_str(d, "jobtype", W)?,
+        dt: get_i64(d, "dt", W)?,
+        handler: Handler {
+            lang: get_str(d, "lang", W)?,
+            body: get_str(d, "body", W)?,
+            eid: opt_str(d, "eid", W)?,
+            before: opt_str(d, "before", W)?,
+            before_each: opt_str(d, "before_each", W)?,
+            after_each: opt_str(d, "after_each", W)?,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_round_trips_through_bson() {
+        let new = NewJob::new("a", "t", vec![0u8, 255, 10]).priority(-4);
+        let mut d = new_job_doc(&new, 42);
+        let job = job_from_doc(&d).unwrap();
+        assert_eq!(
+            (job.id.as_str(), job.data.as_slice(), job.priority, job.dt),
+            ("a", &[0u8, 255, 10][..], -4, 42)
+        );
+        let r = JobResult::from_status(503).with_output(b"x\x00".to_vec());
+        d.insert(f::RESULT, result_doc(&r));
+        d.insert(f::DONE_DT, 7_i32);
+        let job = job_from_doc(&d).unwrap();
+        assert_eq!((job.result, job.done_dt), (Some(r), Some(7)));
+    }
+
+    #[test]
+    fn malformed_documents_are_backend_errors() {
+        let mut d = new_job_doc(&NewJob::new("a", "t", ""), 1);
+        d.insert(f::ATTEMPTS, -1_i64);
+        assert_eq!(
+            job_from_doc(&d).unwrap_err().kind(),
+            jobstore_api::ErrorKind::Backend
+        );
+        d.insert(f::ATTEMPTS, 0_i64);
+        d.insert(f::DATA, "not binary");
+        assert!(job_from_doc(&d).is_err());
+    }
+
+    #[test]
+    fn handler_round_trips_through_bson() {
+        let h = Handler {
+            before_each: Some(String::new()),
+            ..Handler::new("process", "cat")
+        };
+        let v = handler_from_doc(&handler_doc("t", &h, 9, 5)).unwrap();
+        assert_eq!((v.id.as_str(), v.dt, v.handler), ("9", 5, h));
+    }
+}

@@ -1,0 +1,136 @@
+//! Mapping driver errors into [`jobstore_api::Error`] kinds, by error kind
+//! and server code, never by message.
+
+use jobstore_api::Error;
+use mongodb::error::{Error as MongoError, ErrorKind as K, WriteFailure};
+
+/// `DuplicateKey`: a unique index refused a write.
+pub(crate) const DUPLICATE_KEY: i32 = 11000;
+
+/// The largest BSON document MongoDB stores (16 MiB).
+pub(crate) const MAX_BSON_DOCUMENT: usize = 16 << 20;
+
+/// Server codes of transient conditions: the same call may succeed later.
+const TRANSIENT_CODES: &[i32] = &[
+    6,     // HostUnreachable
+    7,     // HostNotFound
+    24,    // LockTimeout
+    46,    // LockBusy
+    50,    // MaxTimeMSExpired
+    64,    // WriteConcernFailed (wtimeout)
+    89,    // NetworkTimeout
+    91,    // ShutdownInProgress
+    112,   // WriteConflict
+    133,   // FailedToSatisfyReadPreference
+    134,   // ReadConcernMajorityNotAvailableYet
+    189,   // PrimarySteppedDown
+    202,   // NetworkInterfaceExceededTimeLimit
+    262,   // ExceededTimeLimit
+    462,   // IngressRequestRateLimitExceeded
+    9001,  // SocketException
+    10058, // LegacyNotPrimary
+    10107, // NotWritablePrimary
+    11600, // InterruptedAtShutdown
+    11602, // InterruptedDueToReplStateChange
+    13435, // NotPrimaryNoSecondaryOk
+    13436, // NotPrimaryOrSecondary
+];
+
+/// Server codes of documents over the 16 MiB limit.
+const TOO_LARGE_CODES: &[i32] = &[
+    10334, // BSONObjectTooLarge
+    17419, // document grew too large in an update
+    17420, // idem (older servers)
+];
+
+/// Error labels the server or the driver puts on retryable errors.
+const RETRYABLE_LABELS: &[&str] = &[
+    "RetryableWriteError",
+    "RetryableError",
+    "SystemOverloadedError",
+    "TransientTransactionError",
+];
+
+/// The server code carried by `e`, if it came from the server.
+pub(crate) fn server_code(e: &MongoError) -> Option<i32> {
+    match &*e.kind {
+        K::Command(c) => Some(c.code),
+        K::Write(WriteFailure::WriteError(w)) => Some(w.code),
+        K::Write(WriteFailure::WriteConcernError(w)) => Some(w.code),
+        K::InsertMany(i) => i
+            .write_errors
+            .as_ref()
+            .and_then(|ws| ws.iter().find(|w| w.code != DUPLICATE_KEY).or(ws.first()))
+            .map(|w| w.code)
+            .or_else(|| i.write_concern_error.as_ref().map(|w| w.code)),
+        K::BulkWrite(b) => b
+            .write_errors
+            .values()
+            .map(|w| w.code)
+            .next()
+            .or_else(|| b.write_concern_errors.first().map(|w| w.code)),
+        _ => None,
+    }
+}
+
+/// Whether `e` is a duplicate-key error (code 11000).
+pub(crate) fn is_duplicate_key(e: &MongoError) -> bool {
+    server_code(e) == Some(DUPLICATE_KEY)
+}
+
+/// Maps a driver error from operation `what` into the API's kinds.
+pub(crate) fn map(what: &str, e: MongoError) -> Error {
+    let message = format!("MongoDB {what} failed");
+    let unavailable = match &*e.kind {
+        K::Io(_)
+        | K::ConnectionPoolCleared { .. }
+        | K::ServerSelection { .. }
+        | K::DnsResolve { .. }
+        | K::Shutdown => true,
+        _ => {
+            server_code(&e).is_some_and(|c| TRANSIENT_CODES.contains(&c))
+                || RETRYABLE_LABELS.iter().any(|l| e.contains_label(l))
+        }
+    };
+    if unavailable {
+        return Error::unavailable(message, e);
+    }
+    if server_code(&e).is_some_and(|c| TOO_LARGE_CODES.contains(&c)) {
+        // The store rejects payloads above its declared limit before
+        // sending them; this is the server's own check, as a fallback.
+        return Error::too_large(format!("document in {what}"), 0, MAX_BSON_DOCUMENT);
+    }
+    Error::backend(message, e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jobstore_api::ErrorKind;
+
+    fn io(kind: std::io::ErrorKind) -> MongoError {
+        MongoError::from(std::io::Error::new(kind, "test"))
+    }
+
+    #[test]
+    fn io_errors_are_unavailable() {
+        for kind in [
+            std::io::ErrorKind::ConnectionRefused,
+            std::io::ErrorKind::ConnectionReset,
+            std::io::ErrorKind::TimedOut,
+        ] {
+            let e = map("test", io(kind));
+            assert_eq!(e.kind(), ErrorKind::Unavailable, "{kind:?}");
+            assert!(e.is_retryable());
+            assert!(std::error::Error::source(&e).is_some(), "cause kept");
+        }
+    }
+
+    #[test]
+    fn other_errors_are_backend_with_source() {
+        let e = map("test", MongoError::custom("boom"));
+        assert_eq!(e.kind(), ErrorKind::Backend);
+        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!(server_code(&MongoError::custom("x")), None);
+    }
+}

@@ -1,0 +1,652 @@
+//! The [`JobStore`] implementation: one query (or a small fixed number) per
+//! operation, as the crate docs describe.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::{StreamExt, TryStreamExt};
+use jobstore_api::*;
+use mongodb::bson::{Bson, Document, doc};
+use mongodb::options::ReturnDocument;
+
+use crate::MongoStore;
+use crate::convert::{self, f};
+use crate::errors::{self, DUPLICATE_KEY, MAX_BSON_DOCUMENT};
+
+/// The largest payload: MongoDB's 16 MiB document limit less 1 MiB for the
+/// other fields (ids and jobtype of at most 200 bytes each, a result with
+/// at most 64 KiB of output, BSON overhead).
+pub const MAX_PAYLOAD: usize = MAX_BSON_DOCUMENT - (1 << 20);
+
+/// Waiting counts stop at this number (one claim's maximum).
+pub const WAITING_COUNT_CAP: u64 = 1_000;
+
+/// Most find/update/read-back rounds in one claim.
+const CLAIM_ROUNDS: usize = 4;
+
+/// How many per-jobtype counts run at once in `waiting_jobtypes`.
+const COUNT_CONCURRENCY: usize = 16;
+
+/// The filter of eligible jobs (waiting or expired) at `now`.
+fn eligible(now: Millis) -> Document {
+    doc! { f::DT: { "$lte": now }, f::LOCK: { "$ne": LOCK_DONE } }
+}
+
+/// The ids, each once, in their first order.
+fn distinct(ids: &[String]) -> Vec<&str> {
+    let mut seen = HashSet::with_capacity(ids.len());
+    ids.iter()
+        .map(String::as_str)
+        .filter(|i| seen.insert(*i))
+        .collect()
+}
+
+/// What a claim's candidate query gives: the sort key of one job.
+struct Candidate {
+    id: String,
+    priority: i32,
+    dt: Millis,
+}
+
+impl MongoStore {
+    /// The ids among `ids` whose documents carry `field == token`.
+    async fn ids_with_token(&self, ids: &[&str], field: &str, token: &str) -> Result<HashSet<String>> {
+        let docs: Vec<Document> = self
+            .jobs
+            .find(doc! { f::ID: { "$in": ids }, field: token })
+            .projection(doc! { f::ID: 1 })
+            .await
+            .map_err(|e| errors::map("find", e))?
+            .try_collect()
+            .await
+            .map_err(|e| errors::map("find", e))?;
+        docs.iter()
+            .map(|d| convert::get_str(d, f::ID, "job"))
+            .collect()
+    }
+
+    /// One `update_many` over `ids` restricted by `filter`, stamping a fresh
+    /// `op_tok`; returns the ids it changed, in `ids` order (a second round
+    /// trip only when it did not change them all).
+    async fn update_ids(
+        &self,
+        what: &str,
+        ids: &[String],
+        mut filter: Document,
+        mut set: Document,
+        inc: Option<Document>,
+    ) -> Result<Vec<String>> {
+        let ids = distinct(ids);
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let token = new_token();
+        filter.insert(f::ID, doc! { "$in": &ids });
+        set.insert(f::OP_TOK, &token);
+        let mut update = doc! { "$set": set };
+        if let Some(inc) = inc {
+            update.insert("$inc", inc);
+        }
+        let r = self
+            .jobs
+            .update_many(filter, update)
+            .await
+            .map_err(|e| errors::map(what, e))?;
+        let changed: Vec<&str> = if r.matched_count == 0 {
+            Vec::new()
+        } else if r.matched_count == ids.len() as u64 {
+            ids
+        } else {
+            let found = self.ids_with_token(&ids, f::OP_TOK, &token).await?;
+            ids.into_iter().filter(|i| found.contains(*i)).collect()
+        };
+        Ok(changed.into_iter().map(str::to_owned).collect())
+    }
+
+    /// Deletes the jobs among `ids` locked by `owner`; returns which.
+    async fn delete_owned(&self, ids: &[String], owner: &str) -> Result<Vec<String>> {
+        let ids = distinct(ids);
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let owned = self
+            .ids_with_token(&ids, f::LOCK, owner)
+            .await?;
+        let owned: Vec<&str> = ids.into_iter().filter(|i| owned.contains(*i)).collect();
+        if owned.is_empty() {
+            return Ok(Vec::new());
+        }
+        let r = self
+            .jobs
+            .delete_many(doc! { f::ID: { "$in": &owned }, f::LOCK: owner })
+            .await
+            .map_err(|e| errors::map("delete", e))?;
+        if r.deleted_count == owned.len() as u64 {
+            return Ok(owned.into_iter().map(str::to_owned).collect());
+        }
+        // Some lease ran out and another claimer took the job between the
+        // find and the delete: the survivors are the ones not deleted.
+        let docs: Vec<Document> = self
+            .jobs
+            .find(doc! { f::ID: { "$in": &owned } })
+            .projection(doc! { f::ID: 1 })
+            .await
+            .map_err(|e| errors::map("find", e))?
+            .try_collect()
+            .await
+            .map_err(|e| errors::map("find", e))?;
+        let survivors: HashSet<String> = docs
+            .iter()
+            .map(|d| convert::get_str(d, f::ID, "job"))
+            .collect::<Result<_>>()?;
+        Ok(owned
+            .into_iter()
+            .filter(|i| !survivors.contains(*i))
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// One claim round: candidates, conditional update, read-back.
+    /// Returns the jobs claimed with their sort keys, and how many
+    /// candidates there were.
+    async fn claim_round(
+        &self,
+        jobtype: &str,
+        want: usize,
+        owner: &str,
+        until: Millis,
+        now: Millis,
+    ) -> Result<(Vec<(Candidate, Job)>, usize)> {
+        let mut filter = eligible(now);
+        filter.insert(f::JOBTYPE, jobtype);
+        let docs: Vec<Document> = self
+            .jobs
+            .find(filter)
+            .sort(doc! { f::PRIORITY: -1, f::DT: 1, f::JOB_ID: 1 })
+            .limit(i64::try_from(want).unwrap_or(i64::MAX))
+            .projection(doc! { f::ID: 0, f::JOB_ID: 1, f::PRIORITY: 1, f::DT: 1 })
+            .await
+            .map_err(|e| errors::map("claim (find)", e))?
+            .try_collect()
+            .await
+            .map_err(|e| errors::map("claim (find)", e))?;
+        let mut candidates = HashMap::with_capacity(docs.len());
+        for d in &docs {
+            let c = Candidate {
+                id: convert::get_str(d, f::JOB_ID, "job")?,
+                priority: i32::try_from(convert::get_i64(d, f::PRIORITY, "job")?)
+                    .map_err(|_| Error::backend_msg("malformed job priority in MongoDB"))?,
+                dt: convert::get_i64(d, f::DT, "job")?,
+            };
+            candidates.insert(c.id.clone(), c);
+        }
+        let n = candidates.len();
+        if n == 0 {
+            return Ok((Vec::new(), 0));
+        }
+        let ids: Vec<&str> = candidates.keys().map(String::as_str).collect();
+        let token = new_token();
+        let mut filter = eligible(now);
+        filter.insert(f::ID, doc! { "$in": &ids });
+        let r = self
+            .jobs
+            .update_many(
+                filter,
+                doc! {
+                    "$set": { f::LOCK: owner, f::DT: until, f::CLAIM_TOK: &token },
+                    "$inc": { f::ATTEMPTS: 1_i64 },
+                },
+            )
+            .await
+            .map_err(|e| errors::map("claim (update)", e))?;
+        if r.matched_count == 0 {
+            return Ok((Vec::new(), n));
+        }
+        let docs: Vec<Document> = self
+            .jobs
+            .find(doc! { f::ID: { "$in": &ids }, f::CLAIM_TOK: &token })
+            .await
+            .map_err(|e| errors::map("claim (read back)", e))?
+            .try_collect()
+            .await
+            .map_err(|e| errors::map("claim (read back)", e))?;
+        let mut claimed = Vec::with_capacity(docs.len());
+        for d in &docs {
+            let job = convert::job_from_doc(d)?;
+            let c = candidates.remove(&job.id).ok_or_else(|| {
+                Error::backend_msg(format!("claim read back job {:?}, not a candidate", job.id))
+            })?;
+            claimed.push((c, job));
+        }
+        Ok((claimed, n))
+    }
+}
+
+#[async_trait]
+impl JobStore for MongoStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(MAX_PAYLOAD).with_waiting_count_cap(WAITING_COUNT_CAP)
+    }
+
+    async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
+        validate::new_jobs(jobs, &self.capabilities(), now)?;
+        if jobs.is_empty() {
+            return Ok(AddOutcome::default());
+        }
+        let docs = jobs.iter().map(|j| convert::new_job_doc(j, now));
+        let existing: HashSet<usize> = match self.jobs.insert_many(docs).ordered(false).await {
+            Ok(_) => HashSet::new(),
+            Err(e) => match &*e.kind {
+                // Only `_id` is unique in this collection, so a duplicate
+                // key means the id exists already (in any state).
+                mongodb::error::ErrorKind::InsertMany(ime)
+                    if ime.write_concern_error.is_none()
+                        && ime
+                            .write_errors
+                            .as_ref()
+                            .is_some_and(|ws| ws.iter().all(|w| w.code == DUPLICATE_KEY)) =>
+                {
+                    ime.write_errors
+                        .iter()
+                        .flatten()
+                        .map(|w| w.index)
+                        .collect()
+                }
+                _ => return Err(errors::map("insert", e)),
+            },
+        };
+        let mut out = AddOutcome::default();
+        for (i, job) in jobs.iter().enumerate() {
+            if existing.contains(&i) {
+                out.existing.push(job.id.clone());
+            } else {
+                out.new.push(job.id.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>> {
+        validate::time("now", now)?;
+        let jobtypes = self
+            .jobs
+            .distinct(f::JOBTYPE, doc! {})
+            .await
+            .map_err(|e| errors::map("distinct jobtypes", e))?;
+        let counts: Vec<Option<WaitingJobtype>> = futures::stream::iter(jobtypes)
+            .map(|jobtype| async move {
+                let Bson::String(jobtype) = jobtype else {
+                    return Err(Error::backend_msg("a jobtype in MongoDB is not a string"));
+                };
+                let mut filter = eligible(now);
+                filter.insert(f::JOBTYPE, &jobtype);
+                let count = self
+                    .jobs
+                    .count_documents(filter)
+                    .limit(WAITING_COUNT_CAP)
+                    .await
+                    .map_err(|e| errors::map("count", e))?;
+                Ok((count > 0).then_some(WaitingJobtype {
+                    jobtype,
+                    count: count.min(WAITING_COUNT_CAP),
+                }))
+            })
+            .buffer_unordered(COUNT_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok(counts.into_iter().flatten().collect())
+    }
+
+    async fn claim_jobs(
+        &self,
+        jobtype: &str,
+        limit: usize,
+        owner: &str,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Vec<Job>> {
+        validate::claim(jobtype, limit, owner, lease, now)?;
+        let until = now + duration_ms(lease);
+        let mut claimed: Vec<(Candidate, Job)> = Vec::new();
+        for _ in 0..CLAIM_ROUNDS {
+            let want = limit - claimed.len();
+            if want == 0 {
+                break;
+            }
+            let (got, candidates) = self.claim_round(jobtype, want, owner, until, now).await?;
+            let lost = candidates - got.len();
+            claimed.extend(got);
+            // Stop when nothing was lost to a racer, or when the candidates
+            // were every eligible job there was.
+            if lost == 0 || candidates < want {
+                break;
+            }
+        }
+        claimed.sort_by(|(a, _), (b, _)| {
+            b.priority
+                .cmp(&a.priority)
+                .then(a.dt.cmp(&b.dt))
+                .then(a.id.cmp(&b.id))
+        });
+        Ok(claimed.into_iter().map(|(_, job)| job).collect())
+    }
+
+    async fn renew_locks(
+        &self,
+        ids: &[String],
+        owner: &str,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::renew(ids, owner, lease, now)?;
+        self.update_ids(
+            "renew",
+            ids,
+            doc! { f::LOCK: owner },
+            doc! { f::DT: now + duration_ms(lease) },
+            None,
+        )
+        .await
+    }
+
+    async fn release_jobs(
+        &self,
+        ids: &[String],
+        owner: &str,
+        how: &Release,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::release(ids, owner, how, now)?;
+        let owned = doc! { f::LOCK: owner };
+        match how {
+            Release::Retry { delay } => {
+                let set = doc! { f::LOCK: LOCK_FREE, f::DT: now + duration_ms(*delay) };
+                self.update_ids("release (retry)", ids, owned, set, None)
+                    .await
+            }
+            Release::Unget => {
+                let set = doc! { f::LOCK: LOCK_FREE, f::DT: now };
+                let inc = doc! { f::ATTEMPTS: -1_i64 };
+                self.update_ids("release (unget)", ids, owned, set, Some(inc))
+                    .await
+            }
+            Release::Archive(result) => {
+                let set = doc! {
+                    f::LOCK: LOCK_DONE,
+                    f::DONE_DT: now,
+                    f::DT: now + ARCHIVE_HORIZON_MS,
+                    f::RESULT: convert::result_doc(result),
+                };
+                self.update_ids("release (archive)", ids, owned, set, None)
+                    .await
+            }
+            Release::Delete => self.delete_owned(ids, owner).await,
+        }
+    }
+
+    async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {
+        validate::update_data(id, owner, data, &self.capabilities(), now)?;
+        let r = self
+            .jobs
+            .update_one(
+                doc! { f::ID: id, f::LOCK: owner },
+                doc! { "$set": { f::DATA: convert::binary(data) } },
+            )
+            .await
+            .map_err(|e| errors::map("update data", e))?;
+        Ok(r.matched_count == 1)
+    }
+
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        validate::ids(ids)?;
+        validate::time("now", now)?;
+        let set = doc! {
+            f::LOCK: LOCK_DONE,
+            f::DONE_DT: now,
+            f::DT: now + ARCHIVE_HORIZON_MS,
+            f::RESULT: convert::result_doc(&JobResult::cancelled()),
+        };
+        self.update_ids("cancel", ids, doc! { f::LOCK: LOCK_FREE }, set, None)
+            .await
+    }
+
+    async fn get_job(&self, id: &str) -> Result<Option<Job>> {
+        validate::id(id)?;
+        self.jobs
+            .find_one(doc! { f::ID: id })
+            .await
+            .map_err(|e| errors::map("find job", e))?
+            .map(|d| convert::job_from_doc(&d))
+            .transpose()
+    }
+
+    async fn purge_archived(&self, before: Millis) -> Result<u64> {
+        validate::time("before", before)?;
+        let r = self
+            .jobs
+            .delete_many(doc! { f::DONE_DT: { "$lt": before }, f::LOCK: LOCK_DONE })
+            .await
+            .map_err(|e| errors::map("purge", e))?;
+        Ok(r.deleted_count)
+    }
+
+    async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {
+        validate::time("now", now)?;
+        let when = |cond: Document| doc! { "$sum": { "$cond": [cond, 1, 0] } };
+        let done = doc! { "$eq": ["$lock", LOCK_DONE] };
+        let mut group = doc! {
+            "_id": "$jobtype",
+            "waiting": when(doc! { "$and": [
+                { "$ne": ["$lock", LOCK_DONE] }, { "$lte": ["$dt", now] },
+            ] }),
+            "scheduled": when(doc! { "$and": [
+                { "$eq": ["$lock", LOCK_FREE] }, { "$gt": ["$dt", now] },
+            ] }),
+            "running": when(doc! { "$and": [
+                { "$ne": ["$lock", LOCK_FREE] }, { "$ne": ["$lock", LOCK_DONE] },
+                { "$gt": ["$dt", now] },
+            ] }),
+            "archived": when(done.clone()),
+        };
+        // Archived jobs with no result count as `ok`, as in MemoryStore:
+        // `ok` is the archived total less the other codes.
+        let others: Vec<ResultCode> = ResultCode::ALL
+            .into_iter()
+            .filter(|c| *c != ResultCode::Ok)
+            .collect();
+        for code in &others {
+            group.insert(
+                format!("a_{code}"),
+                when(doc! { "$and": [done.clone(), { "$eq": ["$result.code", code.as_str()] }] }),
+            );
+        }
+        let docs: Vec<Document> = self
+            .jobs
+            .aggregate([doc! { "$group": group }])
+            .await
+            .map_err(|e| errors::map("count jobs", e))?
+            .try_collect()
+            .await
+            .map_err(|e| errors::map("count jobs", e))?;
+        let count = |d: &Document, k: &str| -> Result<u64> {
+            u64::try_from(convert::get_i64(d, k, "job count")?)
+                .map_err(|_| Error::backend_msg("negative job count from MongoDB"))
+        };
+        let mut out = Vec::with_capacity(docs.len());
+        for d in &docs {
+            let mut c = JobCounts {
+                jobtype: convert::get_str(d, "_id", "job count")?,
+                waiting: count(d, "waiting")?,
+                scheduled: count(d, "scheduled")?,
+                running: count(d, "running")?,
+                archived: Default::default(),
+            };
+            let mut ok = count(d, "archived")?;
+            for code in &others {
+                let n = count(d, &format!("a_{code}"))?;
+                ok = ok.saturating_sub(n);
+                if n > 0 {
+                    c.archived.insert(*code, n);
+                }
+            }
+            if ok > 0 {
+                c.archived.insert(ResultCode::Ok, ok);
+            }
+            out.push(c);
+        }
+        Ok(out)
+    }
+
+    async fn set_handler(
+        &self,
+        jobtype: &str,
+        handler: &Handler,
+        now: Millis,
+    ) -> Result<HandlerVersion> {
+        validate::handler(jobtype, handler, now)?;
+        let seq = self.next_handler_seq().await?;
+        let d = convert::handler_doc(jobtype, handler, seq, now);
+        self.handlers
+            .insert_one(&d)
+            .await
+            .map_err(|e| errors::map("insert handler", e))?;
+        convert::handler_from_doc(&d)
+    }
+
+    async fn get_handler(&self, jobtype: &str) -> Result<Option<HandlerVersion>> {
+        validate::jobtype(jobtype)?;
+        self.handlers
+            .find_one(doc! { "jobtype": jobtype })
+            .sort(doc! { "dt": -1, "seq": -1 })
+            .await
+            .map_err(|e| errors::map("find handler", e))?
+            .map(|d| convert::handler_from_doc(&d))
+            .transpose()
+    }
+
+    async fn delete_handler(&self, jobtype: &str) -> Result<bool> {
+        validate::jobtype(jobtype)?;
+        let r = self
+            .handlers
+            .delete_many(doc! { "jobtype": jobtype })
+            .await
+            .map_err(|e| errors::map("delete handler", e))?;
+        Ok(r.deleted_count > 0)
+    }
+
+    async fn list_handlers(&self) -> Result<Vec<HandlerVersion>> {
+        let docs: Vec<Document> = self
+            .handlers
+            .aggregate([
+                doc! { "$sort": { "jobtype": 1, "dt": -1, "seq": -1 } },
+                doc! { "$group": { "_id": "$jobtype", "newest": { "$first": "$$ROOT" } } },
+            ])
+            .await
+            .map_err(|e| errors::map("list handlers", e))?
+            .try_collect()
+            .await
+            .map_err(|e| errors::map("list handlers", e))?;
+        docs.iter()
+            .map(|d| match d.get("newest") {
+                Some(Bson::Document(v)) => convert::handler_from_doc(v),
+                _ => Err(Error::backend_msg("malformed handler list from MongoDB")),
+            })
+            .collect()
+    }
+
+    async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {
+        validate::sysid(sysid)?;
+        validate::lease("sysid ttl", ttl)?;
+        validate::time("now", now)?;
+        let lease = SysidLease {
+            sysid: sysid.to_owned(),
+            token: new_token(),
+            expires: now + duration_ms(ttl),
+        };
+        // Matches a free (expired) lease and takes it over, or inserts one;
+        // a valid lease does not match, and the insert then fails on `_id`.
+        let r = self
+            .sysids
+            .update_one(
+                doc! { "_id": sysid, "expires": { "$lte": now } },
+                doc! { "$set": { "token": &lease.token, "expires": lease.expires } },
+            )
+            .upsert(true)
+            .await;
+        match r {
+            Ok(_) => Ok(lease),
+            Err(e) if errors::is_duplicate_key(&e) => Err(Error::conflict(format!(
+                "sysid {sysid:?} is held by another lease"
+            ))),
+            Err(e) => Err(errors::map("reserve sysid", e)),
+        }
+    }
+
+    async fn renew_sysid(
+        &self,
+        lease: &SysidLease,
+        ttl: Duration,
+        now: Millis,
+    ) -> Result<SysidLease> {
+        validate::sysid(&lease.sysid)?;
+        validate::lease("sysid ttl", ttl)?;
+        validate::time("now", now)?;
+        let expires = now + duration_ms(ttl);
+        let r = self
+            .sysids
+            .update_one(
+                doc! { "_id": &lease.sysid, "token": &lease.token },
+                doc! { "$set": { "expires": expires } },
+            )
+            .await
+            .map_err(|e| errors::map("renew sysid", e))?;
+        if r.matched_count == 0 {
+            return Err(Error::conflict(format!(
+                "sysid {:?} is no longer held by this lease",
+                lease.sysid
+            )));
+        }
+        Ok(SysidLease {
+            expires,
+            ..lease.clone()
+        })
+    }
+
+    async fn release_sysid(&self, lease: &SysidLease) -> Result<bool> {
+        validate::sysid(&lease.sysid)?;
+        let r = self
+            .sysids
+            .delete_one(doc! { "_id": &lease.sysid, "token": &lease.token })
+            .await
+            .map_err(|e| errors::map("release sysid", e))?;
+        Ok(r.deleted_count == 1)
+    }
+}
+
+impl MongoStore {
+    /// The next handler version number: an atomic `$inc` on one counter
+    /// document, so numbers increase across every process.
+    async fn next_handler_seq(&self) -> Result<i64> {
+        // The first upserts of two processes may race on `_id`; the loser
+        // retries once and then finds the document.
+        for attempt in 0..2 {
+            let r = self
+                .counters
+                .find_one_and_update(
+                    doc! { "_id": "handler_seq" },
+                    doc! { "$inc": { "n": 1_i64 } },
+                )
+                .upsert(true)
+                .return_document(ReturnDocument::After)
+                .await;
+            match r {
+                Ok(Some(d)) => return convert::get_i64(&d, "n", "counter"),
+                Ok(None) => return Err(Error::backend_msg("handler counter upsert returned nothing")),
+                Err(e) if attempt == 0 && errors::is_duplicate_key(&e) => continue,
+                Err(e) => return Err(errors::map("handler counter", e)),
+            }
+        }
+        Err(Error::backend_msg("handler counter upsert kept failing"))
+    }
+}
