@@ -1,1 +1,10 @@
 #![doc = include_str!("../README.md")]
+
+mod error;
+mod options;
+mod queries;
+mod store;
+mod watch;
+
+pub use options::{DEFAULT_SCHEMA, MAX_SCHEMA_LEN, PgStoreOptions};
+pub use store::PgStore;

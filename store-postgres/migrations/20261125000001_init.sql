@@ -1,0 +1,69 @@
+-- jobstore schema, version 1. Runs inside the store's schema: every name
+-- below is unqualified and resolves through the connection's search_path.
+
+-- Live jobs: waiting, scheduled, running and expired. Archived jobs move to
+-- `archive`, so this table (and its claim index) only ever holds the work
+-- that is still to be done, however many years of archive pile up.
+CREATE TABLE jobs (
+    id        text COLLATE "C" PRIMARY KEY,
+    jobtype   text COLLATE "C" NOT NULL,
+    data      bytea   NOT NULL,
+    priority  integer NOT NULL,
+    dt        bigint  NOT NULL,
+    lock      text COLLATE "C" NOT NULL DEFAULT '',
+    attempts  integer NOT NULL DEFAULT 0,
+    create_dt bigint  NOT NULL,
+    CHECK (lock <> '__done')
+) WITH (fillfactor = 90,
+        autovacuum_vacuum_scale_factor = 0.01,
+        autovacuum_vacuum_insert_scale_factor = 0.01,
+        autovacuum_analyze_scale_factor = 0.02);
+
+-- The claim index: one range per jobtype in exactly the contract's claim
+-- order. A claim reads it from the front and stops after `limit` eligible
+-- entries (dt <= now is checked on the index tuple). Also serves the
+-- distinct-jobtype skip scan and the capped waiting counts.
+CREATE INDEX jobs_claim ON jobs (jobtype, priority DESC, dt, id);
+
+-- Archived jobs (lock = '__done' is implied and not stored).
+CREATE TABLE archive (
+    id        text COLLATE "C" PRIMARY KEY,
+    jobtype   text COLLATE "C" NOT NULL,
+    data      bytea    NOT NULL,
+    priority  integer  NOT NULL,
+    dt        bigint   NOT NULL,
+    attempts  integer  NOT NULL,
+    create_dt bigint   NOT NULL,
+    done_dt   bigint   NOT NULL,
+    code      text     NOT NULL
+        CHECK (code IN ('ok', 'failed', 'retry', 'error', 'cancelled', 'timeout')),
+    status    integer  NOT NULL,
+    output    bytea    NOT NULL
+);
+
+-- purge_archived: a range scan on age.
+CREATE INDEX archive_done_dt ON archive (done_dt);
+-- job_counts: an index-only scan once vacuum has marked pages all-visible
+-- (the archive is append-mostly, so it nearly always is).
+CREATE INDEX archive_counts ON archive (jobtype, code);
+
+-- Handler versions: newest = greatest dt, then the last set (greatest seq).
+CREATE TABLE handlers (
+    seq         bigserial PRIMARY KEY,
+    jobtype     text COLLATE "C" NOT NULL,
+    dt          bigint NOT NULL,
+    lang        text   NOT NULL,
+    body        text   NOT NULL,
+    eid         text,
+    before      text,
+    before_each text,
+    after_each  text
+);
+CREATE INDEX handlers_newest ON handlers (jobtype, dt DESC, seq DESC);
+
+-- Sysid leases.
+CREATE TABLE sysids (
+    sysid   text COLLATE "C" PRIMARY KEY,
+    token   text   NOT NULL,
+    expires bigint NOT NULL
+);

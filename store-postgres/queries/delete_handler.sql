@@ -1,0 +1,2 @@
+-- $1 jobtype.
+DELETE FROM handlers WHERE jobtype = $1

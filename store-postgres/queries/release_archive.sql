@@ -1,0 +1,20 @@
+-- Archives the owner's jobs: moves them from `jobs` to `archive` in one
+-- statement. $1 ids, $2 owner, $3 now (done_dt), $4 dt (now + horizon),
+-- $5 code, $6 status, $7 output.
+WITH done AS (
+    DELETE FROM jobs
+    WHERE id = ANY($1::text[]) AND lock = $2
+    RETURNING id, jobtype, data, priority, attempts, create_dt
+), archived AS (
+    INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt,
+                         done_dt, code, status, output)
+    SELECT id, jobtype, data, priority, $4, attempts, create_dt, $3, $5, $6, $7
+    FROM done
+    ON CONFLICT (id) DO UPDATE SET
+        jobtype = EXCLUDED.jobtype, data = EXCLUDED.data,
+        priority = EXCLUDED.priority, dt = EXCLUDED.dt,
+        attempts = EXCLUDED.attempts, create_dt = EXCLUDED.create_dt,
+        done_dt = EXCLUDED.done_dt, code = EXCLUDED.code,
+        status = EXCLUDED.status, output = EXCLUDED.output
+)
+SELECT id FROM done

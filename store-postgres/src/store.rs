@@ -1,0 +1,587 @@
+//! [`PgStore`]: the [`JobStore`] on PostgreSQL.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jobstore_api::limits::MAX_CLAIM;
+use jobstore_api::{
+    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerVersion, Job, JobCounts,
+    JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode, SysidLease,
+    WaitingJobtype, WorkWatcher, duration_ms, validate,
+};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{ConnectOptions, Connection, Executor, Row};
+
+use crate::error::map;
+use crate::options::PgStoreOptions;
+use crate::queries as q;
+
+/// A job store in one PostgreSQL schema, over a sqlx connection pool.
+///
+/// Cheap to share behind an `Arc`; every operation takes a pooled
+/// connection for one statement. The pool reconnects by itself after the
+/// server restarts: calls made while it is down fail with a retryable
+/// [`Error::Unavailable`], later calls succeed.
+pub struct PgStore {
+    pool: PgPool,
+    connect: PgConnectOptions,
+    options: PgStoreOptions,
+    channel: String,
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgStore")
+            .field("options", &self.options)
+            .field("channel", &self.channel)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// The largest payload accepted: 64 MiB (PostgreSQL's `bytea` takes up
+    /// to 1 GiB, but a whole batch travels in one message).
+    pub const MAX_PAYLOAD: usize = 64 << 20;
+    /// Counts from `waiting_jobtypes` stop here (the claim maximum): a count
+    /// reads at most this many index entries per jobtype.
+    pub const WAITING_COUNT_CAP: u64 = MAX_CLAIM as u64;
+    /// Most payload bytes sent in one add statement; larger batches are
+    /// split into several statements.
+    const ADD_CHUNK_BYTES: usize = 32 << 20;
+
+    /// Connects to the `postgres://` URL (see the crate docs for its
+    /// parameters), creates the schema if needed and runs the migrations.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(PgStoreOptions::from_url(url)?).await
+    }
+
+    /// Connects with these options, creates the schema if needed and runs
+    /// the migrations. Several stores may connect to a fresh schema at once:
+    /// creation and migration are serialized by an advisory lock.
+    pub async fn connect_with(options: PgStoreOptions) -> Result<Self> {
+        options.check_schema()?;
+        let schema = options.schema_name().to_owned();
+        let base = PgConnectOptions::from_str(options.url()).map_err(|e| {
+            Error::invalid(format!("invalid PostgreSQL connection options: {e}"))
+        })?;
+        let mut settings: Vec<(&str, String)> = vec![("search_path", schema.clone())];
+        if let Some(t) = options.get_statement_timeout() {
+            settings.push(("statement_timeout", t.as_millis().to_string()));
+        }
+        let connect = base
+            .options(settings)
+            .application_name("jobstore")
+            .log_statements(tracing::log::LevelFilter::Trace);
+
+        migrate(&connect, &schema, options.get_acquire_timeout()).await?;
+
+        let pool = PgPoolOptions::new()
+            .max_connections(options.get_max_connections())
+            .acquire_timeout(options.get_acquire_timeout())
+            .connect_lazy_with(connect.clone());
+        Ok(PgStore {
+            pool,
+            connect,
+            channel: format!("jobstore:{schema}"),
+            options,
+        })
+    }
+
+    /// The connection pool (for tools and benchmarks that run their own
+    /// statements in the store's schema).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The schema this store lives in.
+    pub fn schema(&self) -> &str {
+        self.options.schema_name()
+    }
+
+    /// The `LISTEN/NOTIFY` channel the store notifies on new work.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// Closes the pool, waiting for connections in use to come back.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    async fn add_chunk(&self, jobs: &[NewJob], now: Millis) -> Result<HashSet<String>> {
+        let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+        let types: Vec<&str> = jobs.iter().map(|j| j.jobtype.as_str()).collect();
+        let data: Vec<&[u8]> = jobs.iter().map(|j| j.data.as_slice()).collect();
+        let prio: Vec<i32> = jobs.iter().map(|j| j.priority).collect();
+        let dts: Vec<i64> = jobs.iter().map(|j| j.run_at.unwrap_or(now)).collect();
+        let rows = sqlx::query(q::ADD_JOBS)
+            .bind(ids)
+            .bind(types)
+            .bind(data)
+            .bind(prio)
+            .bind(dts)
+            .bind(now)
+            .bind(&self.channel)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map("add_jobs", e))?;
+        rows.iter().map(|r| get::<String>(r, 0)).collect()
+    }
+
+    async fn ids_query(&self, what: &str, query: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>) -> Result<Vec<String>> {
+        let rows = query
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map(what, e))?;
+        rows.iter().map(|r| get::<String>(r, 0)).collect()
+    }
+}
+
+/// Creates the schema and runs the migrations on a connection of its own,
+/// under a session advisory lock named after the schema (released when the
+/// connection closes, whatever happens).
+async fn migrate(connect: &PgConnectOptions, schema: &str, timeout: Duration) -> Result<()> {
+    let work = async {
+        let mut conn = connect.connect().await.map_err(|e| map("connect", e))?;
+        sqlx::query("SELECT pg_advisory_lock(hashtextextended($1, 0))")
+            .bind(format!("jobstore migrate {schema}"))
+            .execute(&mut conn)
+            .await
+            .map_err(|e| map("migration lock", e))?;
+        // The schema name is checked (a-z, 0-9, _), so quoting is enough.
+        conn.execute(sqlx::AssertSqlSafe(format!(
+            "CREATE SCHEMA IF NOT EXISTS \"{schema}\""
+        )))
+        .await
+        .map_err(|e| map("create schema", e))?;
+        // The embedded migrations (`migrations/`). sqlx's own lock is one
+        // per database; ours is per schema, so stores in different schemas
+        // migrate in parallel.
+        let mut migrator = sqlx::migrate!();
+        migrator.set_locking(false);
+        migrator
+            .run(&mut conn)
+            .await
+            .map_err(crate::error::map_migrate)?;
+        conn.close().await.map_err(|e| map("close", e))?;
+        Ok(())
+    };
+    match tokio::time::timeout(timeout.max(Duration::from_secs(30)), work).await {
+        Ok(r) => r,
+        Err(elapsed) => Err(Error::unavailable(
+            "PostgreSQL connect and migrate timed out",
+            elapsed,
+        )),
+    }
+}
+
+/// Column `i` of `row`, decoding failures as backend errors.
+fn get<'r, T>(row: &'r PgRow, i: usize) -> Result<T>
+where
+    T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    row.try_get(i).map_err(|e| map("decode", e))
+}
+
+fn job_from_row(row: &PgRow) -> Result<Job> {
+    let attempts: i32 = get(row, 6)?;
+    let mut job = Job {
+        id: get(row, 0)?,
+        jobtype: get(row, 1)?,
+        data: get(row, 2)?,
+        priority: get(row, 3)?,
+        dt: get(row, 4)?,
+        lock: get(row, 5)?,
+        attempts: u32::try_from(attempts)
+            .map_err(|_| Error::backend_msg(format!("negative attempts {attempts}")))?,
+        create_dt: get(row, 7)?,
+        done_dt: None,
+        result: None,
+    };
+    if row.len() > 8 {
+        job.done_dt = get(row, 8)?;
+        let code: Option<String> = get(row, 9)?;
+        if let Some(code) = code {
+            let status: i32 = get(row, 10)?;
+            let output: Option<Vec<u8>> = get(row, 11)?;
+            job.result = Some(JobResult {
+                code: ResultCode::from_str(&code)
+                    .map_err(|_| Error::backend_msg(format!("unknown result code {code:?}")))?,
+                status: u16::try_from(status)
+                    .map_err(|_| Error::backend_msg(format!("status {status} out of range")))?,
+                output: output.unwrap_or_default(),
+            });
+        }
+    }
+    Ok(job)
+}
+
+fn handler_from_row(row: &PgRow) -> Result<HandlerVersion> {
+    let seq: i64 = get(row, 0)?;
+    Ok(HandlerVersion {
+        id: seq.to_string(),
+        jobtype: get(row, 1)?,
+        dt: get(row, 2)?,
+        handler: Handler {
+            lang: get(row, 3)?,
+            body: get(row, 4)?,
+            eid: get(row, 5)?,
+            before: get(row, 6)?,
+            before_each: get(row, 7)?,
+            after_each: get(row, 8)?,
+        },
+    })
+}
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+#[async_trait]
+impl JobStore for PgStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(Self::MAX_PAYLOAD)
+            .with_waiting_count_cap(Self::WAITING_COUNT_CAP)
+            .with_notifications()
+    }
+
+    async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
+        validate::new_jobs(jobs, &self.capabilities(), now)?;
+        let mut new_ids = HashSet::with_capacity(jobs.len());
+        let mut start = 0;
+        while start < jobs.len() {
+            // One statement per ADD_CHUNK_BYTES of payload (one for any
+            // ordinary batch), at least one job each.
+            let mut end = start;
+            let mut bytes = 0;
+            while end < jobs.len() && (end == start || bytes + jobs[end].data.len() <= Self::ADD_CHUNK_BYTES) {
+                bytes += jobs[end].data.len();
+                end += 1;
+            }
+            new_ids.extend(self.add_chunk(&jobs[start..end], now).await?);
+            start = end;
+        }
+        let mut outcome = AddOutcome::default();
+        for job in jobs {
+            if new_ids.contains(&job.id) {
+                outcome.new.push(job.id.clone());
+            } else {
+                outcome.existing.push(job.id.clone());
+            }
+        }
+        Ok(outcome)
+    }
+
+    async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>> {
+        validate::time("now", now)?;
+        let rows = sqlx::query(q::WAITING_JOBTYPES)
+            .bind(now)
+            .bind(Self::WAITING_COUNT_CAP as i64)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map("waiting_jobtypes", e))?;
+        rows.iter()
+            .map(|r| {
+                Ok(WaitingJobtype {
+                    jobtype: get(r, 0)?,
+                    count: count(get(r, 1)?),
+                })
+            })
+            .collect()
+    }
+
+    async fn claim_jobs(
+        &self,
+        jobtype: &str,
+        limit: usize,
+        owner: &str,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Vec<Job>> {
+        validate::claim(jobtype, limit, owner, lease, now)?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(q::CLAIM_JOBS)
+            .bind(jobtype)
+            .bind(now)
+            .bind(limit as i64)
+            .bind(owner)
+            .bind(now + duration_ms(lease))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map("claim_jobs", e))?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    async fn renew_locks(
+        &self,
+        ids: &[String],
+        owner: &str,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::renew(ids, owner, lease, now)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.ids_query(
+            "renew_locks",
+            sqlx::query(q::RENEW_LOCKS)
+                .bind(ids)
+                .bind(owner)
+                .bind(now + duration_ms(lease)),
+        )
+        .await
+    }
+
+    async fn release_jobs(
+        &self,
+        ids: &[String],
+        owner: &str,
+        how: &Release,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::release(ids, owner, how, now)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let query = match how {
+            Release::Retry { delay } => sqlx::query(q::RELEASE_FREE)
+                .bind(ids)
+                .bind(owner)
+                .bind(now + duration_ms(*delay))
+                .bind(false)
+                .bind(&self.channel),
+            Release::Unget => sqlx::query(q::RELEASE_FREE)
+                .bind(ids)
+                .bind(owner)
+                .bind(now)
+                .bind(true)
+                .bind(&self.channel),
+            Release::Archive(result) => sqlx::query(q::RELEASE_ARCHIVE)
+                .bind(ids)
+                .bind(owner)
+                .bind(now)
+                .bind(now + ARCHIVE_HORIZON_MS)
+                .bind(result.code.as_str())
+                .bind(i32::from(result.status))
+                .bind(result.output.as_slice()),
+            Release::Delete => sqlx::query(q::RELEASE_DELETE).bind(ids).bind(owner),
+        };
+        self.ids_query("release_jobs", query).await
+    }
+
+    async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {
+        validate::update_data(id, owner, data, &self.capabilities(), now)?;
+        let done = sqlx::query(q::UPDATE_DATA)
+            .bind(id)
+            .bind(owner)
+            .bind(data)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| map("update_data", e))?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        validate::ids(ids)?;
+        validate::time("now", now)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.ids_query(
+            "cancel_jobs",
+            sqlx::query(q::CANCEL_JOBS)
+                .bind(ids)
+                .bind(now)
+                .bind(now + ARCHIVE_HORIZON_MS),
+        )
+        .await
+    }
+
+    async fn get_job(&self, id: &str) -> Result<Option<Job>> {
+        validate::id(id)?;
+        let row = sqlx::query(q::GET_JOB)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| map("get_job", e))?;
+        row.as_ref().map(job_from_row).transpose()
+    }
+
+    async fn purge_archived(&self, before: Millis) -> Result<u64> {
+        validate::time("before", before)?;
+        let done = sqlx::query(q::PURGE_ARCHIVED)
+            .bind(before)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| map("purge_archived", e))?;
+        Ok(done.rows_affected())
+    }
+
+    async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {
+        validate::time("now", now)?;
+        let rows = sqlx::query(q::JOB_COUNTS)
+            .bind(now)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map("job_counts", e))?;
+        let mut by_type: BTreeMap<String, JobCounts> = BTreeMap::new();
+        for r in &rows {
+            let jobtype: String = get(r, 0)?;
+            let state: String = get(r, 1)?;
+            let code: Option<String> = get(r, 2)?;
+            let n = count(get(r, 3)?);
+            let c = by_type
+                .entry(jobtype.clone())
+                .or_insert_with(|| JobCounts {
+                    jobtype,
+                    ..JobCounts::default()
+                });
+            match (state.as_str(), code) {
+                ("waiting", _) => c.waiting += n,
+                ("scheduled", _) => c.scheduled += n,
+                ("running", _) => c.running += n,
+                ("archived", Some(code)) => {
+                    let code = ResultCode::from_str(&code)
+                        .map_err(|_| Error::backend_msg(format!("unknown result code {code:?}")))?;
+                    *c.archived.entry(code).or_default() += n;
+                }
+                (other, _) => {
+                    return Err(Error::backend_msg(format!("unexpected job state {other:?}")));
+                }
+            }
+        }
+        Ok(by_type.into_values().collect())
+    }
+
+    async fn watch(&self) -> Result<WorkWatcher> {
+        crate::watch::watch(&self.connect, &self.options, &self.channel).await
+    }
+
+    async fn set_handler(
+        &self,
+        jobtype: &str,
+        handler: &Handler,
+        now: Millis,
+    ) -> Result<HandlerVersion> {
+        validate::handler(jobtype, handler, now)?;
+        let row = sqlx::query(q::SET_HANDLER)
+            .bind(jobtype)
+            .bind(now)
+            .bind(&handler.lang)
+            .bind(&handler.body)
+            .bind(&handler.eid)
+            .bind(&handler.before)
+            .bind(&handler.before_each)
+            .bind(&handler.after_each)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| map("set_handler", e))?;
+        let seq: i64 = get(&row, 0)?;
+        Ok(HandlerVersion {
+            id: seq.to_string(),
+            jobtype: jobtype.to_owned(),
+            dt: now,
+            handler: handler.clone(),
+        })
+    }
+
+    async fn get_handler(&self, jobtype: &str) -> Result<Option<HandlerVersion>> {
+        validate::jobtype(jobtype)?;
+        let row = sqlx::query(q::GET_HANDLER)
+            .bind(jobtype)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| map("get_handler", e))?;
+        row.as_ref().map(handler_from_row).transpose()
+    }
+
+    async fn delete_handler(&self, jobtype: &str) -> Result<bool> {
+        validate::jobtype(jobtype)?;
+        let done = sqlx::query(q::DELETE_HANDLER)
+            .bind(jobtype)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| map("delete_handler", e))?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn list_handlers(&self) -> Result<Vec<HandlerVersion>> {
+        let rows = sqlx::query(q::LIST_HANDLERS)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map("list_handlers", e))?;
+        rows.iter().map(handler_from_row).collect()
+    }
+
+    async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {
+        validate::sysid(sysid)?;
+        validate::lease("sysid ttl", ttl)?;
+        validate::time("now", now)?;
+        let token = jobstore_api::new_token();
+        let expires = now + duration_ms(ttl);
+        let row = sqlx::query(q::RESERVE_SYSID)
+            .bind(sysid)
+            .bind(&token)
+            .bind(expires)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| map("reserve_sysid", e))?;
+        match row {
+            Some(_) => Ok(SysidLease {
+                sysid: sysid.to_owned(),
+                token,
+                expires,
+            }),
+            None => Err(Error::conflict(format!(
+                "sysid {sysid:?} is held under a valid lease"
+            ))),
+        }
+    }
+
+    async fn renew_sysid(
+        &self,
+        lease: &SysidLease,
+        ttl: Duration,
+        now: Millis,
+    ) -> Result<SysidLease> {
+        validate::sysid(&lease.sysid)?;
+        validate::lease("sysid ttl", ttl)?;
+        validate::time("now", now)?;
+        let expires = now + duration_ms(ttl);
+        let row = sqlx::query(q::RENEW_SYSID)
+            .bind(&lease.sysid)
+            .bind(&lease.token)
+            .bind(expires)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| map("renew_sysid", e))?;
+        match row {
+            Some(_) => Ok(SysidLease {
+                expires,
+                ..lease.clone()
+            }),
+            None => Err(Error::conflict(format!(
+                "sysid {:?} is no longer held by this lease",
+                lease.sysid
+            ))),
+        }
+    }
+
+    async fn release_sysid(&self, lease: &SysidLease) -> Result<bool> {
+        validate::sysid(&lease.sysid)?;
+        let done = sqlx::query(q::RELEASE_SYSID)
+            .bind(&lease.sysid)
+            .bind(&lease.token)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| map("release_sysid", e))?;
+        Ok(done.rows_affected() > 0)
+    }
+}
