@@ -1,1 +1,1227 @@
 #![doc = include_str!("../README.md")]
+
+mod conn;
+mod error;
+mod keys;
+mod options;
+mod scripts;
+mod watch;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::try_join_all;
+use jobstore_api::*;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::{FromRedisValue, Value};
+
+use crate::conn::Conn;
+use crate::error::{malformed, map};
+use crate::keys::{Keys, index_jobtype, index_value};
+pub use crate::options::{DEFAULT_PREFIX, RedisOptions};
+use crate::options::{Target, parse_url, strip_prefix_param, validate_prefix};
+use crate::scripts::SCRIPTS;
+
+/// How many archived jobs one `purge.lua` call deletes at most.
+const PURGE_SLICE: usize = 1_000;
+/// How many times an add retries ids whose reservation changed under it.
+const ADD_ROUNDS: usize = 3;
+
+/// A [`JobStore`] on Redis or Redis Cluster. See the crate docs for the
+/// URL form, the key layout and the scripts.
+pub struct RedisStore {
+    conn: Conn,
+    keys: Keys,
+    opts: RedisOptions,
+    /// Clients for pub/sub and maintenance: the server, or the cluster's
+    /// seed nodes.
+    nodes: Vec<redis::Client>,
+    /// The URLs of `nodes` (may hold credentials: never printed).
+    node_urls: Vec<String>,
+    cluster: bool,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // No URLs: they may carry passwords.
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.keys.prefix())
+            .field("cluster", &self.cluster)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// The largest payload this store accepts: 16 MiB.
+    pub const MAX_PAYLOAD: usize = 16 << 20;
+
+    /// Connects to `redis://...` (one server) or `redis+cluster://h1:p1,h2:p2`
+    /// (a cluster), with the namespace from the URL's `prefix` parameter or
+    /// [`DEFAULT_PREFIX`].
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(url, RedisOptions::default()).await
+    }
+
+    /// Like [`connect`](Self::connect), with options; `opts.prefix` wins
+    /// over the URL's `prefix` parameter.
+    pub async fn connect_with(url: &str, opts: RedisOptions) -> Result<Self> {
+        let (target, url_prefix) = parse_url(url)?;
+        Self::open(target, url_prefix, opts).await
+    }
+
+    /// Connects to a cluster given the URLs of some of its nodes
+    /// (`redis://host:port`).
+    pub async fn connect_cluster<S: AsRef<str>>(nodes: &[S], opts: RedisOptions) -> Result<Self> {
+        let mut urls = Vec::with_capacity(nodes.len());
+        let mut url_prefix = None;
+        for n in nodes {
+            let (u, p) = strip_prefix_param(n.as_ref())?;
+            urls.push(u);
+            url_prefix = url_prefix.or(p);
+        }
+        if urls.is_empty() {
+            return Err(Error::invalid("no cluster node given"));
+        }
+        Self::open(Target::Cluster(urls), url_prefix, opts).await
+    }
+
+    async fn open(target: Target, url_prefix: Option<String>, opts: RedisOptions) -> Result<Self> {
+        let prefix = opts
+            .prefix
+            .clone()
+            .or(url_prefix)
+            .unwrap_or_else(|| DEFAULT_PREFIX.to_owned());
+        validate_prefix(&prefix)?;
+        let node_urls = match &target {
+            Target::Single(url) => vec![url.clone()],
+            Target::Cluster(urls) => urls.clone(),
+        };
+        let (conn, nodes, cluster) = match target {
+            Target::Single(url) => {
+                let client = redis::Client::open(url.as_str()).map_err(|e| map(e, "URL"))?;
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(opts.connection_timeout))
+                    .set_response_timeout(Some(opts.response_timeout))
+                    .set_number_of_retries(2)
+                    .set_max_delay(Duration::from_millis(500));
+                let manager = ConnectionManager::new_with_config(client.clone(), config)
+                    .await
+                    .map_err(|e| map(e, "connect"))?;
+                (Conn::Single(manager), vec![client], false)
+            }
+            Target::Cluster(urls) => {
+                let clients = urls
+                    .iter()
+                    .map(|u| redis::Client::open(u.as_str()).map_err(|e| map(e, "URL")))
+                    .collect::<Result<Vec<_>>>()?;
+                let cc = ClusterClientBuilder::new(urls)
+                    .connection_timeout(opts.connection_timeout)
+                    .response_timeout(opts.response_timeout)
+                    .retries(3)
+                    .build()
+                    .map_err(|e| map(e, "cluster URL"))?;
+                let conn = cc
+                    .get_async_connection()
+                    .await
+                    .map_err(|e| map(e, "connect to cluster"))?;
+                (Conn::Cluster(conn), clients, true)
+            }
+        };
+        Ok(RedisStore {
+            conn,
+            keys: Keys::new(&prefix),
+            opts,
+            nodes,
+            node_urls,
+            cluster,
+        })
+    }
+
+    /// The namespace (key prefix) of this store.
+    pub fn prefix(&self) -> &str {
+        self.keys.prefix()
+    }
+
+    /// Whether this store talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
+    /// The cluster hash slot of `jobtype`'s keys (0..16384): where its
+    /// queue lives in a cluster.
+    pub fn jobtype_slot(&self, jobtype: &str) -> u16 {
+        key_slot(&self.keys.jobtype(jobtype).ready)
+    }
+
+    /// Deletes every key of this store's namespace (SCAN + UNLINK, on each
+    /// primary of a cluster); returns how many. Meant for tests and for
+    /// retiring a namespace: not atomic, run it while nothing uses the
+    /// namespace.
+    pub async fn drop_namespace(&self) -> Result<u64> {
+        let mut conns: Vec<redis::aio::MultiplexedConnection> = Vec::new();
+        if self.cluster {
+            for url in self.primary_urls().await? {
+                let client = redis::Client::open(url.as_str()).map_err(|e| map(e, "node URL"))?;
+                conns.push(
+                    client
+                        .get_multiplexed_async_connection()
+                        .await
+                        .map_err(|e| map(e, "connect to node"))?,
+                );
+            }
+        } else {
+            conns.push(
+                self.nodes[0]
+                    .get_multiplexed_async_connection()
+                    .await
+                    .map_err(|e| map(e, "connect"))?,
+            );
+        }
+        let mut total = 0;
+        for mut c in conns {
+            for pattern in self.keys.patterns() {
+                let mut cursor: u64 = 0;
+                loop {
+                    let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(&pattern)
+                        .arg("COUNT")
+                        .arg(1000)
+                        .query_async(&mut c)
+                        .await
+                        .map_err(|e| map(e, "SCAN"))?;
+                    for key in keys {
+                        // One key per UNLINK: keys of a cluster node span slots.
+                        let n: u64 = redis::cmd("UNLINK")
+                            .arg(key)
+                            .query_async(&mut c)
+                            .await
+                            .map_err(|e| map(e, "UNLINK"))?;
+                        total += n;
+                    }
+                    cursor = next;
+                    if cursor == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    /// URLs of the cluster's primaries, from `CLUSTER NODES`, with the seed
+    /// URL's scheme and credentials.
+    async fn primary_urls(&self) -> Result<Vec<String>> {
+        let seed = &self.node_urls[0];
+        let (scheme, rest) = seed.split_once("://").unwrap_or(("redis", seed));
+        let userinfo = rest
+            .split('/')
+            .next()
+            .and_then(|a| a.rsplit_once('@'))
+            .map(|(u, _)| format!("{u}@"))
+            .unwrap_or_default();
+        let mut c = self
+            .nodes_conn()
+            .await
+            .map_err(|e| map(e, "connect to node"))?;
+        let text: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async(&mut c)
+            .await
+            .map_err(|e| map(e, "CLUSTER NODES"))?;
+        let mut urls = Vec::new();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 3 || !f[2].split(',').any(|x| x == "master") || f[2].contains("fail") {
+                continue;
+            }
+            let addr = f[1].split('@').next().unwrap_or("");
+            if !addr.is_empty() {
+                urls.push(format!("{scheme}://{userinfo}{addr}/"));
+            }
+        }
+        Ok(urls)
+    }
+
+    async fn nodes_conn(&self) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
+        let mut last = None;
+        for n in &self.nodes {
+            match n.get_multiplexed_async_connection().await {
+                Ok(c) => return Ok(c),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "no node"))
+        }))
+    }
+
+    // ------------------------------------------------------------ helpers
+
+    fn conn(&self) -> Conn {
+        self.conn.clone()
+    }
+
+    /// The jobtype of each id found in the index (one HMGET per touched
+    /// bucket, concurrently).
+    async fn lookup(&self, ids: &[String]) -> Result<HashMap<String, String>> {
+        let mut by_bucket: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        let mut seen = HashSet::new();
+        for id in ids {
+            if seen.insert(id.as_str()) {
+                by_bucket
+                    .entry(self.keys.bucket(id))
+                    .or_default()
+                    .push(id.as_str());
+            }
+        }
+        let calls = by_bucket.iter().map(|(bucket, ids)| {
+            let mut c = self.conn();
+            let mut cmd = redis::cmd("HMGET");
+            cmd.arg(bucket).arg(ids);
+            async move {
+                let vals: Vec<Option<String>> =
+                    cmd.query_async(&mut c).await.map_err(|e| map(e, "HMGET index"))?;
+                Ok::<_, Error>(vals)
+            }
+        });
+        let results = try_join_all(calls).await?;
+        let mut out = HashMap::new();
+        for ((_, ids), vals) in by_bucket.iter().zip(results) {
+            for (id, v) in ids.iter().zip(vals) {
+                if let Some(v) = v {
+                    out.insert((*id).to_owned(), index_jobtype(&v).to_owned());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Ids grouped by their jobtype, in input order, unknown ids dropped.
+    async fn group_by_jobtype(&self, ids: &[String]) -> Result<BTreeMap<String, Vec<String>>> {
+        let types = self.lookup(ids).await?;
+        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut seen = HashSet::new();
+        for id in ids {
+            if let Some(t) = types.get(id) {
+                if seen.insert(id.as_str()) {
+                    groups.entry(t.clone()).or_default().push(id.clone());
+                }
+            }
+        }
+        Ok(groups)
+    }
+
+    /// Deletes the index entries of deleted jobs: `(id, jobtype, token)`.
+    async fn unreserve(&self, deleted: &[(String, String, String)]) -> Result<()> {
+        let mut by_bucket: BTreeMap<String, Vec<(&str, String)>> = BTreeMap::new();
+        for (id, jobtype, token) in deleted {
+            by_bucket
+                .entry(self.keys.bucket(id))
+                .or_default()
+                .push((id.as_str(), index_value(jobtype, token)));
+        }
+        let calls = by_bucket.iter().map(|(bucket, entries)| {
+            let mut inv = SCRIPTS.unreserve.prepare_invoke();
+            inv.key(bucket);
+            for (id, v) in entries {
+                inv.arg(*id).arg(v);
+            }
+            let mut c = self.conn();
+            async move {
+                let _: i64 = inv
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "unreserve"))?;
+                Ok::<_, Error>(())
+            }
+        });
+        try_join_all(calls).await?;
+        Ok(())
+    }
+
+    /// Every jobtype that ever had a job in this namespace.
+    async fn known_jobtypes(&self) -> Result<Vec<String>> {
+        let mut c = self.conn();
+        let mut types: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.keys.jobtypes())
+            .query_async(&mut c)
+            .await
+            .map_err(|e| map(e, "SMEMBERS jobtypes"))?;
+        types.sort();
+        Ok(types)
+    }
+
+    /// `counts.lua` for every known jobtype, concurrently.
+    async fn counts(&self, now: Millis, what: &str) -> Result<Vec<(String, Vec<Value>)>> {
+        let types = self.known_jobtypes().await?;
+        let calls = types.into_iter().map(|t| {
+            let k = self.keys.jobtype(&t);
+            let mut inv = SCRIPTS.counts.prepare_invoke();
+            inv.key(&k.ready)
+                .key(&k.sched)
+                .key(&k.lock)
+                .key(&k.codes)
+                .arg(now)
+                .arg(what);
+            let mut c = self.conn();
+            async move {
+                let v: Vec<Value> = inv
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "counts"))?;
+                Ok::<_, Error>((t, v))
+            }
+        });
+        try_join_all(calls).await
+    }
+
+    /// One round of an add: reserve, create; repairs of dangling
+    /// reservations. Fills `status` (true new, false existing) for the jobs
+    /// at `pending`; returns the indexes to try again.
+    async fn add_round(
+        &self,
+        jobs: &[NewJob],
+        pending: &[usize],
+        status: &mut [Option<bool>],
+        now: Millis,
+        first: bool,
+    ) -> Result<Vec<usize>> {
+        let token = &new_token()[..16];
+        // Step 1: reservations, per bucket; and the jobtypes set.
+        let mut by_bucket: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for &i in pending {
+            by_bucket
+                .entry(self.keys.bucket(&jobs[i].id))
+                .or_default()
+                .push(i);
+        }
+        let reserves = by_bucket.iter().map(|(bucket, idx)| {
+            let mut inv = SCRIPTS.reserve.prepare_invoke();
+            inv.key(bucket).arg(token);
+            for &i in idx {
+                inv.arg(&jobs[i].id).arg(&jobs[i].jobtype);
+            }
+            let mut c = self.conn();
+            async move {
+                let v: Vec<String> = inv
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "reserve ids"))?;
+                Ok::<_, Error>(v)
+            }
+        });
+        let sadd = async {
+            if first {
+                let mut types: Vec<&str> = pending.iter().map(|&i| jobs[i].jobtype.as_str()).collect();
+                types.sort_unstable();
+                types.dedup();
+                let mut c = self.conn();
+                let _: i64 = redis::cmd("SADD")
+                    .arg(self.keys.jobtypes())
+                    .arg(types)
+                    .query_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "SADD jobtypes"))?;
+            }
+            Ok::<_, Error>(())
+        };
+        let (reserved, ()) = futures::try_join!(try_join_all(reserves), sadd)?;
+        // Per job: None = reserved now ("c"), Some(old value) = reserved
+        // before for the same jobtype ("r").
+        let mut to_add: BTreeMap<&str, Vec<(usize, Option<String>)>> = BTreeMap::new();
+        for ((_, idx), vals) in by_bucket.iter().zip(reserved) {
+            if vals.len() != idx.len() {
+                return Err(malformed("reserve reply length"));
+            }
+            for (&i, v) in idx.iter().zip(vals) {
+                let jt = jobs[i].jobtype.as_str();
+                if v.is_empty() {
+                    to_add.entry(jt).or_default().push((i, None));
+                } else if index_jobtype(&v) == jt {
+                    to_add.entry(jt).or_default().push((i, Some(v)));
+                } else {
+                    status[i] = Some(false);
+                }
+            }
+        }
+        // Step 2: create, per jobtype.
+        let results = self.run_add(jobs, &to_add, token, now).await?;
+        let mut repair: Vec<(usize, String)> = Vec::new();
+        for ((_, entries), flags) in to_add.into_iter().zip(results) {
+            for ((i, old), flag) in entries.into_iter().zip(flags) {
+                match (flag, old) {
+                    (1, _) => status[i] = Some(true),
+                    (0, _) => status[i] = Some(false),
+                    (2, Some(old)) => repair.push((i, old)),
+                    _ => return Err(malformed("add reply")),
+                }
+            }
+        }
+        if repair.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Step 3: take dangling reservations over (compare-and-set).
+        let mut by_bucket: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+        for (i, old) in repair {
+            by_bucket
+                .entry(self.keys.bucket(&jobs[i].id))
+                .or_default()
+                .push((i, old));
+        }
+        let cas = by_bucket.iter().map(|(bucket, entries)| {
+            let mut inv = SCRIPTS.rereserve.prepare_invoke();
+            inv.key(bucket);
+            for (i, old) in entries {
+                inv.arg(&jobs[*i].id)
+                    .arg(old)
+                    .arg(index_value(&jobs[*i].jobtype, token));
+            }
+            let mut c = self.conn();
+            async move {
+                let v: Vec<i64> = inv
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "rereserve ids"))?;
+                Ok::<_, Error>(v)
+            }
+        });
+        let swapped = try_join_all(cas).await?;
+        let mut again = Vec::new();
+        let mut to_add: BTreeMap<&str, Vec<(usize, Option<String>)>> = BTreeMap::new();
+        for ((_, entries), flags) in by_bucket.iter().zip(swapped) {
+            for ((i, _), flag) in entries.iter().zip(flags) {
+                if flag == 1 {
+                    to_add
+                        .entry(jobs[*i].jobtype.as_str())
+                        .or_default()
+                        .push((*i, None));
+                } else {
+                    again.push(*i);
+                }
+            }
+        }
+        // Step 4: create under the new reservation.
+        let results = self.run_add(jobs, &to_add, token, now).await?;
+        for ((_, entries), flags) in to_add.into_iter().zip(results) {
+            for ((i, _), flag) in entries.into_iter().zip(flags) {
+                status[i] = Some(flag == 1);
+            }
+        }
+        Ok(again)
+    }
+
+    /// `add.lua` once per jobtype, concurrently; the flags per job.
+    async fn run_add(
+        &self,
+        jobs: &[NewJob],
+        groups: &BTreeMap<&str, Vec<(usize, Option<String>)>>,
+        token: &str,
+        now: Millis,
+    ) -> Result<Vec<Vec<i64>>> {
+        let channel = self.keys.channel();
+        let calls = groups.iter().map(|(jt, entries)| {
+            let k = self.keys.jobtype(jt);
+            let mut inv = SCRIPTS.add.prepare_invoke();
+            inv.key(&k.ready)
+                .key(&k.sched)
+                .arg(&k.job)
+                .arg(now)
+                .arg(&channel)
+                .arg(*jt)
+                .arg(token);
+            for (i, old) in entries {
+                let job = &jobs[*i];
+                inv.arg(&job.id)
+                    .arg(if old.is_some() { "r" } else { "c" })
+                    .arg(&job.data[..])
+                    .arg(job.priority)
+                    .arg(job.run_at.unwrap_or(now));
+            }
+            let n = entries.len();
+            let mut c = self.conn();
+            async move {
+                let v: Vec<i64> = inv
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "add jobs"))?;
+                if v.len() != n {
+                    return Err(malformed("add reply length"));
+                }
+                Ok(v)
+            }
+        });
+        try_join_all(calls).await
+    }
+}
+
+/// The cluster slot of a key (CRC16/XMODEM of its hash tag, mod 16384).
+fn key_slot(key: &str) -> u16 {
+    let b = key.as_bytes();
+    let tagged = b.iter().position(|&c| c == b'{').and_then(|open| {
+        b[open + 1..]
+            .iter()
+            .position(|&c| c == b'}')
+            .filter(|&len| len > 0)
+            .map(|len| &b[open + 1..open + 1 + len])
+    });
+    let data = tagged.unwrap_or(b);
+    let mut crc: u16 = 0;
+    for &byte in data {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+fn int(v: &Value, what: &str) -> Result<i64> {
+    match v {
+        Value::Int(n) => Ok(*n),
+        Value::BulkString(b) => parse_int(b, what),
+        Value::SimpleString(s) => parse_int(s.as_bytes(), what),
+        _ => Err(malformed(what)),
+    }
+}
+
+fn parse_int(b: &[u8], what: &str) -> Result<i64> {
+    std::str::from_utf8(b)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or_else(|| malformed(what))
+}
+
+/// A score as Redis prints it (`%.17g`); ours are integers.
+fn parse_score(b: &[u8], what: &str) -> Result<i64> {
+    let s = std::str::from_utf8(b).map_err(|_| malformed(what))?;
+    if let Ok(n) = s.parse::<i64>() {
+        return Ok(n);
+    }
+    let f: f64 = s.parse().map_err(|_| malformed(what))?;
+    if f.fract() != 0.0 || !f.is_finite() {
+        return Err(malformed(what));
+    }
+    Ok(f as i64)
+}
+
+fn bytes(v: Value, what: &str) -> Result<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Ok(b),
+        Value::SimpleString(s) => Ok(s.into_bytes()),
+        Value::Int(n) => Ok(n.to_string().into_bytes()),
+        _ => Err(malformed(what)),
+    }
+}
+
+fn string(v: Value, what: &str) -> Result<String> {
+    String::from_utf8(bytes(v, what)?).map_err(|_| malformed(what))
+}
+
+fn from_value<T: FromRedisValue>(v: Value, what: &str) -> Result<T> {
+    T::from_redis_value(v).map_err(|_| malformed(what))
+}
+
+/// A job from its hash (`HGETALL`).
+fn job_from_hash(id: &str, jobtype: &str, mut h: HashMap<String, Vec<u8>>) -> Result<Job> {
+    let mut take = |f: &str| h.remove(f);
+    let num = |v: Option<Vec<u8>>, f: &str| -> Result<i64> {
+        parse_int(&v.ok_or_else(|| malformed(f))?, f)
+    };
+    let data = take("d").ok_or_else(|| malformed("job data"))?;
+    let priority = num(take("p"), "priority")?;
+    let dt = num(take("dt"), "dt")?;
+    let lock = String::from_utf8(take("l").ok_or_else(|| malformed("lock"))?)
+        .map_err(|_| malformed("lock"))?;
+    let attempts = num(take("a"), "attempts")?;
+    let create_dt = num(take("c"), "create_dt")?;
+    let done_dt = take("dd").map(|v| parse_int(&v, "done_dt")).transpose()?;
+    let result = match take("rc") {
+        None => None,
+        Some(code) => {
+            let code: ResultCode = std::str::from_utf8(&code)
+                .ok()
+                .and_then(|c| c.parse().ok())
+                .ok_or_else(|| malformed("result code"))?;
+            let status = num(take("rs"), "status")?;
+            Some(JobResult {
+                code,
+                status: u16::try_from(status).map_err(|_| malformed("status"))?,
+                output: take("ro").unwrap_or_default(),
+            })
+        }
+    };
+    Ok(Job {
+        id: id.to_owned(),
+        jobtype: jobtype.to_owned(),
+        data,
+        priority: i32::try_from(priority).map_err(|_| malformed("priority"))?,
+        dt,
+        lock,
+        attempts: u32::try_from(attempts).map_err(|_| malformed("attempts"))?,
+        create_dt,
+        done_dt,
+        result,
+    })
+}
+
+/// `ids` that are in `done`, once each, in input order.
+fn in_order(ids: &[String], done: &HashSet<String>) -> Vec<String> {
+    let mut seen = HashSet::new();
+    ids.iter()
+        .filter(|id| done.contains(*id) && seen.insert(id.as_str()))
+        .cloned()
+        .collect()
+}
+
+#[async_trait]
+impl JobStore for RedisStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(Self::MAX_PAYLOAD).with_notifications()
+    }
+
+    async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
+        validate::new_jobs(jobs, &self.capabilities(), now)?;
+        if jobs.is_empty() {
+            return Ok(AddOutcome::default());
+        }
+        let mut status: Vec<Option<bool>> = vec![None; jobs.len()];
+        let mut pending: Vec<usize> = (0..jobs.len()).collect();
+        for round in 0..ADD_ROUNDS {
+            if pending.is_empty() {
+                break;
+            }
+            pending = self
+                .add_round(jobs, &pending, &mut status, now, round == 0)
+                .await?;
+        }
+        let mut outcome = AddOutcome::default();
+        for (job, s) in jobs.iter().zip(status) {
+            if s == Some(true) {
+                outcome.new.push(job.id.clone());
+            } else {
+                outcome.existing.push(job.id.clone());
+            }
+        }
+        Ok(outcome)
+    }
+
+    async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>> {
+        validate::time("now", now)?;
+        let mut out = Vec::new();
+        for (jobtype, v) in self.counts(now, "w").await? {
+            let count = int(v.first().ok_or_else(|| malformed("counts"))?, "waiting")?;
+            if count > 0 {
+                out.push(WaitingJobtype {
+                    jobtype,
+                    count: count as u64,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn claim_jobs(
+        &self,
+        jobtype: &str,
+        limit: usize,
+        owner: &str,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Vec<Job>> {
+        validate::claim(jobtype, limit, owner, lease, now)?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let expiry = now + duration_ms(lease);
+        let k = self.keys.jobtype(jobtype);
+        let mut inv = SCRIPTS.claim.prepare_invoke();
+        inv.key(&k.ready)
+            .key(&k.sched)
+            .key(&k.lock)
+            .arg(&k.job)
+            .arg(now)
+            .arg(limit)
+            .arg(owner)
+            .arg(expiry)
+            .arg(self.opts.promote_slice);
+        let mut c = self.conn();
+        let reply: Vec<Value> = inv
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| map(e, "claim jobs"))?;
+        if reply.len() % 5 != 0 {
+            return Err(malformed("claim reply length"));
+        }
+        let mut jobs = Vec::with_capacity(reply.len() / 5);
+        let mut it = reply.into_iter();
+        while let (Some(id), Some(data), Some(p), Some(c), Some(a)) =
+            (it.next(), it.next(), it.next(), it.next(), it.next())
+        {
+            jobs.push(Job {
+                id: string(id, "claimed id")?,
+                jobtype: jobtype.to_owned(),
+                data: bytes(data, "claimed data")?,
+                priority: i32::try_from(int(&p, "priority")?)
+                    .map_err(|_| malformed("priority"))?,
+                dt: expiry,
+                lock: owner.to_owned(),
+                attempts: u32::try_from(int(&a, "attempts")?)
+                    .map_err(|_| malformed("attempts"))?,
+                create_dt: int(&c, "create_dt")?,
+                done_dt: None,
+                result: None,
+            });
+        }
+        Ok(jobs)
+    }
+
+    async fn renew_locks(
+        &self,
+        ids: &[String],
+        owner: &str,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::renew(ids, owner, lease, now)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let expiry = now + duration_ms(lease);
+        let groups = self.group_by_jobtype(ids).await?;
+        let calls = groups.iter().map(|(jt, ids)| {
+            let k = self.keys.jobtype(jt);
+            let mut inv = SCRIPTS.renew.prepare_invoke();
+            inv.key(&k.ready)
+                .key(&k.lock)
+                .arg(&k.job)
+                .arg(owner)
+                .arg(expiry)
+                .arg(ids);
+            let mut c = self.conn();
+            async move {
+                let v: Vec<String> = inv
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "renew locks"))?;
+                Ok::<_, Error>(v)
+            }
+        });
+        let done: HashSet<String> = try_join_all(calls).await?.into_iter().flatten().collect();
+        Ok(in_order(ids, &done))
+    }
+
+    async fn release_jobs(
+        &self,
+        ids: &[String],
+        owner: &str,
+        how: &Release,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::release(ids, owner, how, now)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (mode, new_dt, code, status, output): (&str, Millis, &str, u16, &[u8]) = match how {
+            Release::Retry { delay } => ("retry", now + duration_ms(*delay), "", 0, &[]),
+            Release::Unget => ("unget", now, "", 0, &[]),
+            Release::Archive(r) => ("archive", now, r.code.as_str(), r.status, &r.output),
+            Release::Delete => ("delete", now, "", 0, &[]),
+        };
+        let channel = self.keys.channel();
+        let groups = self.group_by_jobtype(ids).await?;
+        let calls = groups.iter().map(|(jt, ids)| {
+            let k = self.keys.jobtype(jt);
+            let mut inv = SCRIPTS.release.prepare_invoke();
+            inv.key(&k.ready)
+                .key(&k.sched)
+                .key(&k.lock)
+                .key(&k.done)
+                .key(&k.codes)
+                .arg(&k.job)
+                .arg(owner)
+                .arg(now)
+                .arg(mode)
+                .arg(new_dt)
+                .arg(code)
+                .arg(status)
+                .arg(output)
+                .arg(&channel)
+                .arg(jt.as_str())
+                .arg(now + ARCHIVE_HORIZON_MS)
+                .arg(ids);
+            let mut c = self.conn();
+            async move {
+                let v: Vec<String> = inv
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "release jobs"))?;
+                if v.len() % 2 != 0 {
+                    return Err(malformed("release reply length"));
+                }
+                let pairs: Vec<(String, String, String)> = v
+                    .chunks(2)
+                    .map(|p| (p[0].clone(), jt.clone(), p[1].clone()))
+                    .collect();
+                Ok(pairs)
+            }
+        });
+        let released: Vec<(String, String, String)> =
+            try_join_all(calls).await?.into_iter().flatten().collect();
+        if matches!(how, Release::Delete) && !released.is_empty() {
+            self.unreserve(&released).await?;
+        }
+        let done: HashSet<String> = released.into_iter().map(|(id, _, _)| id).collect();
+        Ok(in_order(ids, &done))
+    }
+
+    async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {
+        validate::update_data(id, owner, data, &self.capabilities(), now)?;
+        let ids = [id.to_owned()];
+        let Some(jt) = self.lookup(&ids).await?.remove(id) else {
+            return Ok(false);
+        };
+        let key = format!("{}{id}", self.keys.jobtype(&jt).job);
+        let mut inv = SCRIPTS.update.prepare_invoke();
+        inv.key(key).arg(owner).arg(data);
+        let mut c = self.conn();
+        let n: i64 = inv
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| map(e, "update data"))?;
+        Ok(n == 1)
+    }
+
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        validate::ids(ids)?;
+        validate::time("now", now)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let groups = self.group_by_jobtype(ids).await?;
+        let calls = groups.iter().map(|(jt, ids)| {
+            let k = self.keys.jobtype(jt);
+            let mut inv = SCRIPTS.cancel.prepare_invoke();
+            inv.key(&k.ready)
+                .key(&k.sched)
+                .key(&k.done)
+                .key(&k.codes)
+                .arg(&k.job)
+                .arg(now)
+                .arg(now + ARCHIVE_HORIZON_MS)
+                .arg(ids);
+            let mut c = self.conn();
+            async move {
+                let v: Vec<String> = inv
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "cancel jobs"))?;
+                Ok::<_, Error>(v)
+            }
+        });
+        let done: HashSet<String> = try_join_all(calls).await?.into_iter().flatten().collect();
+        Ok(in_order(ids, &done))
+    }
+
+    async fn get_job(&self, id: &str) -> Result<Option<Job>> {
+        validate::id(id)?;
+        let ids = [id.to_owned()];
+        let Some(jt) = self.lookup(&ids).await?.remove(id) else {
+            return Ok(None);
+        };
+        let key = format!("{}{id}", self.keys.jobtype(&jt).job);
+        let mut c = self.conn();
+        let h: HashMap<String, Vec<u8>> = redis::cmd("HGETALL")
+            .arg(key)
+            .query_async(&mut c)
+            .await
+            .map_err(|e| map(e, "get job"))?;
+        if h.is_empty() {
+            return Ok(None);
+        }
+        job_from_hash(id, &jt, h).map(Some)
+    }
+
+    async fn purge_archived(&self, before: Millis) -> Result<u64> {
+        validate::time("before", before)?;
+        let types = self.known_jobtypes().await?;
+        let calls = types.iter().map(|jt| {
+            let k = self.keys.jobtype(jt);
+            let mut c = self.conn();
+            async move {
+                let mut deleted = Vec::new();
+                loop {
+                    let mut inv = SCRIPTS.purge.prepare_invoke();
+                    inv.key(&k.done)
+                        .key(&k.codes)
+                        .arg(&k.job)
+                        .arg(before)
+                        .arg(PURGE_SLICE);
+                    let v: Vec<String> = inv
+                        .invoke_async(&mut c)
+                        .await
+                        .map_err(|e| map(e, "purge archived"))?;
+                    if v.len() % 2 != 0 {
+                        return Err(malformed("purge reply length"));
+                    }
+                    let n = v.len() / 2;
+                    deleted.extend(v.chunks(2).map(|p| (p[0].clone(), jt.clone(), p[1].clone())));
+                    if n < PURGE_SLICE {
+                        break;
+                    }
+                }
+                Ok::<_, Error>(deleted)
+            }
+        });
+        let deleted: Vec<(String, String, String)> =
+            try_join_all(calls).await?.into_iter().flatten().collect();
+        if !deleted.is_empty() {
+            self.unreserve(&deleted).await?;
+        }
+        Ok(deleted.len() as u64)
+    }
+
+    async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {
+        validate::time("now", now)?;
+        let mut out = Vec::new();
+        for (jobtype, v) in self.counts(now, "a").await? {
+            if v.len() < 3 || v.len() % 2 != 1 {
+                return Err(malformed("counts reply length"));
+            }
+            let mut c = JobCounts {
+                jobtype,
+                waiting: int(&v[0], "waiting")? as u64,
+                scheduled: int(&v[1], "scheduled")? as u64,
+                running: int(&v[2], "running")? as u64,
+                archived: BTreeMap::new(),
+            };
+            let mut it = v.into_iter().skip(3);
+            while let (Some(code), Some(n)) = (it.next(), it.next()) {
+                let code: ResultCode = string(code, "result code")?
+                    .parse()
+                    .map_err(|_| malformed("result code"))?;
+                let n = int(&n, "archived count")?;
+                if n > 0 {
+                    c.archived.insert(code, n as u64);
+                }
+            }
+            if c.total() > 0 {
+                out.push(c);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn watch(&self) -> Result<WorkWatcher> {
+        watch::watch(
+            self.nodes.clone(),
+            self.keys.channel(),
+            self.opts.poll_interval,
+            self.opts.connection_timeout,
+        )
+        .await
+    }
+
+    async fn set_handler(
+        &self,
+        jobtype: &str,
+        handler: &Handler,
+        now: Millis,
+    ) -> Result<HandlerVersion> {
+        validate::handler(jobtype, handler, now)?;
+        let json = serde_json::to_string(handler)
+            .map_err(|e| Error::backend("redis: encode handler", e))?;
+        let mut inv = SCRIPTS.handler_set.prepare_invoke();
+        inv.key(self.keys.handler_versions(jobtype))
+            .key(self.keys.handler_data(jobtype))
+            .key(self.keys.handler_seq())
+            .key(self.keys.handler_types())
+            .arg(jobtype)
+            .arg(now)
+            .arg(json);
+        let mut c = self.conn();
+        let id: String = inv
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| map(e, "set handler"))?;
+        Ok(HandlerVersion {
+            id,
+            jobtype: jobtype.to_owned(),
+            dt: now,
+            handler: handler.clone(),
+        })
+    }
+
+    async fn get_handler(&self, jobtype: &str) -> Result<Option<HandlerVersion>> {
+        validate::jobtype(jobtype)?;
+        let mut inv = SCRIPTS.handler_get.prepare_invoke();
+        inv.key(self.keys.handler_versions(jobtype))
+            .key(self.keys.handler_data(jobtype));
+        let mut c = self.conn();
+        let v: Vec<Value> = inv
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| map(e, "get handler"))?;
+        if v.is_empty() {
+            return Ok(None);
+        }
+        let mut it = v.into_iter();
+        match (it.next(), it.next(), it.next()) {
+            (Some(id), Some(dt), Some(json)) => {
+                handler_version(jobtype.to_owned(), id, dt, json).map(Some)
+            }
+            _ => Err(malformed("handler reply")),
+        }
+    }
+
+    async fn delete_handler(&self, jobtype: &str) -> Result<bool> {
+        validate::jobtype(jobtype)?;
+        let mut inv = SCRIPTS.handler_delete.prepare_invoke();
+        inv.key(self.keys.handler_versions(jobtype))
+            .key(self.keys.handler_data(jobtype))
+            .key(self.keys.handler_types())
+            .arg(jobtype);
+        let mut c = self.conn();
+        let n: i64 = inv
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| map(e, "delete handler"))?;
+        Ok(n == 1)
+    }
+
+    async fn list_handlers(&self) -> Result<Vec<HandlerVersion>> {
+        let mut inv = SCRIPTS.handler_list.prepare_invoke();
+        inv.key(self.keys.handler_types()).arg(self.keys.base());
+        let mut c = self.conn();
+        let v: Vec<Value> = inv
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| map(e, "list handlers"))?;
+        if v.len() % 4 != 0 {
+            return Err(malformed("handler list length"));
+        }
+        let mut out = Vec::with_capacity(v.len() / 4);
+        let mut it = v.into_iter();
+        while let (Some(t), Some(id), Some(dt), Some(json)) =
+            (it.next(), it.next(), it.next(), it.next())
+        {
+            out.push(handler_version(string(t, "jobtype")?, id, dt, json)?);
+        }
+        Ok(out)
+    }
+
+    async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {
+        validate::sysid(sysid)?;
+        validate::lease("sysid ttl", ttl)?;
+        validate::time("now", now)?;
+        let lease = SysidLease {
+            sysid: sysid.to_owned(),
+            token: new_token(),
+            expires: now + duration_ms(ttl),
+        };
+        let mut inv = SCRIPTS.sysid_reserve.prepare_invoke();
+        inv.key(self.keys.sysid(sysid))
+            .arg(now)
+            .arg(&lease.token)
+            .arg(lease.expires);
+        let mut c = self.conn();
+        let v: Vec<Value> = inv
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| map(e, "reserve sysid"))?;
+        match v.first().map(|f| int(f, "reserve reply")).transpose()? {
+            Some(1) => Ok(lease),
+            Some(0) => {
+                let until = v
+                    .get(1)
+                    .map(|e| int(e, "expires"))
+                    .transpose()?
+                    .unwrap_or_default();
+                Err(Error::conflict(format!(
+                    "sysid {sysid:?} is held until {until}"
+                )))
+            }
+            _ => Err(malformed("reserve reply")),
+        }
+    }
+
+    async fn renew_sysid(
+        &self,
+        lease: &SysidLease,
+        ttl: Duration,
+        now: Millis,
+    ) -> Result<SysidLease> {
+        validate::sysid(&lease.sysid)?;
+        validate::lease("sysid ttl", ttl)?;
+        validate::time("now", now)?;
+        let expires = now + duration_ms(ttl);
+        let mut inv = SCRIPTS.sysid_renew.prepare_invoke();
+        inv.key(self.keys.sysid(&lease.sysid))
+            .arg(&lease.token)
+            .arg(expires);
+        let mut c = self.conn();
+        let n: i64 = inv
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| map(e, "renew sysid"))?;
+        if n == 1 {
+            Ok(SysidLease {
+                expires,
+                ..lease.clone()
+            })
+        } else {
+            Err(Error::conflict(format!(
+                "sysid {:?} is no longer held by this lease",
+                lease.sysid
+            )))
+        }
+    }
+
+    async fn release_sysid(&self, lease: &SysidLease) -> Result<bool> {
+        validate::sysid(&lease.sysid)?;
+        let mut inv = SCRIPTS.sysid_release.prepare_invoke();
+        inv.key(self.keys.sysid(&lease.sysid)).arg(&lease.token);
+        let mut c = self.conn();
+        let n: i64 = inv
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| map(e, "release sysid"))?;
+        Ok(n == 1)
+    }
+}
+
+fn handler_version(jobtype: String, id: Value, dt: Value, json: Value) -> Result<HandlerVersion> {
+    let id: String = from_value(id, "handler version id")?;
+    let dt = parse_score(&bytes(dt, "handler dt")?, "handler dt")?;
+    let json = bytes(json, "handler")?;
+    let handler: Handler = serde_json::from_slice(&json)
+        .map_err(|e| Error::backend("redis: stored handler is not valid JSON", e))?;
+    Ok(HandlerVersion {
+        id,
+        jobtype,
+        dt,
+        handler,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::key_slot;
+
+    #[test]
+    fn slots_follow_hash_tags() {
+        // Known values from the Redis cluster spec (CRC16 of "123456789" is 0x31C3).
+        assert_eq!(key_slot("123456789"), 0x31C3 % 16384);
+        assert_eq!(key_slot("{user1000}.following"), key_slot("user1000"));
+        assert_eq!(key_slot("foo{}{bar}"), key_slot("foo{}{bar}"));
+        assert_ne!(key_slot("{jobs:a}:ready"), key_slot("{jobs:b}:ready"));
+    }
+}

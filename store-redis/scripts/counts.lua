@@ -1,0 +1,17 @@
+-- KEYS ready, sched, lock, codes. ARGV: now, what ("w" waiting only, "a" all).
+-- Returns {waiting} or {waiting, scheduled, running, code, n, code, n...}.
+local now = ARGV[1]
+local waiting = redis.call('ZCARD', KEYS[1])
+  + redis.call('ZCOUNT', KEYS[2], '-inf', now)
+  + redis.call('ZCOUNT', KEYS[3], '-inf', now)
+if ARGV[2] == 'w' then
+  return { waiting }
+end
+local out = { waiting,
+  redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf'),
+  redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf') }
+local codes = redis.call('HGETALL', KEYS[4])
+for i = 1, #codes do
+  out[#out + 1] = codes[i]
+end
+return out

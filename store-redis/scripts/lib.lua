@@ -1,0 +1,49 @@
+-- Shared prelude, prepended to every job script (see src/scripts.rs).
+-- Integers are formatted with %d, never tostring (which switches to
+-- exponent notation past 14 digits). Long lists go to Redis in slices of
+-- SLICE members: unpack() fails past ~8,000 values.
+local SLICE = 500
+local DONE = '__done'
+local function fmt(n)
+  return string.format('%d', n)
+end
+-- member of a ready zset: dt as 15 decimal digits, then the id
+local function rmember(dt, id)
+  return string.format('%015d', dt) .. id
+end
+-- ZADD of a flat {score, member, ...} list, in slices
+local function zadd_all(key, buf)
+  local n = #buf
+  local i = 1
+  while i <= n do
+    local j = math.min(i + 2 * SLICE - 1, n)
+    redis.call('ZADD', key, unpack(buf, i, j))
+    i = j + 1
+  end
+end
+-- ZREM of a list of members, in slices
+local function zrem_all(key, buf)
+  local n = #buf
+  local i = 1
+  while i <= n do
+    local j = math.min(i + SLICE - 1, n)
+    redis.call('ZREM', key, unpack(buf, i, j))
+    i = j + 1
+  end
+end
+-- Takes owned jobs out of the lock zset; those a claim had moved to the
+-- ready zset (expired leases) are taken out of ready instead.
+local function unlock(ready, lock, ids, dts)
+  local n = #ids
+  local i = 1
+  while i <= n do
+    local j = math.min(i + SLICE - 1, n)
+    local removed = redis.call('ZREM', lock, unpack(ids, i, j))
+    if removed < j - i + 1 then
+      for k = i, j do
+        redis.call('ZREM', ready, rmember(dts[k], ids[k]))
+      end
+    end
+    i = j + 1
+  end
+end

@@ -1,0 +1,57 @@
+//! Mapping `redis::RedisError` into `jobstore_api::Error` by kind and code.
+
+use jobstore_api::Error;
+use redis::{ErrorKind as RK, RedisError, ServerErrorKind as SK};
+
+/// Error codes a script of this crate raises (`redis.error_reply`); mapped
+/// by code, never by message text.
+pub(crate) const SCRIPT_CODE: &str = "JSBAD";
+
+/// Whether `e` means "the server cannot be reached or cannot serve now":
+/// connection refused, lost or timed out, cluster reconfiguring, loading,
+/// busy with a script.
+pub(crate) fn is_unavailable(e: &RedisError) -> bool {
+    if e.is_io_error()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_cluster_error()
+    {
+        return true;
+    }
+    match e.kind() {
+        RK::ClusterConnectionNotFound => true,
+        RK::Server(
+            SK::ClusterDown
+            | SK::TryAgain
+            | SK::Moved
+            | SK::Ask
+            | SK::MasterDown
+            | SK::ReadOnly
+            | SK::BusyLoading,
+        ) => true,
+        _ => matches!(
+            e.code(),
+            Some("BUSY" | "LOADING" | "CLUSTERDOWN" | "TRYAGAIN" | "MASTERDOWN")
+        ),
+    }
+}
+
+/// `e` as a jobstore error: [`Error::Unavailable`] (retryable) for
+/// connection and cluster trouble, [`Error::Backend`] for the rest.
+pub(crate) fn map(e: RedisError, what: &str) -> Error {
+    if is_unavailable(&e) {
+        Error::unavailable(format!("redis: {what}"), e)
+    } else if e.code() == Some(SCRIPT_CODE) {
+        Error::backend(format!("redis: {what}: the script rejected the stored data"), e)
+    } else if e.kind() == RK::InvalidClientConfig {
+        Error::invalid(format!("redis: {what}: {e}"))
+    } else {
+        Error::backend(format!("redis: {what}"), e)
+    }
+}
+
+/// A reply that does not have the shape a script promises.
+pub(crate) fn malformed(what: &str) -> Error {
+    Error::backend_msg(format!("redis: malformed reply or stored data: {what}"))
+}

@@ -1,0 +1,129 @@
+//! Key names. Every key of one jobtype shares the hash tag `{P:T}`; keys
+//! of the whole namespace share `{P}`; id index buckets are `{P|i<b>}`.
+
+/// How many buckets the id index is split into (a fixed part of the data
+/// layout: changing it makes existing ids unfindable).
+pub(crate) const BUCKETS: u64 = 16;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    prefix: String,
+}
+
+/// The keys of one jobtype (all in the slot of `{P:T}`).
+#[derive(Debug, Clone)]
+pub(crate) struct TypeKeys {
+    pub ready: String,
+    pub sched: String,
+    pub lock: String,
+    pub done: String,
+    pub codes: String,
+    /// Prefix of the job hashes: `{P:T}:j:`, followed by the id.
+    pub job: String,
+}
+
+impl Keys {
+    pub fn new(prefix: &str) -> Self {
+        Keys {
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn jobtype(&self, jobtype: &str) -> TypeKeys {
+        let tag = format!("{{{}:{}}}", self.prefix, jobtype);
+        TypeKeys {
+            ready: format!("{tag}:ready"),
+            sched: format!("{tag}:sched"),
+            lock: format!("{tag}:lock"),
+            done: format!("{tag}:done"),
+            codes: format!("{tag}:codes"),
+            job: format!("{tag}:j:"),
+        }
+    }
+
+    /// The index bucket of `id`.
+    pub fn bucket(&self, id: &str) -> String {
+        format!("{{{}|i{}}}", self.prefix, fnv1a(id.as_bytes()) % BUCKETS)
+    }
+
+    /// `{P}:`, the start of every namespace-wide key.
+    pub fn base(&self) -> String {
+        format!("{{{}}}:", self.prefix)
+    }
+
+    pub fn jobtypes(&self) -> String {
+        format!("{}jobtypes", self.base())
+    }
+
+    pub fn channel(&self) -> String {
+        format!("{}wake", self.base())
+    }
+
+    pub fn handler_versions(&self, jobtype: &str) -> String {
+        format!("{}hv:{jobtype}", self.base())
+    }
+
+    pub fn handler_data(&self, jobtype: &str) -> String {
+        format!("{}hd:{jobtype}", self.base())
+    }
+
+    pub fn handler_seq(&self) -> String {
+        format!("{}hseq", self.base())
+    }
+
+    pub fn handler_types(&self) -> String {
+        format!("{}htypes", self.base())
+    }
+
+    pub fn sysid(&self, sysid: &str) -> String {
+        format!("{}sys:{sysid}", self.base())
+    }
+
+    /// SCAN patterns that match every key of the namespace.
+    pub fn patterns(&self) -> [String; 3] {
+        let p = &self.prefix;
+        [format!("{{{p}}}*"), format!("{{{p}:*"), format!("{{{p}|*")]
+    }
+}
+
+/// 64-bit FNV-1a: stable across versions and platforms.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The value of an index entry: `"<jobtype> <token>"`.
+pub(crate) fn index_value(jobtype: &str, token: &str) -> String {
+    format!("{jobtype} {token}")
+}
+
+/// The jobtype of an index entry.
+pub(crate) fn index_jobtype(value: &str) -> &str {
+    value.rsplit_once(' ').map_or(value, |(t, _)| t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_per_jobtype() {
+        let k = Keys::new("jobs");
+        assert_eq!(k.jobtype("a-b").ready, "{jobs:a-b}:ready");
+        assert_eq!(k.jobtype("a-b").job, "{jobs:a-b}:j:");
+        assert_eq!(k.jobtypes(), "{jobs}:jobtypes");
+        assert!(k.bucket("x").starts_with("{jobs|i"));
+        assert_eq!(index_jobtype(&index_value("t:1", "abc")), "t:1");
+    }
+
+    #[test]
+    fn fnv_is_stable() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}

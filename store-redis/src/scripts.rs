@@ -1,0 +1,62 @@
+//! The Lua scripts, embedded. Job scripts get `scripts/lib.lua` prepended.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+macro_rules! job_script {
+    ($name:literal) => {
+        Script::new(concat!(
+            include_str!("../scripts/lib.lua"),
+            include_str!(concat!("../scripts/", $name, ".lua"))
+        ))
+    };
+}
+
+macro_rules! plain_script {
+    ($name:literal) => {
+        Script::new(include_str!(concat!("../scripts/", $name, ".lua")))
+    };
+}
+
+pub(crate) struct Scripts {
+    pub reserve: Script,
+    pub rereserve: Script,
+    pub unreserve: Script,
+    pub add: Script,
+    pub claim: Script,
+    pub renew: Script,
+    pub release: Script,
+    pub update: Script,
+    pub cancel: Script,
+    pub purge: Script,
+    pub counts: Script,
+    pub handler_set: Script,
+    pub handler_get: Script,
+    pub handler_delete: Script,
+    pub handler_list: Script,
+    pub sysid_reserve: Script,
+    pub sysid_renew: Script,
+    pub sysid_release: Script,
+}
+
+pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    reserve: plain_script!("reserve"),
+    rereserve: plain_script!("rereserve"),
+    unreserve: plain_script!("unreserve"),
+    add: job_script!("add"),
+    claim: job_script!("claim"),
+    renew: job_script!("renew"),
+    release: job_script!("release"),
+    update: plain_script!("update"),
+    cancel: job_script!("cancel"),
+    purge: job_script!("purge"),
+    counts: plain_script!("counts"),
+    handler_set: plain_script!("handler_set"),
+    handler_get: plain_script!("handler_get"),
+    handler_delete: plain_script!("handler_delete"),
+    handler_list: plain_script!("handler_list"),
+    sysid_reserve: plain_script!("sysid_reserve"),
+    sysid_renew: plain_script!("sysid_renew"),
+    sysid_release: plain_script!("sysid_release"),
+});
