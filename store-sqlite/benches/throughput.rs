@@ -31,7 +31,8 @@ fn main() {
 }
 
 async fn run(jobs: usize, claimers: usize, sync: &str) {
-    let path = std::env::temp_dir().join(format!("jobstore-bench-{}.db", jobstore_api::new_token()));
+    let path =
+        std::env::temp_dir().join(format!("jobstore-bench-{}.db", jobstore_api::new_token()));
     let url = format!("sqlite://{}?synchronous={sync}", path.display());
     let store = Arc::new(SqliteStore::connect(&url).await.expect("open"));
     let now = now_millis();
@@ -40,7 +41,9 @@ async fn run(jobs: usize, claimers: usize, sync: &str) {
     let start = Instant::now();
     for chunk in 0..jobs.div_ceil(1_000) {
         let batch: Vec<NewJob> = (chunk * 1_000..((chunk + 1) * 1_000).min(jobs))
-            .map(|i| NewJob::new(format!("job-{i:09}"), "bench", vec![b'x'; 64]).priority((i % 5) as i32))
+            .map(|i| {
+                NewJob::new(format!("job-{i:09}"), "bench", vec![b'x'; 64]).priority((i % 5) as i32)
+            })
             .collect();
         store.add_jobs(&batch, now).await.expect("add");
     }
@@ -64,7 +67,12 @@ async fn run(jobs: usize, claimers: usize, sync: &str) {
                 }
                 let ids: Vec<String> = got.into_iter().map(|j| j.id).collect();
                 let rel = store
-                    .release_jobs(&ids, &owner, &Release::Archive(JobResult::from_status(200)), now)
+                    .release_jobs(
+                        &ids,
+                        &owner,
+                        &Release::Archive(JobResult::from_status(200)),
+                        now,
+                    )
                     .await
                     .expect("archive");
                 done += rel.len();

@@ -22,7 +22,7 @@ pub(crate) fn sqlite_code(e: &sqlx::Error) -> Option<i32> {
     match e {
         sqlx::Error::Database(db) => db
             .try_downcast_ref::<SqliteError>()
-            .and_then(|e| sqlx::error::DatabaseError::code(e))
+            .and_then(sqlx::error::DatabaseError::code)
             .and_then(|c| c.parse::<i32>().ok()),
         _ => None,
     }

@@ -14,9 +14,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
-    AddOutcome, Capabilities, Error, Handler, HandlerVersion, Job, JobCounts, JobResult,
-    JobStore, Millis, NewJob, Release, Result, ResultCode, SysidLease, WaitingJobtype,
-    WorkNotice, WorkWatcher, ARCHIVE_HORIZON_MS, duration_ms, validate,
+    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerVersion, Job, JobCounts,
+    JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode, SysidLease, WaitingJobtype,
+    WorkNotice, WorkWatcher, duration_ms, validate,
 };
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions, SqliteRow,
@@ -112,17 +112,13 @@ impl SqliteStore {
                 Durability::Full => SqliteSynchronous::Full,
                 Durability::Normal => SqliteSynchronous::Normal,
             });
-        let mut setup = base
-            .connect()
-            .await
-            .map_err(|e| error::map("open", e))?;
+        let mut setup = base.connect().await.map_err(|e| error::map("open", e))?;
         ensure_wal(&mut setup, options.busy_timeout).await?;
         migrate(&mut setup).await?;
         // Closing is best effort: the schema is committed either way.
         let _ = setup.close().await;
-        let canonical = std::fs::canonicalize(path).map_err(|e| {
-            Error::unavailable(format!("cannot resolve {}", path.display()), e)
-        })?;
+        let canonical = std::fs::canonicalize(path)
+            .map_err(|e| Error::unavailable(format!("cannot resolve {}", path.display()), e))?;
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_lazy_with(base.clone());
@@ -149,10 +145,7 @@ impl SqliteStore {
             .vfs("memdb")
             .create_if_missing(true)
             .busy_timeout(options.busy_timeout);
-        let mut anchor = base
-            .connect()
-            .await
-            .map_err(|e| error::map("open", e))?;
+        let mut anchor = base.connect().await.map_err(|e| error::map("open", e))?;
         migrate(&mut anchor).await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
@@ -315,9 +308,8 @@ impl JobStore for SqliteStore {
         let mut tx = self.begin_write("add_jobs").await?;
         let mut inserted: HashSet<String> = HashSet::with_capacity(jobs.len());
         for chunk in jobs.chunks(ADD_CHUNK) {
-            let mut q = sqlx::query_scalar::<_, String>(AssertSqlSafe(queries::add_jobs(
-                chunk.len(),
-            )));
+            let mut q =
+                sqlx::query_scalar::<_, String>(AssertSqlSafe(queries::add_jobs(chunk.len())));
             for job in chunk {
                 q = q
                     .bind(job.id.as_str())
@@ -357,14 +349,17 @@ impl JobStore for SqliteStore {
             .fetch_all(&self.inner.reader)
             .await
             .map_err(|e| error::map("waiting_jobtypes", e))?;
-        rows.iter()
-            .map(|r| {
-                Ok(WaitingJobtype {
+        let mut waiting = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let n = count(decode("waiting_jobtypes", r.try_get("n"))?);
+            if n > 0 {
+                waiting.push(WaitingJobtype {
                     jobtype: decode("waiting_jobtypes", r.try_get("jobtype"))?,
-                    count: count(decode("waiting_jobtypes", r.try_get("n"))?),
-                })
-            })
-            .collect()
+                    count: n,
+                });
+            }
+        }
+        Ok(waiting)
     }
 
     async fn claim_jobs(
@@ -556,12 +551,10 @@ impl JobStore for SqliteStore {
             let d = |e| error::map("job_counts", e);
             let jobtype: String = row.try_get("jobtype").map_err(d)?;
             let code: Option<String> = row.try_get("code").map_err(d)?;
-            let c = by_type
-                .entry(jobtype.clone())
-                .or_insert_with(|| JobCounts {
-                    jobtype,
-                    ..JobCounts::default()
-                });
+            let c = by_type.entry(jobtype.clone()).or_insert_with(|| JobCounts {
+                jobtype,
+                ..JobCounts::default()
+            });
             match code {
                 Some(code) => {
                     let code = ResultCode::from_str(&code)

@@ -152,7 +152,8 @@ impl SqliteOptions {
     }
 
     pub(crate) fn check(&self) -> Result<()> {
-        if self.busy_timeout < Duration::from_millis(1) || self.busy_timeout > Self::MAX_BUSY_TIMEOUT
+        if self.busy_timeout < Duration::from_millis(1)
+            || self.busy_timeout > Self::MAX_BUSY_TIMEOUT
         {
             return Err(Error::invalid(format!(
                 "busy timeout {:?} is outside 1ms..={:?}",
@@ -179,15 +180,27 @@ mod tests {
         let o = SqliteOptions::parse("sqlite://var/jobs.db").unwrap();
         assert_eq!(o.location, Location::File("var/jobs.db".into()));
         assert_eq!(o.durability, Durability::Full);
-        let o = SqliteOptions::parse("sqlite:///abs/jobs.db?synchronous=normal&busy_timeout_ms=50&max_connections=2").unwrap();
+        let o = SqliteOptions::parse(
+            "sqlite:///abs/jobs.db?synchronous=normal&busy_timeout_ms=50&max_connections=2",
+        )
+        .unwrap();
         assert_eq!(o.location, Location::File("/abs/jobs.db".into()));
         assert_eq!(
             (o.durability, o.busy_timeout, o.max_connections),
             (Durability::Normal, Duration::from_millis(50), 2)
         );
-        assert_eq!(SqliteOptions::parse("sqlite::memory:").unwrap().location, Location::Memory);
-        assert_eq!(SqliteOptions::parse("sqlite://:memory:").unwrap().location, Location::Memory);
-        assert_eq!(SqliteOptions::parse("sqlite:rel.db").unwrap().location, Location::File("rel.db".into()));
+        assert_eq!(
+            SqliteOptions::parse("sqlite::memory:").unwrap().location,
+            Location::Memory
+        );
+        assert_eq!(
+            SqliteOptions::parse("sqlite://:memory:").unwrap().location,
+            Location::Memory
+        );
+        assert_eq!(
+            SqliteOptions::parse("sqlite:rel.db").unwrap().location,
+            Location::File("rel.db".into())
+        );
     }
 
     #[test]
