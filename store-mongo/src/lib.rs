@@ -79,14 +79,15 @@ impl MongoStore {
     /// code (each overriding the URL).
     pub async fn connect_with(url: &str, options: MongoOptions) -> Result<Self> {
         let (driver_url, url_prefix) = split_own_params(url)?;
-        let mut client_options = ClientOptions::parse(&driver_url)
-            .await
-            .map_err(|e| match &*e.kind {
-                mongodb::error::ErrorKind::InvalidArgument { .. } => {
-                    Error::invalid(format!("invalid MongoDB URL: {e}"))
-                }
-                _ => errors::map("URL resolution", e),
-            })?;
+        let mut client_options =
+            ClientOptions::parse(&driver_url)
+                .await
+                .map_err(|e| match &*e.kind {
+                    mongodb::error::ErrorKind::InvalidArgument { .. } => {
+                        Error::invalid(format!("invalid MongoDB URL: {e}"))
+                    }
+                    _ => errors::map("URL resolution", e),
+                })?;
         if client_options.app_name.is_none() {
             client_options.app_name = Some("jobstore".to_owned());
         }

@@ -51,7 +51,12 @@ struct Candidate {
 
 impl MongoStore {
     /// The ids among `ids` whose documents carry `field == token`.
-    async fn ids_with_token(&self, ids: &[&str], field: &str, token: &str) -> Result<HashSet<String>> {
+    async fn ids_with_token(
+        &self,
+        ids: &[&str],
+        field: &str,
+        token: &str,
+    ) -> Result<HashSet<String>> {
         let docs: Vec<Document> = self
             .jobs
             .find(doc! { f::ID: { "$in": ids }, field: token })
@@ -110,9 +115,7 @@ impl MongoStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let owned = self
-            .ids_with_token(&ids, f::LOCK, owner)
-            .await?;
+        let owned = self.ids_with_token(&ids, f::LOCK, owner).await?;
         let owned: Vec<&str> = ids.into_iter().filter(|i| owned.contains(*i)).collect();
         if owned.is_empty() {
             return Ok(Vec::new());
@@ -247,11 +250,7 @@ impl JobStore for MongoStore {
                             .as_ref()
                             .is_some_and(|ws| ws.iter().all(|w| w.code == DUPLICATE_KEY)) =>
                 {
-                    ime.write_errors
-                        .iter()
-                        .flatten()
-                        .map(|w| w.index)
-                        .collect()
+                    ime.write_errors.iter().flatten().map(|w| w.index).collect()
                 }
                 _ => return Err(errors::map("insert", e)),
             },
@@ -642,7 +641,11 @@ impl MongoStore {
                 .await;
             match r {
                 Ok(Some(d)) => return convert::get_i64(&d, "n", "counter"),
-                Ok(None) => return Err(Error::backend_msg("handler counter upsert returned nothing")),
+                Ok(None) => {
+                    return Err(Error::backend_msg(
+                        "handler counter upsert returned nothing",
+                    ));
+                }
                 Err(e) if attempt == 0 && errors::is_duplicate_key(&e) => continue,
                 Err(e) => return Err(errors::map("handler counter", e)),
             }
