@@ -1,0 +1,164 @@
+//! Private redis-server instances for tests: free ports, a temp dir, and a
+//! watchdog that stops the servers when the test process ends, however it
+//! ends (the servers daemonize, so nothing else would).
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Whether `redis-server` and `redis-cli` can be run.
+pub fn redis_binaries() -> Result<(), String> {
+    for bin in ["redis-server", "redis-cli"] {
+        let ok = Command::new(bin)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            return Err(format!("{bin} is not installed"));
+        }
+    }
+    Ok(())
+}
+
+/// A fresh temp dir, removed by the watchdog at exit.
+pub fn temp_dir(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "jobstore-{what}-{}-{}",
+        std::process::id(),
+        &jobstore_api::new_token()[..8]
+    ));
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// Starts a watchdog in its own session: once this process is gone, it
+/// kills every server whose pidfile is in `dir`, then removes `dir`.
+pub fn watchdog(dir: &Path) {
+    let script = format!(
+        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
+         for f in '{dir}'/*.pid; do [ -f \"$f\" ] && kill $(cat \"$f\") 2>/dev/null; done; \
+         sleep 2; rm -rf '{dir}'",
+        pid = std::process::id(),
+        dir = dir.display()
+    );
+    Command::new("setsid")
+        .arg("sh")
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the watchdog (setsid sh)");
+}
+
+/// A free port `p` on 127.0.0.1 (and, with `bus`, `p + 10000` too: the
+/// cluster bus port).
+pub fn free_port(bus: bool) -> u16 {
+    for _ in 0..1000 {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let p = l.local_addr().expect("addr").port();
+        if !bus {
+            return p;
+        }
+        if p < 55_000 && TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free port pair found");
+}
+
+/// Starts a daemonized redis-server on `port` in `dir` (pidfile
+/// `dir/<port>.pid`), with no persistence, plus `extra` arguments.
+pub fn start_server(dir: &Path, port: u16, extra: &[&str]) {
+    let d = dir.display().to_string();
+    let status = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "yes"])
+        .args(["--pidfile", &format!("{d}/{port}.pid")])
+        .args(["--logfile", &format!("{d}/{port}.log")])
+        .args(["--dir", &d])
+        .args(extra)
+        .stdout(Stdio::null())
+        .status()
+        .expect("run redis-server");
+    assert!(status.success(), "redis-server on port {port} failed to start");
+    wait_for(
+        || cli(port, &["ping"]).is_some_and(|o| o.trim() == "PONG"),
+        "redis-server to answer",
+    );
+}
+
+/// Sends SHUTDOWN NOSAVE to the server on `port`, and waits until it is gone.
+pub fn shutdown(port: u16) {
+    let _ = cli(port, &["shutdown", "nosave"]);
+    wait_for(|| cli(port, &["ping"]).is_none(), "redis-server to stop");
+}
+
+/// `redis-cli -p port args...`: its stdout if it succeeded.
+pub fn cli(port: u16, args: &[&str]) -> Option<String> {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.success() && !text.contains("Could not connect")).then_some(text)
+}
+
+/// Polls `cond` for up to 20 s.
+pub fn wait_for(mut cond: impl FnMut() -> bool, what: &str) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Six cluster-enabled servers made into a cluster (3 primaries, 3
+/// replicas); returns the `redis+cluster://` URL.
+pub fn start_cluster() -> String {
+    let dir = temp_dir("redis-cluster");
+    watchdog(&dir);
+    let ports: Vec<u16> = (0..6).map(|_| free_port(true)).collect();
+    for &p in &ports {
+        let conf = format!("{}/nodes-{p}.conf", dir.display());
+        start_server(
+            &dir,
+            p,
+            &["--cluster-enabled", "yes", "--cluster-config-file", &conf],
+        );
+    }
+    let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let out = Command::new("redis-cli")
+        .arg("--cluster")
+        .arg("create")
+        .args(&addrs)
+        .args(["--cluster-replicas", "1", "--cluster-yes"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run redis-cli --cluster create");
+    assert!(
+        out.status.success(),
+        "redis-cli --cluster create failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for &p in &ports {
+        wait_for(
+            || cli(p, &["cluster", "info"]).is_some_and(|o| o.contains("cluster_state:ok")),
+            "the cluster to be ready",
+        );
+    }
+    format!("redis+cluster://{}", addrs.join(","))
+}
