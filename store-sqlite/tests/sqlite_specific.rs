@@ -1,0 +1,155 @@
+//! Behaviour specific to the SQLite store: error mapping, reopening, and
+//! one contract edge the shared suite does not reach.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use jobstore_api::limits::MAX_TIME;
+use jobstore_api::{ErrorKind, JobResult, JobStore, NewJob, Release};
+use jobstore_conformance::services::unique_namespace;
+use jobstore_sqlite::SqliteStore;
+use sqlx::{ConnectOptions, Connection};
+
+const T0: i64 = 1_700_000_000_000;
+const MIN: Duration = Duration::from_secs(60);
+
+/// A fresh database path that is removed (with -wal and -shm) on drop.
+struct TempDb(PathBuf);
+
+impl TempDb {
+    fn new() -> Self {
+        TempDb(std::env::temp_dir().join(format!("{}.db", unique_namespace())))
+    }
+    fn url(&self, params: &str) -> String {
+        format!("sqlite://{}{params}", self.0.display())
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut f = self.0.clone().into_os_string();
+            f.push(suffix);
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// An archived job's `dt` is only pushed 1000 years ahead; the `lock` check
+/// keeps it out of claims even later than that (the suite stops at 500).
+async fn archived_stays_archived(store: &SqliteStore) {
+    store
+        .add_jobs(&[NewJob::new("a", "t", "x")], T0)
+        .await
+        .unwrap();
+    let got = store.claim_jobs("t", 1, "owner", MIN, T0).await.unwrap();
+    assert_eq!(got.len(), 1);
+    let ok = Release::Archive(JobResult::from_status(200));
+    assert_eq!(
+        store
+            .release_jobs(&["a".to_owned()], "owner", &ok, T0)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .claim_jobs("t", 1, "other", MIN, MAX_TIME)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.waiting_jobtypes(MAX_TIME).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn archived_never_eligible_even_at_max_time() {
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    archived_stays_archived(&store).await;
+    store.close().await;
+    let memory = SqliteStore::connect("sqlite::memory:").await.unwrap();
+    archived_stays_archived(&memory).await;
+}
+
+#[tokio::test]
+async fn reopening_keeps_everything() {
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("?synchronous=normal"))
+        .await
+        .unwrap();
+    store
+        .add_jobs(&[NewJob::new("kept", "t", "payload")], T0)
+        .await
+        .unwrap();
+    store.close().await;
+    drop(store);
+    let again = SqliteStore::connect(&db.url("")).await.unwrap();
+    let job = again.get_job("kept").await.unwrap().expect("job survives");
+    assert_eq!(job.data, b"payload");
+}
+
+#[tokio::test]
+async fn held_write_lock_is_unavailable_after_busy_timeout() {
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("?busy_timeout_ms=100"))
+        .await
+        .unwrap();
+    // Another "process" holds the write lock.
+    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db.0)
+        .connect()
+        .await
+        .unwrap();
+    let tx = other.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let err = store
+        .add_jobs(&[NewJob::new("x", "t", "")], T0)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.is_retryable());
+    // Reads go on under WAL while the lock is held.
+    assert_eq!(store.get_job("x").await.unwrap(), None);
+    tx.rollback().await.unwrap();
+    store
+        .add_jobs(&[NewJob::new("x", "t", "")], T0)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn unopenable_file_is_unavailable() {
+    let dir = std::env::temp_dir().join(unique_namespace());
+    let err = SqliteStore::connect(&format!("sqlite://{}/no/such/dir.db", dir.display()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+}
+
+#[tokio::test]
+async fn closed_store_is_unavailable() {
+    let store = SqliteStore::connect("sqlite::memory:").await.unwrap();
+    store.close().await;
+    let err = store.get_job("x").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+}
+
+#[tokio::test]
+async fn bad_urls_are_invalid_input() {
+    for url in ["mysql://x", "sqlite://", "sqlite:x.db?mode=memory"] {
+        let err = SqliteStore::connect(url).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{url}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn memory_stores_are_separate() {
+    let a = SqliteStore::connect("sqlite::memory:").await.unwrap();
+    let b = SqliteStore::connect("sqlite::memory:").await.unwrap();
+    a.add_jobs(&[NewJob::new("only-a", "t", "")], T0)
+        .await
+        .unwrap();
+    assert!(a.get_job("only-a").await.unwrap().is_some());
+    assert_eq!(b.get_job("only-a").await.unwrap(), None);
+}
