@@ -43,7 +43,10 @@ pub(crate) fn map(e: RedisError, what: &str) -> Error {
     if is_unavailable(&e) {
         Error::unavailable(format!("redis: {what}"), e)
     } else if e.code() == Some(SCRIPT_CODE) {
-        Error::backend(format!("redis: {what}: the script rejected the stored data"), e)
+        Error::backend(
+            format!("redis: {what}: the script rejected the stored data"),
+            e,
+        )
     } else if e.kind() == RK::InvalidClientConfig {
         Error::invalid(format!("redis: {what}: {e}"))
     } else {

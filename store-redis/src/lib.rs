@@ -284,8 +284,10 @@ impl RedisStore {
             let mut cmd = redis::cmd("HMGET");
             cmd.arg(bucket).arg(ids);
             async move {
-                let vals: Vec<Option<String>> =
-                    cmd.query_async(&mut c).await.map_err(|e| map(e, "HMGET index"))?;
+                let vals: Vec<Option<String>> = cmd
+                    .query_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "HMGET index"))?;
                 Ok::<_, Error>(vals)
             }
         });
@@ -307,10 +309,10 @@ impl RedisStore {
         let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut seen = HashSet::new();
         for id in ids {
-            if let Some(t) = types.get(id) {
-                if seen.insert(id.as_str()) {
-                    groups.entry(t.clone()).or_default().push(id.clone());
-                }
+            if let Some(t) = types.get(id)
+                && seen.insert(id.as_str())
+            {
+                groups.entry(t.clone()).or_default().push(id.clone());
             }
         }
         Ok(groups)
@@ -417,7 +419,8 @@ impl RedisStore {
         });
         let sadd = async {
             if first {
-                let mut types: Vec<&str> = pending.iter().map(|&i| jobs[i].jobtype.as_str()).collect();
+                let mut types: Vec<&str> =
+                    pending.iter().map(|&i| jobs[i].jobtype.as_str()).collect();
                 types.sort_unstable();
                 types.dedup();
                 let mut c = self.conn();
@@ -758,7 +761,7 @@ impl JobStore for RedisStore {
             .invoke_async(&mut c)
             .await
             .map_err(|e| map(e, "claim jobs"))?;
-        if reply.len() % 5 != 0 {
+        if !reply.len().is_multiple_of(5) {
             return Err(malformed("claim reply length"));
         }
         let mut jobs = Vec::with_capacity(reply.len() / 5);
@@ -770,12 +773,10 @@ impl JobStore for RedisStore {
                 id: string(id, "claimed id")?,
                 jobtype: jobtype.to_owned(),
                 data: bytes(data, "claimed data")?,
-                priority: i32::try_from(int(&p, "priority")?)
-                    .map_err(|_| malformed("priority"))?,
+                priority: i32::try_from(int(&p, "priority")?).map_err(|_| malformed("priority"))?,
                 dt: expiry,
                 lock: owner.to_owned(),
-                attempts: u32::try_from(int(&a, "attempts")?)
-                    .map_err(|_| malformed("attempts"))?,
+                attempts: u32::try_from(int(&a, "attempts")?).map_err(|_| malformed("attempts"))?,
                 create_dt: int(&c, "create_dt")?,
                 done_dt: None,
                 result: None,
@@ -864,7 +865,7 @@ impl JobStore for RedisStore {
                     .invoke_async(&mut c)
                     .await
                     .map_err(|e| map(e, "release jobs"))?;
-                if v.len() % 2 != 0 {
+                if !v.len().is_multiple_of(2) {
                     return Err(malformed("release reply length"));
                 }
                 let pairs: Vec<(String, String, String)> = v
@@ -969,11 +970,14 @@ impl JobStore for RedisStore {
                         .invoke_async(&mut c)
                         .await
                         .map_err(|e| map(e, "purge archived"))?;
-                    if v.len() % 2 != 0 {
+                    if !v.len().is_multiple_of(2) {
                         return Err(malformed("purge reply length"));
                     }
                     let n = v.len() / 2;
-                    deleted.extend(v.chunks(2).map(|p| (p[0].clone(), jt.clone(), p[1].clone())));
+                    deleted.extend(
+                        v.chunks(2)
+                            .map(|p| (p[0].clone(), jt.clone(), p[1].clone())),
+                    );
                     if n < PURGE_SLICE {
                         break;
                     }
@@ -1105,7 +1109,7 @@ impl JobStore for RedisStore {
             .invoke_async(&mut c)
             .await
             .map_err(|e| map(e, "list handlers"))?;
-        if v.len() % 4 != 0 {
+        if !v.len().is_multiple_of(4) {
             return Err(malformed("handler list length"));
         }
         let mut out = Vec::with_capacity(v.len() / 4);
@@ -1219,7 +1223,7 @@ mod tests {
     #[test]
     fn slots_follow_hash_tags() {
         // Known values from the Redis cluster spec (CRC16 of "123456789" is 0x31C3).
-        assert_eq!(key_slot("123456789"), 0x31C3 % 16384);
+        assert_eq!(key_slot("123456789"), 0x31C3);
         assert_eq!(key_slot("{user1000}.following"), key_slot("user1000"));
         assert_eq!(key_slot("foo{}{bar}"), key_slot("foo{}{bar}"));
         assert_ne!(key_slot("{jobs:a}:ready"), key_slot("{jobs:b}:ready"));

@@ -100,7 +100,9 @@ pub(crate) fn parse_url(url: &str) -> Result<(Target, Option<String>)> {
             };
             let authority = before_query.trim_end_matches('/');
             if authority.contains('/') {
-                return Err(bad("a cluster URL has no path (cluster nodes have only db 0)"));
+                return Err(bad(
+                    "a cluster URL has no path (cluster nodes have only db 0)",
+                ));
             }
             let (userinfo, hosts) = match authority.rsplit_once('@') {
                 Some((u, h)) => (format!("{u}@"), h),
@@ -204,7 +206,10 @@ mod tests {
         let (t, p) = parse_url("redis+cluster://u:pw@h1:1,h2:2/?prefix=x").unwrap();
         assert_eq!(
             t,
-            Target::Cluster(vec!["redis://u:pw@h1:1/".into(), "redis://u:pw@h2:2/".into()])
+            Target::Cluster(vec![
+                "redis://u:pw@h1:1/".into(),
+                "redis://u:pw@h2:2/".into()
+            ])
         );
         assert_eq!(p.as_deref(), Some("x"));
         assert!(parse_url("redis+cluster://").is_err());

@@ -54,7 +54,10 @@ async fn subscribe(
     };
     match tokio::time::timeout(connect_timeout, attempt).await {
         Ok(r) => r,
-        Err(elapsed) => Err(Error::unavailable("redis: pub/sub connect timed out", elapsed)),
+        Err(elapsed) => Err(Error::unavailable(
+            "redis: pub/sub connect timed out",
+            elapsed,
+        )),
     }
 }
 

@@ -18,10 +18,10 @@ const BACKEND: &str = "redis-cluster";
 fn cluster_url() -> Option<String> {
     static URL: OnceLock<Result<String, String>> = OnceLock::new();
     let url = URL.get_or_init(|| {
-        if let Ok(url) = std::env::var("JOBSTORE_TEST_REDIS_CLUSTER_URL") {
-            if !url.is_empty() {
-                return Ok(url);
-            }
+        if let Ok(url) = std::env::var("JOBSTORE_TEST_REDIS_CLUSTER_URL")
+            && !url.is_empty()
+        {
+            return Ok(url);
         }
         support::redis_binaries()?;
         Ok(support::start_cluster())
@@ -30,7 +30,9 @@ fn cluster_url() -> Option<String> {
         Ok(u) => Some(u.clone()),
         Err(why) => skip(
             BACKEND,
-            &format!("JOBSTORE_TEST_REDIS_CLUSTER_URL is not set and no local cluster can be started: {why}"),
+            &format!(
+                "JOBSTORE_TEST_REDIS_CLUSTER_URL is not set and no local cluster can be started: {why}"
+            ),
         ),
     }
 }
@@ -50,9 +52,13 @@ async fn factory() -> Option<TestStore> {
     assert!(store.is_cluster());
     let peer = open(&url, &prefix).await;
     let cleaner = open(&url, &prefix).await;
-    Some(TestStore::new(store).with_peer(peer).with_cleanup(async move {
-        cleaner.drop_namespace().await.expect("drop namespace");
-    }))
+    Some(
+        TestStore::new(store)
+            .with_peer(peer)
+            .with_cleanup(async move {
+                cleaner.drop_namespace().await.expect("drop namespace");
+            }),
+    )
 }
 
 jobstore_conformance::conformance_tests!(factory);
@@ -89,10 +95,10 @@ fn jobtypes_spread_over_shards() {
                 }
                 for range in &f[8..] {
                     let (lo, hi) = range.split_once('-').unwrap_or((range, range));
-                    if let (Ok(lo), Ok(hi)) = (lo.parse::<u16>(), hi.parse::<u16>()) {
-                        if (lo..=hi).contains(&slot) {
-                            return f[1].to_owned();
-                        }
+                    if let (Ok(lo), Ok(hi)) = (lo.parse::<u16>(), hi.parse::<u16>())
+                        && (lo..=hi).contains(&slot)
+                    {
+                        return f[1].to_owned();
                     }
                 }
             }
@@ -132,7 +138,10 @@ fn jobtypes_spread_over_shards() {
                 .query_async(&mut nc)
                 .await
                 .unwrap();
-            assert!(n >= 2, "job hash and ready zset of {t} in slot {slot} on {addr}");
+            assert!(
+                n >= 2,
+                "job hash and ready zset of {t} in slot {slot} on {addr}"
+            );
             let claimed = store
                 .claim_jobs(t, 10, "sys-a", std::time::Duration::from_secs(60), 1_000)
                 .await

@@ -12,9 +12,13 @@ async fn factory() -> Option<TestStore> {
     let store = open().await.expect("connect to redis");
     let peer = open().await.expect("connect peer to redis");
     let cleaner = open().await.expect("connect cleaner to redis");
-    Some(TestStore::new(store).with_peer(peer).with_cleanup(async move {
-        cleaner.drop_namespace().await.expect("drop namespace");
-    }))
+    Some(
+        TestStore::new(store)
+            .with_peer(peer)
+            .with_cleanup(async move {
+                cleaner.drop_namespace().await.expect("drop namespace");
+            }),
+    )
 }
 
 jobstore_conformance::conformance_tests!(factory);

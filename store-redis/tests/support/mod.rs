@@ -37,8 +37,10 @@ pub fn temp_dir(what: &str) -> PathBuf {
     dir
 }
 
-/// Starts a watchdog in its own session: once this process is gone, it
-/// kills every server whose pidfile is in `dir`, then removes `dir`.
+/// Starts a watchdog in its own session (`setsid -f`, so neither Ctrl-C to
+/// the test's process group nor the test's exit takes it down): once this
+/// process is gone, it kills every server whose pidfile is in `dir`, then
+/// removes `dir`.
 pub fn watchdog(dir: &Path) {
     let script = format!(
         "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
@@ -47,15 +49,17 @@ pub fn watchdog(dir: &Path) {
         pid = std::process::id(),
         dir = dir.display()
     );
-    Command::new("setsid")
+    let status = Command::new("setsid")
+        .arg("-f")
         .arg("sh")
         .arg("-c")
         .arg(script)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()
-        .expect("start the watchdog (setsid sh)");
+        .status()
+        .expect("start the watchdog (setsid -f sh)");
+    assert!(status.success(), "the watchdog did not start");
 }
 
 /// A free port `p` on 127.0.0.1 (and, with `bus`, `p + 10000` too: the
@@ -88,7 +92,10 @@ pub fn start_server(dir: &Path, port: u16, extra: &[&str]) {
         .stdout(Stdio::null())
         .status()
         .expect("run redis-server");
-    assert!(status.success(), "redis-server on port {port} failed to start");
+    assert!(
+        status.success(),
+        "redis-server on port {port} failed to start"
+    );
     wait_for(
         || cli(port, &["ping"]).is_some_and(|o| o.trim() == "PONG"),
         "redis-server to answer",
