@@ -125,6 +125,7 @@ impl SqliteStore {
         let reader = SqlitePoolOptions::new()
             .max_connections(options.max_connections)
             .connect_lazy_with(base);
+        tracing::debug!(path = %canonical.display(), durability = ?options.durability, "sqlite store opened");
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 writer,
@@ -209,6 +210,9 @@ async fn ensure_wal(conn: &mut SqliteConnection, busy_timeout: Duration) -> Resu
                 )));
             }
             Err(e) if error::is_busy(&e) && tokio::time::Instant::now() < deadline => {
+                tracing::debug!(
+                    "sqlite: another connection holds the lock, retrying the switch to WAL"
+                );
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             Err(e) => return Err(error::map("switch to WAL", e)),
