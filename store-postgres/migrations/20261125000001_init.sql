@@ -67,3 +67,49 @@ CREATE TABLE sysids (
     token   text   NOT NULL,
     expires bigint NOT NULL
 );
+
+-- Adds a batch given as parallel arrays and returns the ids inserted.
+-- An id present in `jobs` or in `archive` is left alone. The archive check
+-- runs *after* the insert, in a statement of its own (so with a fresh
+-- snapshot, this function being VOLATILE): an archiving transaction that
+-- moved the same id from `jobs` to `archive` while the insert waited on
+-- that row has committed by then and is seen, and the row just inserted is
+-- removed again before anyone else can see it. One notice per jobtype that
+-- got new work goes to `channel` on commit.
+CREATE FUNCTION add_jobs(
+    p_ids text[], p_jobtypes text[], p_datas bytea[], p_priorities int4[], p_dts int8[],
+    p_now int8, p_channel text
+) RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    v_inserted text[];
+    v_types text[];
+    v_archived text[];
+BEGIN
+    WITH ins AS (
+        INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt)
+        SELECT t.id, t.jobtype, t.data, t.priority, t.dt, '', 0, p_now
+        FROM unnest(p_ids, p_jobtypes, p_datas, p_priorities, p_dts)
+            AS t (id, jobtype, data, priority, dt)
+        ON CONFLICT (id) DO NOTHING
+        RETURNING jobs.id, jobs.jobtype
+    )
+    SELECT coalesce(array_agg(ins.id), '{}'), coalesce(array_agg(DISTINCT ins.jobtype), '{}')
+    INTO v_inserted, v_types
+    FROM ins;
+
+    SELECT coalesce(array_agg(a.id), '{}') INTO v_archived
+    FROM archive a WHERE a.id = ANY (v_inserted);
+    IF cardinality(v_archived) > 0 THEN
+        DELETE FROM jobs j WHERE j.id = ANY (v_archived);
+        v_inserted := ARRAY(SELECT x FROM unnest(v_inserted) x WHERE x <> ALL (v_archived));
+    END IF;
+
+    -- A jobtype whose only new job was dropped above gets a spurious
+    -- notice, which watchers allow.
+    PERFORM pg_notify(p_channel, t) FROM unnest(v_types) t;
+
+    RETURN QUERY SELECT unnest(v_inserted);
+END
+$$;

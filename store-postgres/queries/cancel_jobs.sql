@@ -9,6 +9,8 @@ WITH done AS (
                          done_dt, code, status, output)
     SELECT id, jobtype, data, priority, $3, attempts, create_dt, $2, 'cancelled', 0, ''
     FROM done
+    -- add_jobs never lets an archived id back into jobs; should one get
+    -- there anyway, the newer result replaces the older instead of failing.
     ON CONFLICT (id) DO UPDATE SET
         jobtype = EXCLUDED.jobtype, data = EXCLUDED.data,
         priority = EXCLUDED.priority, dt = EXCLUDED.dt,
