@@ -9,6 +9,8 @@ mod watch;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
+use std::future::Future;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -27,6 +29,8 @@ use crate::scripts::SCRIPTS;
 
 /// How many archived jobs one `purge.lua` call deletes at most.
 const PURGE_SLICE: usize = 1_000;
+/// Most entries in a handle's id -> jobtype cache (cleared when full).
+const CACHE_MAX: usize = 50_000;
 /// How many times an add retries ids whose reservation changed under it.
 const ADD_ROUNDS: usize = 3;
 
@@ -42,6 +46,8 @@ pub struct RedisStore {
     /// The URLs of `nodes` (may hold credentials: never printed).
     node_urls: Vec<String>,
     cluster: bool,
+    /// id -> jobtype of jobs this handle claimed (see `per_jobtype`).
+    claimed: Mutex<HashMap<String, String>>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -137,6 +143,7 @@ impl RedisStore {
             nodes,
             node_urls,
             cluster,
+            claimed: Mutex::new(HashMap::new()),
         })
     }
 
@@ -303,19 +310,85 @@ impl RedisStore {
         Ok(out)
     }
 
-    /// Ids grouped by their jobtype, in input order, unknown ids dropped.
-    async fn group_by_jobtype(&self, ids: &[String]) -> Result<BTreeMap<String, Vec<String>>> {
-        let types = self.lookup(ids).await?;
-        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    /// Runs `run(jobtype, ids)` once per jobtype among `ids` (each id once),
+    /// concurrently; returns `(id, jobtype, extra)` for what the runs report.
+    ///
+    /// Jobtypes come from this handle's cache of the jobs it claimed, else
+    /// from the index (one HMGET per touched bucket). A cached jobtype can
+    /// only be stale if the job was deleted and its id added again under
+    /// another jobtype: ids the cached run did not report are looked up in
+    /// the index, and run again where it names another jobtype.
+    async fn per_jobtype<F, Fut>(
+        &self,
+        ids: &[String],
+        run: F,
+    ) -> Result<Vec<(String, String, String)>>
+    where
+        F: Fn(String, Vec<String>) -> Fut,
+        Fut: Future<Output = Result<Vec<(String, String)>>>,
+    {
         let mut seen = HashSet::new();
-        for id in ids {
-            if let Some(t) = types.get(id)
-                && seen.insert(id.as_str())
-            {
-                groups.entry(t.clone()).or_default().push(id.clone());
+        let mut cached: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut unknown = Vec::new();
+        {
+            let cache = self.cache();
+            for id in ids {
+                if !seen.insert(id.as_str()) {
+                    continue;
+                }
+                match cache.get(id) {
+                    Some(t) => cached.entry(t.clone()).or_default().push(id.clone()),
+                    None => unknown.push(id.clone()),
+                }
             }
         }
-        Ok(groups)
+        let mut groups = cached.clone();
+        if !unknown.is_empty() {
+            let types = self.lookup(&unknown).await?;
+            for id in unknown {
+                if let Some(t) = types.get(&id) {
+                    groups.entry(t.clone()).or_default().push(id);
+                }
+            }
+        }
+        let mut out = run_groups(groups, &run).await?;
+        if cached.is_empty() {
+            return Ok(out);
+        }
+        let missed: Vec<(String, String)> = {
+            let hit: HashSet<&str> = out.iter().map(|(id, _, _)| id.as_str()).collect();
+            cached
+                .into_iter()
+                .flat_map(|(t, ids)| ids.into_iter().map(move |id| (id, t.clone())))
+                .filter(|(id, _)| !hit.contains(id.as_str()))
+                .collect()
+        };
+        if missed.is_empty() {
+            return Ok(out);
+        }
+        let missed_ids: Vec<String> = missed.iter().map(|(id, _)| id.clone()).collect();
+        let types = self.lookup(&missed_ids).await?;
+        let mut again: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        {
+            let mut cache = self.cache();
+            for (id, t) in missed {
+                cache.remove(&id);
+                if let Some(real) = types.get(&id)
+                    && *real != t
+                {
+                    again.entry(real.clone()).or_default().push(id);
+                }
+            }
+        }
+        if !again.is_empty() {
+            out.extend(run_groups(again, &run).await?);
+        }
+        Ok(out)
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        // The map holds plain strings: a panic elsewhere cannot leave it torn.
+        self.claimed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Deletes the index entries of deleted jobs: `(id, jobtype, token)`.
@@ -562,6 +635,30 @@ impl RedisStore {
     }
 }
 
+/// `run` once per group, concurrently; results tagged with the jobtype.
+async fn run_groups<F, Fut>(
+    groups: BTreeMap<String, Vec<String>>,
+    run: &F,
+) -> Result<Vec<(String, String, String)>>
+where
+    F: Fn(String, Vec<String>) -> Fut,
+    Fut: Future<Output = Result<Vec<(String, String)>>>,
+{
+    let calls = groups.into_iter().map(|(jt, ids)| {
+        let fut = run(jt.clone(), ids);
+        async move {
+            let pairs = fut.await?;
+            Ok::<_, Error>(
+                pairs
+                    .into_iter()
+                    .map(|(id, extra)| (id, jt.clone(), extra))
+                    .collect::<Vec<_>>(),
+            )
+        }
+    });
+    Ok(try_join_all(calls).await?.into_iter().flatten().collect())
+}
+
 /// The cluster slot of a key (CRC16/XMODEM of its hash tag, mod 16384).
 fn key_slot(key: &str) -> u16 {
     let b = key.as_bytes();
@@ -782,6 +879,15 @@ impl JobStore for RedisStore {
                 result: None,
             });
         }
+        {
+            let mut cache = self.cache();
+            if cache.len() + jobs.len() > CACHE_MAX {
+                cache.clear();
+            }
+            for j in &jobs {
+                cache.insert(j.id.clone(), j.jobtype.clone());
+            }
+        }
         Ok(jobs)
     }
 
@@ -797,26 +903,27 @@ impl JobStore for RedisStore {
             return Ok(Vec::new());
         }
         let expiry = now + duration_ms(lease);
-        let groups = self.group_by_jobtype(ids).await?;
-        let calls = groups.iter().map(|(jt, ids)| {
-            let k = self.keys.jobtype(jt);
-            let mut inv = SCRIPTS.renew.prepare_invoke();
-            inv.key(&k.ready)
-                .key(&k.lock)
-                .arg(&k.job)
-                .arg(owner)
-                .arg(expiry)
-                .arg(ids);
-            let mut c = self.conn();
-            async move {
-                let v: Vec<String> = inv
-                    .invoke_async(&mut c)
-                    .await
-                    .map_err(|e| map(e, "renew locks"))?;
-                Ok::<_, Error>(v)
-            }
-        });
-        let done: HashSet<String> = try_join_all(calls).await?.into_iter().flatten().collect();
+        let done = self
+            .per_jobtype(ids, |jt, ids| {
+                let k = self.keys.jobtype(&jt);
+                let mut inv = SCRIPTS.renew.prepare_invoke();
+                inv.key(&k.ready)
+                    .key(&k.lock)
+                    .arg(&k.job)
+                    .arg(owner)
+                    .arg(expiry)
+                    .arg(ids);
+                let mut c = self.conn();
+                async move {
+                    let v: Vec<String> = inv
+                        .invoke_async(&mut c)
+                        .await
+                        .map_err(|e| map(e, "renew locks"))?;
+                    Ok(v.into_iter().map(|id| (id, String::new())).collect())
+                }
+            })
+            .await?;
+        let done: HashSet<String> = done.into_iter().map(|(id, _, _)| id).collect();
         Ok(in_order(ids, &done))
     }
 
@@ -838,45 +945,46 @@ impl JobStore for RedisStore {
             Release::Delete => ("delete", now, "", 0, &[]),
         };
         let channel = self.keys.channel();
-        let groups = self.group_by_jobtype(ids).await?;
-        let calls = groups.iter().map(|(jt, ids)| {
-            let k = self.keys.jobtype(jt);
-            let mut inv = SCRIPTS.release.prepare_invoke();
-            inv.key(&k.ready)
-                .key(&k.sched)
-                .key(&k.lock)
-                .key(&k.done)
-                .key(&k.codes)
-                .arg(&k.job)
-                .arg(owner)
-                .arg(now)
-                .arg(mode)
-                .arg(new_dt)
-                .arg(code)
-                .arg(status)
-                .arg(output)
-                .arg(&channel)
-                .arg(jt.as_str())
-                .arg(now + ARCHIVE_HORIZON_MS)
-                .arg(ids);
-            let mut c = self.conn();
-            async move {
-                let v: Vec<String> = inv
-                    .invoke_async(&mut c)
-                    .await
-                    .map_err(|e| map(e, "release jobs"))?;
-                if !v.len().is_multiple_of(2) {
-                    return Err(malformed("release reply length"));
+        let released = self
+            .per_jobtype(ids, |jt, ids| {
+                let k = self.keys.jobtype(&jt);
+                let mut inv = SCRIPTS.release.prepare_invoke();
+                inv.key(&k.ready)
+                    .key(&k.sched)
+                    .key(&k.lock)
+                    .key(&k.done)
+                    .key(&k.codes)
+                    .arg(&k.job)
+                    .arg(owner)
+                    .arg(now)
+                    .arg(mode)
+                    .arg(new_dt)
+                    .arg(code)
+                    .arg(status)
+                    .arg(output)
+                    .arg(&channel)
+                    .arg(&jt)
+                    .arg(now + ARCHIVE_HORIZON_MS)
+                    .arg(ids);
+                let mut c = self.conn();
+                async move {
+                    let v: Vec<String> = inv
+                        .invoke_async(&mut c)
+                        .await
+                        .map_err(|e| map(e, "release jobs"))?;
+                    if !v.len().is_multiple_of(2) {
+                        return Err(malformed("release reply length"));
+                    }
+                    Ok(v.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect())
                 }
-                let pairs: Vec<(String, String, String)> = v
-                    .chunks(2)
-                    .map(|p| (p[0].clone(), jt.clone(), p[1].clone()))
-                    .collect();
-                Ok(pairs)
+            })
+            .await?;
+        {
+            let mut cache = self.cache();
+            for (id, _, _) in &released {
+                cache.remove(id);
             }
-        });
-        let released: Vec<(String, String, String)> =
-            try_join_all(calls).await?.into_iter().flatten().collect();
+        }
         if matches!(how, Release::Delete) && !released.is_empty() {
             self.unreserve(&released).await?;
         }
@@ -907,28 +1015,29 @@ impl JobStore for RedisStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let groups = self.group_by_jobtype(ids).await?;
-        let calls = groups.iter().map(|(jt, ids)| {
-            let k = self.keys.jobtype(jt);
-            let mut inv = SCRIPTS.cancel.prepare_invoke();
-            inv.key(&k.ready)
-                .key(&k.sched)
-                .key(&k.done)
-                .key(&k.codes)
-                .arg(&k.job)
-                .arg(now)
-                .arg(now + ARCHIVE_HORIZON_MS)
-                .arg(ids);
-            let mut c = self.conn();
-            async move {
-                let v: Vec<String> = inv
-                    .invoke_async(&mut c)
-                    .await
-                    .map_err(|e| map(e, "cancel jobs"))?;
-                Ok::<_, Error>(v)
-            }
-        });
-        let done: HashSet<String> = try_join_all(calls).await?.into_iter().flatten().collect();
+        let done = self
+            .per_jobtype(ids, |jt, ids| {
+                let k = self.keys.jobtype(&jt);
+                let mut inv = SCRIPTS.cancel.prepare_invoke();
+                inv.key(&k.ready)
+                    .key(&k.sched)
+                    .key(&k.done)
+                    .key(&k.codes)
+                    .arg(&k.job)
+                    .arg(now)
+                    .arg(now + ARCHIVE_HORIZON_MS)
+                    .arg(ids);
+                let mut c = self.conn();
+                async move {
+                    let v: Vec<String> = inv
+                        .invoke_async(&mut c)
+                        .await
+                        .map_err(|e| map(e, "cancel jobs"))?;
+                    Ok(v.into_iter().map(|id| (id, String::new())).collect())
+                }
+            })
+            .await?;
+        let done: HashSet<String> = done.into_iter().map(|(id, _, _)| id).collect();
         Ok(in_order(ids, &done))
     }
 

@@ -22,3 +22,72 @@ async fn factory() -> Option<TestStore> {
 }
 
 jobstore_conformance::conformance_tests!(factory);
+
+/// A handle's id -> jobtype cache (filled by its claims) goes stale when
+/// the job is deleted and its id added again under another jobtype; renew
+/// and release through that handle must still find the job.
+#[test]
+fn stale_jobtype_cache_falls_back_to_the_index() {
+    use std::time::Duration;
+
+    use jobstore_api::{JobResult, JobStore, LOCK_DONE, NewJob, Release};
+
+    jobstore_conformance::block_on(async {
+        let Some(url) = redis_url().await else {
+            return;
+        };
+        let prefix = unique_namespace();
+        let open = || RedisStore::connect_with(&url, RedisOptions::new().prefix(prefix.clone()));
+        let (a, b) = (open().await.unwrap(), open().await.unwrap());
+        let t0 = 1_700_000_000_000;
+        let min = Duration::from_secs(60);
+        let x = vec!["x".to_owned()];
+        a.add_jobs(&[NewJob::new("x", "t1", "")], t0).await.unwrap();
+        assert_eq!(
+            a.claim_jobs("t1", 1, "own-a", min, t0).await.unwrap().len(),
+            1
+        );
+        // b takes it over after expiry, deletes it, re-adds it as t2, claims it.
+        let later = t0 + 61_000;
+        assert_eq!(
+            b.claim_jobs("t1", 1, "own-b", min, later)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            b.release_jobs(&x, "own-b", &Release::Delete, later)
+                .await
+                .unwrap(),
+            x
+        );
+        assert_eq!(
+            b.add_jobs(&[NewJob::new("x", "t2", "")], later)
+                .await
+                .unwrap()
+                .new,
+            x
+        );
+        assert_eq!(
+            b.claim_jobs("t2", 1, "own-b", min, later)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        // a still believes x is a t1 job.
+        assert!(
+            a.renew_locks(&x, "own-a", min, later)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(a.renew_locks(&x, "own-b", min, later).await.unwrap(), x);
+        let done = Release::Archive(JobResult::from_status(200));
+        assert_eq!(a.release_jobs(&x, "own-b", &done, later).await.unwrap(), x);
+        let job = a.get_job("x").await.unwrap().unwrap();
+        assert_eq!((job.jobtype.as_str(), job.lock.as_str()), ("t2", LOCK_DONE));
+        a.drop_namespace().await.unwrap();
+    });
+}
