@@ -1700,14 +1700,16 @@ pub async fn concurrent_claims_exactly_once(c: Ctx) {
             .collect();
         s.add_jobs(&jobs, T0).await.unwrap();
     }
-    let mut tasks = Vec::new();
+    // A JoinSet aborts the other claimers when one panics, so none outlives
+    // the test (and its namespace cleanup).
+    let mut tasks = tokio::task::JoinSet::new();
     for n in 0..CLAIMERS {
         let store = if n % 2 == 0 {
             c.store.clone()
         } else {
             c.peer.clone()
         };
-        tasks.push(tokio::spawn(async move {
+        tasks.spawn(async move {
             let owner = format!("claimer-{n}");
             let mut mine = Vec::new();
             let mut empty_in_a_row = 0;
@@ -1754,11 +1756,11 @@ pub async fn concurrent_claims_exactly_once(c: Ctx) {
                 mine.extend(got_ids);
             }
             mine
-        }));
+        });
     }
     let mut times: HashMap<String, usize> = HashMap::new();
-    for t in tasks {
-        for id in t.await.expect("claimer task") {
+    while let Some(claimed) = tasks.join_next().await {
+        for id in claimed.expect("claimer task") {
             *times.entry(id).or_default() += 1;
         }
     }
