@@ -84,7 +84,10 @@ async fn add_many(store: &Arc<PgStore>, prefix: &str, total: usize, tasks: usize
             let mut i = t * per_task;
             while i < (t + 1) * per_task {
                 let n = 1000.min((t + 1) * per_task - i);
-                let out = store.add_jobs(&batch(&prefix, i, n), T0).await.expect("add");
+                let out = store
+                    .add_jobs(&batch(&prefix, i, n), T0)
+                    .await
+                    .expect("add");
                 assert_eq!(out.new.len(), n);
                 i += n;
             }
@@ -213,14 +216,25 @@ async fn bench() {
     add_many(&s, "s", 10_000, 2).await;
     vacuum(&s).await;
     let (p50, p99) = claim_latency(&s, 100, 50).await;
-    println!("claim of 50 at 10k waiting:   median {}, p99 {}", ms(p50), ms(p99));
+    println!(
+        "claim of 50 at 10k waiting:   median {}, p99 {}",
+        ms(p50),
+        ms(p99)
+    );
     add_many(&s, "m", big, 2).await;
     vacuum(&s).await;
     let (p50, p99) = claim_latency(&s, 100, 50).await;
-    println!("claim of 50 at {big} waiting: median {}, p99 {}", ms(p50), ms(p99));
+    println!(
+        "claim of 50 at {big} waiting: median {}, p99 {}",
+        ms(p50),
+        ms(p99)
+    );
     let t = Instant::now();
     let w = s.waiting_jobtypes(T0 + 1).await.expect("waiting");
-    println!("waiting_jobtypes at {big} waiting: {} ({w:?})", ms(t.elapsed()));
+    println!(
+        "waiting_jobtypes at {big} waiting: {} ({w:?})",
+        ms(t.elapsed())
+    );
     explain_claim(&s).await;
     drop_schema(&s).await;
 }

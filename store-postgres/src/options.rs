@@ -236,7 +236,9 @@ mod tests {
         assert!(PgStoreOptions::from_url("mysql://h/db").is_err());
         assert!(PgStoreOptions::from_url("postgres://h/db?max_connections=x").is_err());
         for bad in ["", "Jobs", "1abc", "pg_x", "a-b", "a\"b", &"s".repeat(51)] {
-            let o = PgStoreOptions::from_url("postgres://h/db").unwrap().schema(bad);
+            let o = PgStoreOptions::from_url("postgres://h/db")
+                .unwrap()
+                .schema(bad);
             assert!(o.check_schema().is_err(), "{bad:?}");
         }
         let o = PgStoreOptions::from_url("postgres://h/db?schema=ok_1").unwrap();

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerVersion, Job, JobCounts,
-    JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode, SysidLease,
-    WaitingJobtype, WorkWatcher, duration_ms, validate,
+    JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode, SysidLease, WaitingJobtype,
+    WorkWatcher, duration_ms, validate,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{ConnectOptions, Connection, Executor, Row};
@@ -64,9 +64,8 @@ impl PgStore {
     pub async fn connect_with(options: PgStoreOptions) -> Result<Self> {
         options.check_schema()?;
         let schema = options.schema_name().to_owned();
-        let base = PgConnectOptions::from_str(options.url()).map_err(|e| {
-            Error::invalid(format!("invalid PostgreSQL connection options: {e}"))
-        })?;
+        let base = PgConnectOptions::from_str(options.url())
+            .map_err(|e| Error::invalid(format!("invalid PostgreSQL connection options: {e}")))?;
         let mut settings: Vec<(&str, String)> = vec![("search_path", schema.clone())];
         if let Some(t) = options.get_statement_timeout() {
             settings.push(("statement_timeout", t.as_millis().to_string()));
@@ -131,7 +130,11 @@ impl PgStore {
         rows.iter().map(|r| get::<String>(r, 0)).collect()
     }
 
-    async fn ids_query(&self, what: &str, query: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>) -> Result<Vec<String>> {
+    async fn ids_query(
+        &self,
+        what: &str,
+        query: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> Result<Vec<String>> {
         let rows = query
             .fetch_all(&self.pool)
             .await
@@ -257,7 +260,9 @@ impl JobStore for PgStore {
             // ordinary batch), at least one job each.
             let mut end = start;
             let mut bytes = 0;
-            while end < jobs.len() && (end == start || bytes + jobs[end].data.len() <= Self::ADD_CHUNK_BYTES) {
+            while end < jobs.len()
+                && (end == start || bytes + jobs[end].data.len() <= Self::ADD_CHUNK_BYTES)
+            {
                 bytes += jobs[end].data.len();
                 end += 1;
             }
@@ -436,12 +441,10 @@ impl JobStore for PgStore {
             let state: String = get(r, 1)?;
             let code: Option<String> = get(r, 2)?;
             let n = count(get(r, 3)?);
-            let c = by_type
-                .entry(jobtype.clone())
-                .or_insert_with(|| JobCounts {
-                    jobtype,
-                    ..JobCounts::default()
-                });
+            let c = by_type.entry(jobtype.clone()).or_insert_with(|| JobCounts {
+                jobtype,
+                ..JobCounts::default()
+            });
             match (state.as_str(), code) {
                 ("waiting", _) => c.waiting += n,
                 ("scheduled", _) => c.scheduled += n,
@@ -452,7 +455,9 @@ impl JobStore for PgStore {
                     *c.archived.entry(code).or_default() += n;
                 }
                 (other, _) => {
-                    return Err(Error::backend_msg(format!("unexpected job state {other:?}")));
+                    return Err(Error::backend_msg(format!(
+                        "unexpected job state {other:?}"
+                    )));
                 }
             }
         }

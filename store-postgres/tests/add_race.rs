@@ -59,7 +59,6 @@ async fn race(store: &PgStore) -> Result<(), String> {
     // Meanwhile a journal replay adds "x" again: it waits on the row lock.
     let adder = {
         let replay = [NewJob::new("x", "t", "replayed")];
-        let store = &*store;
         async move { store.add_jobs(&replay, T0 + 2).await }
     };
     let commit = async {
@@ -71,7 +70,9 @@ async fn race(store: &PgStore) -> Result<(), String> {
     let added = added.map_err(|e| e.to_string())?;
 
     if !added.new.is_empty() || added.existing != ["x"] {
-        return Err(format!("the replayed add was not reported as existing: {added:?}"));
+        return Err(format!(
+            "the replayed add was not reported as existing: {added:?}"
+        ));
     }
     let job = store
         .get_job("x")

@@ -28,11 +28,7 @@ async fn factory() -> Option<TestStore> {
             eprintln!("could not drop schema {schema}: {e}");
         }
     };
-    Some(
-        TestStore::new(store)
-            .with_peer(peer)
-            .with_cleanup(cleanup),
-    )
+    Some(TestStore::new(store).with_peer(peer).with_cleanup(cleanup))
 }
 
 jobstore_conformance::conformance_tests!(factory);

@@ -55,7 +55,8 @@ impl Server {
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free port: {e}"))?
             .port();
-        let dir = std::env::temp_dir().join(format!("jobstore-pg-restart-{}-{port}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("jobstore-pg-restart-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("mkdir {dir:?}: {e}"))?;
         let server = Server { dir, port };
         let chown = Command::new("chown")
@@ -87,7 +88,14 @@ impl Server {
             self.dir.display()
         );
         let log = self.dir.join("log");
-        self.pg_ctl(&["-o", &opts, "-l", log.to_str().unwrap_or_default(), "-w", "start"])
+        self.pg_ctl(&[
+            "-o",
+            &opts,
+            "-l",
+            log.to_str().unwrap_or_default(),
+            "-w",
+            "start",
+        ])
     }
 
     fn stop(&self, mode: &str) -> Result<(), String> {
@@ -117,15 +125,21 @@ async fn woken_for(w: &mut WorkWatcher, jobtype: &str, within: Duration) -> bool
         if left.is_zero() {
             return false;
         }
-        if let Wakeup::Work(types) = w.wait(left).await {
-            if types.contains(jobtype) {
-                return true;
-            }
+        if let Wakeup::Work(types) = w.wait(left).await
+            && types.contains(jobtype)
+        {
+            return true;
         }
     }
 }
 
-async fn down_then_up(server: &Server, store: &PgStore, w: &mut WorkWatcher, mode: &str, round: i64) {
+async fn down_then_up(
+    server: &Server,
+    store: &PgStore,
+    w: &mut WorkWatcher,
+    mode: &str,
+    round: i64,
+) {
     let id = format!("job-{mode}");
     store
         .add_jobs(&[NewJob::new(id.clone(), "t", "x")], T0 + round)
@@ -135,7 +149,11 @@ async fn down_then_up(server: &Server, store: &PgStore, w: &mut WorkWatcher, mod
     server.stop(mode).expect("stop");
     for attempt in 0..2 {
         let err = store.get_job(&id).await.expect_err("server is down");
-        assert_eq!(err.kind(), ErrorKind::Unavailable, "{mode} #{attempt}: {err:?}");
+        assert_eq!(
+            err.kind(),
+            ErrorKind::Unavailable,
+            "{mode} #{attempt}: {err:?}"
+        );
         assert!(err.is_retryable(), "{err}");
     }
     let err = store
