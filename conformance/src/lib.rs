@@ -242,6 +242,7 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(invalid_time_rejected);
         __jobstore_conformance_test!(invalid_lease_rejected);
         __jobstore_conformance_test!(oversized_batch_rejected);
+        __jobstore_conformance_test!(duplicate_ids_in_list_rejected);
         __jobstore_conformance_test!(watch_wakes_on_add);
         __jobstore_conformance_test!(watch_wakes_on_retry);
         __jobstore_conformance_test!(concurrent_claims_exactly_once);

@@ -763,8 +763,14 @@ pub async fn archived_job_never_eligible(c: Ctx) {
     )
     .await
     .unwrap();
-    let far = T0 + 500 * 365 * 24 * 3600 * SEC;
-    assert!(claim(s, "t", 1, OTHER, far).await.is_empty());
+    // Past the archive horizon too: only the lock keeps it out of claims.
+    for far in [T0 + 500 * 365 * 24 * 3600 * SEC, MAX_TIME] {
+        assert!(
+            claim(s, "t", 1, OTHER, far).await.is_empty(),
+            "eligible at {far}"
+        );
+    }
+    let far = MAX_TIME;
     assert!(s.waiting_jobtypes(far).await.unwrap().is_empty());
 }
 
@@ -817,6 +823,9 @@ pub async fn release_after_takeover_fails(c: Ctx) {
     claim(&*c.peer, "t", 1, OTHER, T0 + 61 * SEC).await;
     let taken = get(s, &got[0]).await;
     for how in [
+        Release::Retry {
+            delay: Duration::ZERO,
+        },
         Release::Unget,
         Release::Archive(JobResult::from_status(500)),
         Release::Delete,
@@ -1591,6 +1600,33 @@ pub async fn invalid_lease_rejected(c: Ctx) {
             .len(),
         0
     );
+}
+
+/// An id twice in one renew, release or cancel list is invalid input, and
+/// nothing changes.
+pub async fn duplicate_ids_in_list_rejected(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![
+            NewJob::new("a", "t", ""),
+            NewJob::new("b", "t", "").run_at(T0 + SEC),
+        ],
+        T0,
+    )
+    .await;
+    claim(s, "t", 1, OWNER, T0).await;
+    let twice = ids(&["a", "b", "a"]);
+    let kind = ErrorKind::InvalidInput;
+    assert_kind(s.renew_locks(&twice, OWNER, MIN, T0).await, kind, "renew");
+    assert_kind(
+        s.release_jobs(&twice, OWNER, &Release::Unget, T0).await,
+        kind,
+        "release",
+    );
+    assert_kind(s.cancel_jobs(&ids(&["b", "b"]), T0).await, kind, "cancel");
+    assert_eq!(get(s, "a").await.lock, OWNER);
+    assert_eq!(get(s, "b").await.lock, LOCK_FREE);
 }
 
 /// Batches above `MAX_BATCH` are `TooLarge` and change nothing.

@@ -87,7 +87,8 @@ pub trait JobStore: Send + Sync + Debug {
     /// For each job still locked by `owner`, sets `dt = now + lease`.
     /// Returns the ids renewed (order unspecified); the others are lost to
     /// this owner (archived, deleted, or taken by another after expiry) and
-    /// the caller must stop working on them.
+    /// the caller must stop working on them. An id may appear only once per
+    /// list (as in every id list).
     async fn renew_locks(
         &self,
         ids: &[String],

@@ -130,10 +130,20 @@ pub fn new_jobs(jobs: &[NewJob], caps: &Capabilities, now: Millis) -> Result<()>
     Ok(())
 }
 
-/// A list of job ids for renew, release or cancel.
+/// A list of job ids for renew, release or cancel: size, each id, and each
+/// id at most once.
 pub fn ids(ids: &[String]) -> Result<()> {
     batch("list of job ids", ids.len())?;
-    ids.iter().try_for_each(|i| id(i))
+    let mut seen = HashSet::with_capacity(ids.len());
+    for i in ids {
+        id(i)?;
+        if !seen.insert(i.as_str()) {
+            return Err(Error::invalid(format!(
+                "job id {i:?} appears twice in one list"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The arguments of a claim.
