@@ -3,6 +3,11 @@
 
 use jobstore_conformance::TestStore;
 use jobstore_conformance::services::{redis_url, unique_namespace};
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use futures::FutureExt;
+use jobstore_api::{JobResult, JobStore, LOCK_DONE, NewJob, Release};
 use jobstore_redis::{RedisOptions, RedisStore};
 
 async fn factory() -> Option<TestStore> {
@@ -28,10 +33,6 @@ jobstore_conformance::conformance_tests!(factory);
 /// and release through that handle must still find the job.
 #[test]
 fn stale_jobtype_cache_falls_back_to_the_index() {
-    use std::time::Duration;
-
-    use jobstore_api::{JobResult, JobStore, LOCK_DONE, NewJob, Release};
-
     jobstore_conformance::block_on(async {
         let Some(url) = redis_url().await else {
             return;
@@ -39,6 +40,16 @@ fn stale_jobtype_cache_falls_back_to_the_index() {
         let prefix = unique_namespace();
         let open = || RedisStore::connect_with(&url, RedisOptions::new().prefix(prefix.clone()));
         let (a, b) = (open().await.unwrap(), open().await.unwrap());
+        let outcome = AssertUnwindSafe(scenario(&a, &b)).catch_unwind().await;
+        a.drop_namespace().await.unwrap();
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    });
+}
+
+async fn scenario(a: &RedisStore, b: &RedisStore) {
+    {
         let t0 = 1_700_000_000_000;
         let min = Duration::from_secs(60);
         let x = vec!["x".to_owned()];
@@ -88,6 +99,5 @@ fn stale_jobtype_cache_falls_back_to_the_index() {
         assert_eq!(a.release_jobs(&x, "own-b", &done, later).await.unwrap(), x);
         let job = a.get_job("x").await.unwrap().unwrap();
         assert_eq!((job.jobtype.as_str(), job.lock.as_str()), ("t2", LOCK_DONE));
-        a.drop_namespace().await.unwrap();
-    });
+    }
 }
