@@ -66,7 +66,8 @@ pub trait JobStore: Send + Sync + Debug {
     /// The jobtypes that have at least one eligible job (waiting or expired)
     /// at `now`, each with its count of eligible jobs, capped at
     /// [`Capabilities::waiting_count_cap`] but never over-reported. Order is
-    /// unspecified.
+    /// unspecified. (Counts are exact when all callers' clocks agree; with
+    /// clock skew a job can count as eligible early by up to the skew.)
     async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>>;
 
     /// Atomically picks up to `limit` eligible jobs of `jobtype`, ordered by
@@ -75,6 +76,13 @@ pub trait JobStore: Send + Sync + Debug {
     /// the change, in that order. While the lease is valid no other caller
     /// can claim the same job. `limit == 0` returns nothing; a limit above
     /// [`MAX_CLAIM`](crate::limits::MAX_CLAIM) is `InvalidInput`.
+    ///
+    /// A backend that makes due jobs eligible lazily (moving them from a
+    /// schedule into a ready queue inside the claim) may bound that work per
+    /// claim, to keep claims O(log n); the bound must be at least
+    /// `MAX_CLAIM` and documented. Only when more jobs than the bound fall due
+    /// between two claims may a claim hand out a later job before an earlier
+    /// one still waiting to be moved; no job is ever skipped for good.
     async fn claim_jobs(
         &self,
         jobtype: &str,
