@@ -1,17 +1,28 @@
-//! Throughput of the Redis store: adds/s, claim+archive jobs/s in batches
-//! of 100 with several claimers, and claim latency with 10k vs 1M jobs
-//! waiting.
+//! Throughput of the Redis store, against a minimal reference queue
+//! measured in the same run on the same server with the same clients:
+//! adds/s, claim+archive jobs/s in batches of 100 with several claimers,
+//! server commands and server CPU per job, and claim latency with 10k vs
+//! 1M jobs waiting.
 //!
 //! `cargo bench -p jobstore-redis --bench throughput` against
-//! `JOBSTORE_TEST_REDIS_URL` (default `redis://127.0.0.1:6379`), in a fresh
-//! namespace that is deleted afterwards. `BENCH_JOBS` (default 200,000)
-//! and `BENCH_CLAIMERS` (default 4) change the load.
+//! `JOBSTORE_TEST_REDIS_URL` (default `redis://127.0.0.1:6379`), in fresh
+//! namespaces that are deleted afterwards. `BENCH_JOBS` (default 200,000),
+//! `BENCH_CLAIMERS` (default 4), `BENCH_RUNS` (default 3; medians are
+//! printed) and `BENCH_BIG` (backlog of the second latency test, default
+//! 1,000,000; 0 skips the latency tests) change the load.
+//!
+//! The reference is the least a Redis claim/ack queue can do: one ZSET of
+//! waiting ids and one HASH per job; add = HSET + ZADD, claim = ZPOPMIN +
+//! HSET owner + ZADD to a lock zset, ack = DEL + ZREM; one EVALSHA per
+//! batch. No fencing, no ordering by time, no unique ids, no results.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobstore_api::{JobResult, JobStore, NewJob, Release};
 use jobstore_redis::{RedisOptions, RedisStore};
+use redis::aio::MultiplexedConnection;
 
 const T0: i64 = 1_700_000_000_000;
 const LEASE: Duration = Duration::from_secs(600);
@@ -29,7 +40,7 @@ async fn open(url: &str, prefix: &str) -> RedisStore {
         .expect("connect to redis")
 }
 
-/// Adds `n` jobs of `jobtype` in batches of 1,000 from `adders` tasks;
+/// Adds `n` jobs of `jobtype` in batches of 1,000 from one task per store;
 /// returns the rate.
 async fn add_jobs(stores: &[Arc<RedisStore>], jobtype: &str, n: usize) -> f64 {
     let batches = n.div_ceil(1000);
@@ -104,6 +115,267 @@ async fn claim_archive(stores: &[Arc<RedisStore>], jobtype: &str) -> (usize, f64
     (total, total as f64 / start.elapsed().as_secs_f64())
 }
 
+// ------------------------------------------------------------ reference
+
+const REF_ADD: &str = r"
+-- KEYS queue. ARGV: job key prefix, then id, data, priority...
+local add = {}
+for i = 2, #ARGV, 3 do
+  redis.call('HSET', ARGV[1] .. ARGV[i], 'd', ARGV[i + 1], 'p', ARGV[i + 2])
+  add[#add + 1] = -tonumber(ARGV[i + 2])
+  add[#add + 1] = ARGV[i]
+end
+for i = 1, #add, 1000 do
+  redis.call('ZADD', KEYS[1], unpack(add, i, math.min(i + 999, #add)))
+end
+return #add / 2
+";
+
+const REF_CLAIM: &str = r"
+-- KEYS queue, lock. ARGV: job key prefix, limit, owner, expiry.
+local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[2]))
+local out, lock = {}, {}
+for i = 1, #popped, 2 do
+  local id = popped[i]
+  redis.call('HSET', ARGV[1] .. id, 'l', ARGV[3])
+  lock[#lock + 1] = ARGV[4]
+  lock[#lock + 1] = id
+  out[#out + 1] = id
+end
+if #lock > 0 then
+  redis.call('ZADD', KEYS[2], unpack(lock))
+end
+return out
+";
+
+const REF_ACK: &str = r"
+-- KEYS lock. ARGV: job key prefix, ids...
+for i = 2, #ARGV do
+  redis.call('DEL', ARGV[1] .. ARGV[i])
+end
+return redis.call('ZREM', KEYS[1], unpack(ARGV, 2))
+";
+
+struct Reference {
+    conns: Vec<MultiplexedConnection>,
+    tag: String,
+}
+
+impl Reference {
+    fn key(&self, q: &str, what: &str) -> String {
+        format!("{{{}:{q}}}:{what}", self.tag)
+    }
+
+    async fn add(&self, q: &str, n: usize) -> f64 {
+        let script = Arc::new(redis::Script::new(REF_ADD));
+        let batches = n.div_ceil(1000);
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for (k, conn) in self.conns.iter().enumerate() {
+            let mut c = conn.clone();
+            let script = script.clone();
+            let queue = self.key(q, "queue");
+            let pre = self.key(q, "j:");
+            let per = self.conns.len();
+            let q = q.to_owned();
+            tasks.push(tokio::spawn(async move {
+                let mut b = k;
+                while b < batches {
+                    let mut inv = script.prepare_invoke();
+                    inv.key(&queue).arg(&pre);
+                    for i in b * 1000..((b + 1) * 1000).min(n) {
+                        inv.arg(format!("{q}-{i:08}"))
+                            .arg(vec![b'x'; 100])
+                            .arg((i % 3) as i32);
+                    }
+                    let _: i64 = inv.invoke_async(&mut c).await.expect("reference add");
+                    b += per;
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        n as f64 / start.elapsed().as_secs_f64()
+    }
+
+    async fn claim_ack(&self, q: &str) -> (usize, f64) {
+        let claim = Arc::new(redis::Script::new(REF_CLAIM));
+        let ack = Arc::new(redis::Script::new(REF_ACK));
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for (k, conn) in self.conns.iter().enumerate() {
+            let mut c = conn.clone();
+            let (claim, ack) = (claim.clone(), ack.clone());
+            let queue = self.key(q, "queue");
+            let lock = self.key(q, "lock");
+            let pre = self.key(q, "j:");
+            tasks.push(tokio::spawn(async move {
+                let owner = format!("claimer-{k}");
+                let mut done = 0;
+                loop {
+                    let ids: Vec<String> = claim
+                        .key(&queue)
+                        .key(&lock)
+                        .arg(&pre)
+                        .arg(100)
+                        .arg(&owner)
+                        .arg(T0 + 600_000)
+                        .invoke_async(&mut c)
+                        .await
+                        .expect("reference claim");
+                    if ids.is_empty() {
+                        break done;
+                    }
+                    let n: usize = ack
+                        .key(&lock)
+                        .arg(&pre)
+                        .arg(&ids)
+                        .invoke_async(&mut c)
+                        .await
+                        .expect("reference ack");
+                    assert_eq!(n, ids.len());
+                    done += n;
+                }
+            }));
+        }
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.unwrap();
+        }
+        (total, total as f64 / start.elapsed().as_secs_f64())
+    }
+
+    async fn drop_keys(&self) {
+        let mut c = self.conns[0].clone();
+        let pattern = format!("{{{}:*", self.tag);
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut c)
+                .await
+                .expect("SCAN");
+            for key in keys {
+                let _: i64 = redis::cmd("UNLINK")
+                    .arg(key)
+                    .query_async(&mut c)
+                    .await
+                    .expect("UNLINK");
+            }
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------ server stats
+
+/// Commands (calls, µs) from `INFO commandstats` and server CPU seconds.
+#[derive(Default, Clone)]
+struct Snapshot {
+    cmds: BTreeMap<String, (u64, u64)>,
+    cpu: f64,
+    client_cpu: f64,
+}
+
+/// CPU seconds (user + system) of this process, from `/proc/self/stat`
+/// (0 where that file does not exist).
+fn client_cpu() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces): utime is the
+    // 12th, stime the 13th, in clock ticks (100 per second on Linux).
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) / 100.0
+}
+
+async fn snapshot(c: &mut MultiplexedConnection) -> Snapshot {
+    let text: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(c)
+        .await
+        .expect("INFO commandstats");
+    let mut s = Snapshot {
+        client_cpu: client_cpu(),
+        ..Snapshot::default()
+    };
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("cmdstat_") else {
+            continue;
+        };
+        let Some((name, fields)) = rest.split_once(':') else {
+            continue;
+        };
+        let mut calls = 0;
+        let mut usec = 0;
+        for f in fields.split(',') {
+            if let Some(v) = f.strip_prefix("calls=") {
+                calls = v.trim().parse().unwrap_or(0);
+            } else if let Some(v) = f.strip_prefix("usec=") {
+                usec = v.trim().parse().unwrap_or(0);
+            }
+        }
+        s.cmds.insert(name.to_owned(), (calls, usec));
+    }
+    let cpu: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(c)
+        .await
+        .expect("INFO cpu");
+    for line in cpu.lines() {
+        if let Some(v) = line
+            .strip_prefix("used_cpu_sys:")
+            .or_else(|| line.strip_prefix("used_cpu_user:"))
+        {
+            s.cpu += v.trim().parse::<f64>().unwrap_or(0.0);
+        }
+    }
+    s
+}
+
+/// Server commands per job between two snapshots, as text.
+fn per_job(a: &Snapshot, b: &Snapshot, jobs: usize) -> String {
+    let mut parts = Vec::new();
+    let mut total = 0.0;
+    for (name, (calls, usec)) in &b.cmds {
+        let (c0, u0) = a.cmds.get(name).copied().unwrap_or((0, 0));
+        let dc = calls - c0;
+        if dc == 0 || name == "info" {
+            continue;
+        }
+        let per = dc as f64 / jobs as f64;
+        if !name.starts_with("eval") {
+            total += per;
+        }
+        parts.push(format!(
+            "{name} {per:.3} ({:.2} µs/call)",
+            (usec - u0) as f64 / dc as f64
+        ));
+    }
+    format!(
+        "{total:.2} keyed commands/job, server CPU {:.1} µs/job, client CPU {:.1} µs/job: {}",
+        (b.cpu - a.cpu) * 1e6 / jobs as f64,
+        (b.client_cpu - a.client_cpu) * 1e6 / jobs as f64,
+        parts.join(", ")
+    )
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// Claim latency: `rounds` claims of 100 from a queue of `waiting` jobs;
 /// each batch is handed back (unget) so the backlog stays the same.
 async fn claim_latency(store: &RedisStore, jobtype: &str, rounds: usize) -> (Duration, Duration) {
@@ -136,33 +408,96 @@ fn main() {
             .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
         let n = env("BENCH_JOBS", 200_000);
         let claimers = env("BENCH_CLAIMERS", 4);
-        let prefix = format!("bench_{}", &jobstore_api::new_token()[..8]);
+        let runs = env("BENCH_RUNS", 3).max(1);
+        let token = jobstore_api::new_token();
+        let prefix = format!("bench_{}", &token[..8]);
         let mut stores = Vec::new();
         for _ in 0..claimers {
             stores.push(Arc::new(open(&url, &prefix).await));
         }
-        println!("redis store benchmark: {url}, {n} jobs, {claimers} clients, prefix {prefix}");
-
-        let rate = add_jobs(&stores, "bench", n).await;
-        println!("adds:              {rate:>10.0} jobs/s (batches of 1,000, 100-byte payloads)");
-
-        let (total, rate) = claim_archive(&stores, "bench").await;
-        assert_eq!(total, n, "every job claimed and archived once");
-        println!("claim+archive:     {rate:>10.0} jobs/s (batches of 100, {claimers} claimers)");
-
-        let store = &stores[0];
-        add_jobs(&stores, "lat10k", 10_000).await;
-        let (p50, p99) = claim_latency(store, "lat10k", 300).await;
-        println!("claim latency 10k: p50 {p50:>9.2?}  p99 {p99:>9.2?} (claim of 100)");
-        let big = env("BENCH_BIG", 1_000_000);
-        add_jobs(&stores, "lat1m", big).await;
-        let (p50, p99) = claim_latency(store, "lat1m", 300).await;
+        let client = redis::Client::open(url.as_str()).expect("URL");
+        let mut conns = Vec::new();
+        for _ in 0..claimers {
+            conns.push(
+                client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .expect("connect"),
+            );
+        }
+        let reference = Reference {
+            conns,
+            tag: format!("benchref_{}", &token[8..16]),
+        };
+        let mut admin = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
         println!(
-            "claim latency {}k: p50 {p50:>9.2?}  p99 {p99:>9.2?} (claim of 100)",
-            big / 1000
+            "redis store benchmark: {url}, {n} jobs, {claimers} clients, {runs} runs, prefix {prefix}"
         );
 
+        let (mut adds, mut ref_adds, mut cas, mut ref_cas) = (vec![], vec![], vec![], vec![]);
+        for run in 0..runs {
+            let jt = format!("bench{run}");
+            let s0 = snapshot(&mut admin).await;
+            let add = add_jobs(&stores, &jt, n).await;
+            let s1 = snapshot(&mut admin).await;
+            let (total, ca) = claim_archive(&stores, &jt).await;
+            let s2 = snapshot(&mut admin).await;
+            assert_eq!(total, n, "every job claimed and archived once");
+            let radd = reference.add(&jt, n).await;
+            let s3 = snapshot(&mut admin).await;
+            let (rtotal, rca) = reference.claim_ack(&jt).await;
+            let s4 = snapshot(&mut admin).await;
+            assert_eq!(rtotal, n, "every reference job claimed and acked once");
+            println!(
+                "run {run}: adds {add:>7.0}/s  ref {radd:>7.0}/s  ratio {:.2} | claim+archive {ca:>7.0}/s  ref {rca:>7.0}/s  ratio {:.2}",
+                add / radd,
+                ca / rca
+            );
+            if run == 0 {
+                println!("  jobstore add:           {}", per_job(&s0, &s1, n));
+                println!("  jobstore claim+archive: {}", per_job(&s1, &s2, n));
+                println!("  reference add:          {}", per_job(&s2, &s3, n));
+                println!("  reference claim+ack:    {}", per_job(&s3, &s4, n));
+            }
+            adds.push(add);
+            ref_adds.push(radd);
+            cas.push(ca);
+            ref_cas.push(rca);
+        }
+        let (a, ra, c, rc) = (
+            median(&adds),
+            median(&ref_adds),
+            median(&cas),
+            median(&ref_cas),
+        );
+        println!(
+            "median adds:          {a:>8.0} jobs/s, reference {ra:>8.0} jobs/s, ratio {:.2} (batches of 1,000, 100-byte payloads)",
+            a / ra
+        );
+        println!(
+            "median claim+archive: {c:>8.0} jobs/s, reference {rc:>8.0} jobs/s, ratio {:.2} (batches of 100, {claimers} claimers)",
+            c / rc
+        );
+
+        let store = &stores[0];
+        let big = env("BENCH_BIG", 1_000_000);
+        if big > 0 {
+            add_jobs(&stores, "lat10k", 10_000).await;
+            let (p50, p99) = claim_latency(store, "lat10k", 300).await;
+            println!("claim latency 10k: p50 {p50:>9.2?}  p99 {p99:>9.2?} (claim of 100)");
+            add_jobs(&stores, "lat1m", big).await;
+            let (p50, p99) = claim_latency(store, "lat1m", 300).await;
+            println!(
+                "claim latency {}k: p50 {p50:>9.2?}  p99 {p99:>9.2?} (claim of 100)",
+                big / 1000
+            );
+        }
+
         let removed = store.drop_namespace().await.expect("drop namespace");
+        reference.drop_keys().await;
         println!("(removed {removed} keys)");
     });
 }
