@@ -337,7 +337,12 @@ mod reference {
         (per_task * tasks) as f64 / start.elapsed().as_secs_f64()
     }
 
-    pub async fn drain(q: &Arc<RefQueue>, claimers: usize, size: usize, how: Finish) -> (usize, f64) {
+    pub async fn drain(
+        q: &Arc<RefQueue>,
+        claimers: usize,
+        size: usize,
+        how: Finish,
+    ) -> (usize, f64) {
         let start = Instant::now();
         let mut handles = Vec::new();
         for c in 0..claimers {

@@ -1,21 +1,42 @@
 -- Claims up to $3 eligible jobs of jobtype $1 at now = $2 for owner $4 with
--- lease expiry $5. `jobs` holds no archived rows, so "eligible" is just
--- dt <= now: one range of the claim index, read in claim order. SKIP LOCKED
--- lets concurrent claimers pass each other's rows instead of queueing.
+-- lease expiry $5. Eligible jobs are free ones with dt <= now (the front of
+-- the jobtype's range in `jobs_free`, read in claim order) and leased ones
+-- whose lease expired (the range dt <= now of `jobs_leased`, sorted: expired
+-- leases are few). `jobs` holds no archived rows. The merge of both, in
+-- claim order, stops after $3 rows. Each branch locks up to $3 rows; those
+-- the merge does not take are left unchanged (and unlocked when the
+-- statement ends; the expired branch is normally empty). SKIP LOCKED
+-- lets concurrent claimers pass each other's rows instead of queueing. A row
+-- another transaction just claimed is re-checked on its new version before
+-- it is locked. The update finds each locked row by its ctid (the version
+-- just locked, which nobody else can change before this statement ends).
 -- UPDATE ... RETURNING does not keep order: the final SELECT restores it
 -- (by the dt each job had before the claim).
 WITH picked AS (
-    SELECT id, dt
-    FROM jobs
-    WHERE jobtype = $1 AND dt <= $2
+    SELECT * FROM (
+        SELECT ctid AS tid, id, priority, dt
+        FROM jobs
+        WHERE jobtype = $1 AND lock = '' AND dt <= $2
+        ORDER BY priority DESC, dt, id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    ) free
+    UNION ALL
+    SELECT * FROM (
+        SELECT ctid AS tid, id, priority, dt
+        FROM jobs
+        WHERE jobtype = $1 AND lock <> '' AND dt <= $2
+        ORDER BY priority DESC, dt, id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    ) expired
     ORDER BY priority DESC, dt, id
     LIMIT $3
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs j
     SET lock = $4, dt = $5, attempts = j.attempts + 1
     FROM picked p
-    WHERE j.id = p.id
+    WHERE j.ctid = p.tid AND j.id = p.id
     RETURNING j.id, j.jobtype, j.data, j.priority, j.dt, j.lock, j.attempts, j.create_dt,
               p.dt AS was_dt
 )
