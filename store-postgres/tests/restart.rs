@@ -1,7 +1,15 @@
-//! A private PostgreSQL 15 is stopped and started again under a store: calls
-//! made while it is down fail with a retryable `Unavailable` error, and the
-//! next call after it is back succeeds without reconnecting by hand. The
-//! work listener reconnects by itself too.
+//! A private PostgreSQL server is stopped and started again under a store:
+//! calls made while it is down fail with a retryable `Unavailable` error,
+//! and the next call after it is back succeeds without reconnecting by
+//! hand. The work listener reconnects by itself too.
+//!
+//! The server binaries (`initdb`, `pg_ctl`) are those of the newest
+//! `/usr/lib/postgresql/<version>/bin` (Debian and Ubuntu packages), or of
+//! the directory named by `JOBSTORE_PG_BIN`. PostgreSQL refuses to run as
+//! root: as root the test runs them as the `postgres` user (`runuser`),
+//! otherwise as the current user. With no server binaries at all the test
+//! prints a skip notice, or fails when `JOBSTORE_REQUIRE_BACKENDS` names
+//! `postgres`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,28 +19,75 @@ use jobstore_api::{ErrorKind, JobStore, NewJob, Wakeup, WorkWatcher};
 use jobstore_conformance::services::skip;
 use jobstore_postgres::PgStore;
 
-const BIN: &str = "/usr/lib/postgresql/15/bin";
 const T0: i64 = 1_700_000_000_000;
+
+/// The directory holding `initdb` and `pg_ctl`: `JOBSTORE_PG_BIN`, else the
+/// newest `/usr/lib/postgresql/<version>/bin` that has both.
+fn server_bin() -> Option<PathBuf> {
+    let has_both = |d: &Path| d.join("initdb").is_file() && d.join("pg_ctl").is_file();
+    if let Some(dir) = std::env::var_os("JOBSTORE_PG_BIN").filter(|d| !d.is_empty()) {
+        let dir = PathBuf::from(dir);
+        return has_both(&dir).then_some(dir);
+    }
+    let mut found: Vec<(Vec<u64>, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let version: Vec<u64> = e
+                .file_name()
+                .to_str()?
+                .split('.')
+                .map(|p| p.parse().ok())
+                .collect::<Option<_>>()?;
+            let bin = e.path().join("bin");
+            has_both(&bin).then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, bin)| bin)
+}
+
+/// Whether this process runs as root (then the server runs as `postgres`).
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
 
 /// A private server in a temp dir; stopped (immediately) and removed on drop,
 /// whether the test passed or not.
 struct Server {
+    bin: PathBuf,
+    as_postgres: bool,
     dir: PathBuf,
     port: u16,
 }
 
 impl Server {
-    fn run(&self, args: &[&str]) -> Result<(), String> {
-        let out = Command::new("runuser")
-            .args(["-u", "postgres", "--"])
+    fn run(&self, program: &str, args: &[&str]) -> Result<(), String> {
+        let program = self.bin.join(program);
+        let mut cmd = if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&program);
+            c
+        } else {
+            Command::new(&program)
+        };
+        let out = cmd
             .args(args)
             .output()
-            .map_err(|e| format!("runuser {args:?}: {e}"))?;
+            .map_err(|e| format!("{} {args:?}: {e}", program.display()))?;
         if out.status.success() {
             Ok(())
         } else {
             Err(format!(
-                "{args:?} failed: {}\n{}",
+                "{} {args:?} failed: {}\n{}",
+                program.display(),
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             ))
@@ -40,17 +95,13 @@ impl Server {
     }
 
     fn pg_ctl(&self, args: &[&str]) -> Result<(), String> {
-        let pg_ctl = format!("{BIN}/pg_ctl");
         let data = self.dir.join("data");
-        let mut all = vec![pg_ctl.as_str(), "-D", data.to_str().unwrap_or_default()];
+        let mut all = vec!["-D", data.to_str().unwrap_or_default()];
         all.extend_from_slice(args);
-        self.run(&all)
+        self.run("pg_ctl", &all)
     }
 
-    fn create() -> Result<Server, String> {
-        if !Path::new(BIN).join("initdb").exists() {
-            return Err(format!("{BIN}/initdb is not installed"));
-        }
+    fn create(bin: PathBuf) -> Result<Server, String> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free port: {e}"))?
@@ -58,25 +109,34 @@ impl Server {
         let dir =
             std::env::temp_dir().join(format!("jobstore-pg-restart-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("mkdir {dir:?}: {e}"))?;
-        let server = Server { dir, port };
-        let chown = Command::new("chown")
-            .args(["-R", "postgres"])
-            .arg(&server.dir)
-            .status()
-            .map_err(|e| format!("chown: {e}"))?;
-        if !chown.success() {
-            return Err("chown of the temp dir to postgres failed".into());
+        let server = Server {
+            bin,
+            as_postgres: running_as_root(),
+            dir,
+            port,
+        };
+        if server.as_postgres {
+            let chown = Command::new("chown")
+                .args(["-R", "postgres"])
+                .arg(&server.dir)
+                .status()
+                .map_err(|e| format!("chown: {e}"))?;
+            if !chown.success() {
+                return Err("chown of the temp dir to postgres failed".into());
+            }
         }
         let data = server.dir.join("data");
-        server.run(&[
-            &format!("{BIN}/initdb"),
-            "-D",
-            data.to_str().unwrap_or_default(),
-            "-A",
-            "trust",
-            "-U",
-            "postgres",
-        ])?;
+        server.run(
+            "initdb",
+            &[
+                "-D",
+                data.to_str().unwrap_or_default(),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+            ],
+        )?;
         server.start()?;
         Ok(server)
     }
@@ -194,13 +254,17 @@ async fn down_then_up(
 
 #[test]
 fn store_survives_server_restart() {
-    let server = match Server::create() {
-        Ok(s) => s,
-        Err(why) => {
-            skip::<()>("postgres", &format!("no private PostgreSQL server: {why}"));
-            return;
-        }
+    let Some(bin) = server_bin() else {
+        skip::<()>(
+            "postgres",
+            "no PostgreSQL server binaries (initdb, pg_ctl) in /usr/lib/postgresql/*/bin \
+             or JOBSTORE_PG_BIN, needed for the restart test",
+        );
+        return;
     };
+    // Binaries present: from here on, any failure to run the server is a
+    // test failure, not a skip.
+    let server = Server::create(bin).expect("private PostgreSQL server");
     jobstore_conformance::block_on(async {
         let store = PgStore::connect(&server.url()).await.expect("connect");
         let mut watcher = store.watch().await.expect("watch");
