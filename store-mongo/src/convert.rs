@@ -22,7 +22,7 @@ pub(crate) mod f {
     pub const DONE_DT: &str = "done_dt";
     pub const RESULT: &str = "result";
     pub const CLAIM_TOK: &str = "claim_tok";
-    pub const OP_TOK: &str = "op_tok";
+    pub const OP_TOKS: &str = "op_toks";
 }
 
 /// Bytes as BSON binary, subtype 0 (generic).

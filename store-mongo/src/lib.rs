@@ -5,10 +5,15 @@ mod errors;
 mod store;
 
 use std::fmt;
+use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use jobstore_api::{Error, Result};
 use mongodb::bson::{Document, doc};
-use mongodb::options::{ClientOptions, IndexOptions};
+use mongodb::options::{
+    ClientOptions, CollectionOptions, IndexOptions, ReadConcern, ReadPreference, SelectionCriteria,
+    WriteConcern,
+};
 use mongodb::{Client, Collection, Database, IndexModel};
 
 /// The URL parameter that sets the collection prefix (removed before the
@@ -44,6 +49,16 @@ impl MongoOptions {
     }
 }
 
+/// Called by a store after some of an operation's round trips, with the
+/// operation's name and the number of the round trip just finished; the
+/// operation continues when the returned future completes, and fails as if
+/// that round trip had failed when it gives an error. Tests use it to place
+/// another caller's operations between two round trips of one call, and to
+/// fail or cancel a call at a chosen point.
+#[doc(hidden)]
+pub type RoundTripHook =
+    Arc<dyn Fn(&'static str, usize) -> BoxFuture<'static, Result<()>> + Send + Sync>;
+
 /// A [`JobStore`](jobstore_api::JobStore) on MongoDB. Cheap to clone: clones
 /// share the driver's connection pool.
 #[derive(Clone)]
@@ -55,6 +70,7 @@ pub struct MongoStore {
     handlers: Collection<Document>,
     sysids: Collection<Document>,
     counters: Collection<Document>,
+    hook: Option<RoundTripHook>,
 }
 
 impl fmt::Debug for MongoStore {
@@ -78,6 +94,14 @@ impl MongoStore {
     /// Like [`connect`](Self::connect), with the database and prefix set in
     /// code (each overriding the URL).
     pub async fn connect_with(url: &str, options: MongoOptions) -> Result<Self> {
+        let store = Self::open(url, options).await?;
+        store.create_indexes().await?;
+        Ok(store)
+    }
+
+    /// The store for `url` and `options`, without contacting the server
+    /// (a `mongodb+srv://` URL is resolved through DNS, though).
+    async fn open(url: &str, options: MongoOptions) -> Result<Self> {
         let (driver_url, url_prefix) = split_own_params(url)?;
         let mut client_options =
             ClientOptions::parse(&driver_url)
@@ -101,7 +125,12 @@ impl MongoStore {
         let client = Client::with_options(client_options)
             .map_err(|e| Error::invalid(format!("invalid MongoDB client options: {e}")))?;
         let db = client.database(&database);
-        let coll = |name: &str| db.collection::<Document>(&format!("{prefix}{name}"));
+        let coll = |name: &str| {
+            db.collection_with_options::<Document>(
+                &format!("{prefix}{name}"),
+                pinned_collection_options(),
+            )
+        };
         let store = MongoStore {
             jobs: coll("jobs"),
             handlers: coll("handlers"),
@@ -110,8 +139,8 @@ impl MongoStore {
             client,
             db: db.clone(),
             prefix,
+            hook: None,
         };
-        store.create_indexes().await?;
         Ok(store)
     }
 
@@ -147,6 +176,21 @@ impl MongoStore {
         Ok(())
     }
 
+    /// Installs a [`RoundTripHook`] (tests only).
+    #[doc(hidden)]
+    pub fn with_round_trip_hook(mut self, hook: RoundTripHook) -> Self {
+        self.hook = Some(hook);
+        self
+    }
+
+    /// Runs the hook, if any, after round trip `n` of `op`.
+    pub(crate) async fn after_round_trip(&self, op: &'static str, n: usize) -> Result<()> {
+        match &self.hook {
+            Some(hook) => hook(op, n).await,
+            None => Ok(()),
+        }
+    }
+
     /// The database the store lives in.
     pub fn database(&self) -> &Database {
         &self.db
@@ -174,6 +218,26 @@ impl MongoStore {
         }
         Ok(())
     }
+}
+
+/// The read preference and concerns of every collection of the store,
+/// whatever the URL asks for: each operation that reads back what it just
+/// wrote (claims, renewals, releases, cancels) must read it on the node it
+/// wrote to, and must be told exactly what the write matched.
+///
+/// - read preference `primary`: a secondary may not have the write yet;
+/// - read concern `local`: on the primary, a read sees every write
+///   acknowledged before it;
+/// - write concern `majority` (no time limit; journaled as the server's
+///   `writeConcernMajorityJournalDefault` says): an acknowledged write
+///   survives a failover, so what a call reported stays true, and an
+///   unacknowledged `w: 0` can never make a call guess its outcome.
+fn pinned_collection_options() -> CollectionOptions {
+    CollectionOptions::builder()
+        .selection_criteria(SelectionCriteria::ReadPreference(ReadPreference::Primary))
+        .read_concern(ReadConcern::local())
+        .write_concern(WriteConcern::majority())
+        .build()
 }
 
 /// Splits this store's own parameters off `url`: the URL for the driver,
@@ -265,6 +329,48 @@ mod tests {
         assert!(check_prefix("app1.q_").is_ok());
         assert!(check_prefix("a$").is_err());
         assert!(check_prefix(&"p".repeat(65)).is_err());
+    }
+
+    /// Review finding 1: the URL's read preference and concerns never
+    /// reach the store's collections.
+    #[tokio::test]
+    async fn collections_pin_read_preference_and_concerns() {
+        let url = "mongodb://127.0.0.1:1/db?replicaSet=rs&readPreference=secondaryPreferred\
+                   &readConcernLevel=available&w=0&wtimeoutMS=5&jobstore_prefix=p_";
+        let store = MongoStore::open(url, MongoOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(store.prefix(), "p_");
+        for coll in [&store.jobs, &store.handlers, &store.sysids, &store.counters] {
+            assert!(
+                matches!(
+                    coll.selection_criteria(),
+                    Some(SelectionCriteria::ReadPreference(ReadPreference::Primary))
+                ),
+                "{}: {:?}",
+                coll.name(),
+                coll.selection_criteria()
+            );
+            assert_eq!(
+                coll.read_concern(),
+                Some(&ReadConcern::local()),
+                "{}",
+                coll.name()
+            );
+            assert_eq!(
+                coll.write_concern(),
+                Some(&WriteConcern::majority()),
+                "{}",
+                coll.name()
+            );
+        }
+        // The URL's options did reach the client (so the pin is what wins).
+        let client = store.client();
+        assert!(client.selection_criteria().is_some());
+        assert_eq!(
+            client.write_concern().and_then(|w| w.w.clone()),
+            Some(mongodb::options::Acknowledgment::Nodes(0))
+        );
     }
 
     #[tokio::test]

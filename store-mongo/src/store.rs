@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 use jobstore_api::*;
+use mongodb::Collection;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ReturnDocument;
 
@@ -25,8 +26,13 @@ pub const WAITING_COUNT_CAP: u64 = 1_000;
 /// Most find/update/read-back rounds in one claim.
 const CLAIM_ROUNDS: usize = 4;
 
-/// How many per-jobtype counts run at once in `waiting_jobtypes`.
-const COUNT_CONCURRENCY: usize = 16;
+/// How many jobtypes one `waiting_jobtypes` aggregation counts: one
+/// `$unionWith` stage each, well under MongoDB's limit of 1000 stages in a
+/// pipeline (even counting the three stages of each sub-pipeline).
+const JOBTYPES_PER_COUNT: usize = 200;
+
+/// How many `waiting_jobtypes` aggregations run at once.
+const COUNT_CONCURRENCY: usize = 4;
 
 /// The filter of eligible jobs (waiting or expired) at `now`.
 fn eligible(now: Millis) -> Document {
@@ -49,17 +55,90 @@ struct Candidate {
     dt: Millis,
 }
 
-impl MongoStore {
-    /// The ids among `ids` whose documents carry `field == token`.
-    async fn ids_with_token(
-        &self,
+/// How many operation tokens a job keeps (`op_toks`, newest last): a
+/// renew, release or cancel finds its own token in the read-back unless
+/// this many later operations changed the same job in between.
+const OP_TOKS_KEPT: i32 = 16;
+
+/// The update that appends `token` to a job's `op_toks`, keeping the last
+/// [`OP_TOKS_KEPT`].
+fn push_op_token(token: &str) -> Document {
+    doc! { f::OP_TOKS: { "$each": [token], "$slice": -OP_TOKS_KEPT } }
+}
+
+/// The jobs one claim round locked and has not handed out yet: while armed,
+/// dropping it (the caller's future was cancelled) gives them back from a
+/// spawned task; [`undo`](Self::undo) gives them back in place.
+struct Unclaim {
+    jobs: Collection<Document>,
+    filter: Document,
+    update: Document,
+    armed: bool,
+}
+
+impl Unclaim {
+    /// The jobs among `ids` that the claim with `token` locked for `owner`.
+    fn new(
+        jobs: &Collection<Document>,
         ids: &[&str],
-        field: &str,
         token: &str,
-    ) -> Result<HashSet<String>> {
+        owner: &str,
+        now: Millis,
+    ) -> Self {
+        Unclaim {
+            jobs: jobs.clone(),
+            filter: doc! { f::ID: { "$in": ids }, f::CLAIM_TOK: token, f::LOCK: owner },
+            // As `Release::Unget`: free again at once, the attempt uncounted.
+            update: doc! {
+                "$set": { f::LOCK: LOCK_FREE, f::DT: now },
+                "$inc": { f::ATTEMPTS: -1_i64 },
+            },
+            armed: true,
+        }
+    }
+
+    /// Gives the jobs back now (best effort: a failure is logged, and the
+    /// jobs come back when their lease runs out).
+    async fn undo(&mut self) {
+        let r = self
+            .jobs
+            .update_many(self.filter.clone(), self.update.clone())
+            .await;
+        self.armed = false;
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "could not give back the jobs of a failed claim; they come back after their lease");
+        }
+    }
+
+    /// The jobs were handed out: nothing to give back.
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Unclaim {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (jobs, filter, update) = (self.jobs.clone(), self.filter.clone(), self.update.clone());
+        runtime.spawn(async move {
+            if let Err(e) = jobs.update_many(filter, update).await {
+                tracing::warn!(error = %e, "could not give back the jobs of a cancelled claim; they come back after their lease");
+            }
+        });
+    }
+}
+
+impl MongoStore {
+    /// The ids among `ids` whose documents carry `token` in `op_toks`.
+    async fn ids_with_token(&self, ids: &[&str], token: &str) -> Result<HashSet<String>> {
         let docs: Vec<Document> = self
             .jobs
-            .find(doc! { f::ID: { "$in": ids }, field: token })
+            .find(doc! { f::ID: { "$in": ids }, f::OP_TOKS: token })
             .projection(doc! { f::ID: 1 })
             .await
             .map_err(|e| errors::map("find", e))?
@@ -71,25 +150,24 @@ impl MongoStore {
             .collect()
     }
 
-    /// One `update_many` over `ids` restricted by `filter`, stamping a fresh
-    /// `op_tok`; returns the ids it changed, in `ids` order (a second round
-    /// trip only when it did not change them all).
+    /// One `update_many` over `ids` restricted by `filter`, appending a
+    /// fresh token to `op_toks`; returns the ids it changed, in `ids`
+    /// order, and the token (a second round trip, the read-back of the
+    /// token, only when it did not change them all).
     async fn update_ids(
         &self,
-        what: &str,
-        ids: &[String],
+        what: &'static str,
+        ids: &[&str],
         mut filter: Document,
-        mut set: Document,
+        set: Document,
         inc: Option<Document>,
-    ) -> Result<Vec<String>> {
-        let ids = distinct(ids);
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
+    ) -> Result<(Vec<String>, String)> {
         let token = new_token();
-        filter.insert(f::ID, doc! { "$in": &ids });
-        set.insert(f::OP_TOK, &token);
-        let mut update = doc! { "$set": set };
+        if ids.is_empty() {
+            return Ok((Vec::new(), token));
+        }
+        filter.insert(f::ID, doc! { "$in": ids });
+        let mut update = doc! { "$set": set, "$push": push_op_token(&token) };
         if let Some(inc) = inc {
             update.insert("$inc", inc);
         }
@@ -98,61 +176,124 @@ impl MongoStore {
             .update_many(filter, update)
             .await
             .map_err(|e| errors::map(what, e))?;
+        self.after_round_trip(what, 1).await?;
         let changed: Vec<&str> = if r.matched_count == 0 {
             Vec::new()
         } else if r.matched_count == ids.len() as u64 {
-            ids
+            ids.to_vec()
         } else {
-            let found = self.ids_with_token(&ids, f::OP_TOK, &token).await?;
-            ids.into_iter().filter(|i| found.contains(*i)).collect()
+            // Later operations may have changed some of these jobs since;
+            // each appended its own token and left this one in place.
+            let found = self.ids_with_token(ids, &token).await?;
+            ids.iter().copied().filter(|i| found.contains(*i)).collect()
         };
-        Ok(changed.into_iter().map(str::to_owned).collect())
+        Ok((changed.into_iter().map(str::to_owned).collect(), token))
+    }
+
+    /// Renew, release (but delete) or cancel: [`update_ids`](Self::update_ids)
+    /// over the distinct ids.
+    async fn change_ids(
+        &self,
+        what: &'static str,
+        ids: &[String],
+        filter: Document,
+        set: Document,
+        inc: Option<Document>,
+    ) -> Result<Vec<String>> {
+        let ids = distinct(ids);
+        Ok(self.update_ids(what, &ids, filter, set, inc).await?.0)
     }
 
     /// Deletes the jobs among `ids` locked by `owner`; returns which.
-    async fn delete_owned(&self, ids: &[String], owner: &str) -> Result<Vec<String>> {
+    ///
+    /// (1) One `update_many` moves them, while still locked by `owner`, to
+    /// an archived tombstone stamped with this call's token (no result), a
+    /// state no other caller can take or change; (2) only if it did not
+    /// match every id, the token's read-back says which; (3) one
+    /// `delete_many` removes the tombstones. The answer is the stamped set,
+    /// exactly the jobs this call took from `owner`. If (3) never runs,
+    /// the tombstones stay archived until `purge_archived` removes them.
+    async fn delete_owned(&self, ids: &[String], owner: &str, now: Millis) -> Result<Vec<String>> {
+        const WHAT: &str = "release (delete)";
         let ids = distinct(ids);
-        if ids.is_empty() {
-            return Ok(Vec::new());
+        let set = doc! {
+            f::LOCK: LOCK_DONE,
+            f::DONE_DT: now,
+            f::DT: now + ARCHIVE_HORIZON_MS,
+        };
+        let (taken, token) = self
+            .update_ids(WHAT, &ids, doc! { f::LOCK: owner }, set, None)
+            .await?;
+        if taken.is_empty() {
+            return Ok(taken);
         }
-        let owned = self.ids_with_token(&ids, f::LOCK, owner).await?;
-        let owned: Vec<&str> = ids.into_iter().filter(|i| owned.contains(*i)).collect();
-        if owned.is_empty() {
-            return Ok(Vec::new());
-        }
-        let r = self
-            .jobs
-            .delete_many(doc! { f::ID: { "$in": &owned }, f::LOCK: owner })
+        self.jobs
+            .delete_many(doc! {
+                f::ID: { "$in": &taken },
+                f::LOCK: LOCK_DONE,
+                f::OP_TOKS: &token,
+            })
             .await
             .map_err(|e| errors::map("delete", e))?;
-        if r.deleted_count == owned.len() as u64 {
-            return Ok(owned.into_iter().map(str::to_owned).collect());
+        self.after_round_trip(WHAT, 2).await?;
+        Ok(taken)
+    }
+
+    /// One aggregation counting the eligible jobs of each of `jobtypes`
+    /// at `now`, each count capped at [`WAITING_COUNT_CAP`]: per jobtype a
+    /// `$match` on the claim index's equality and range keys, `$limit` to
+    /// the cap and a projection of `jobtype` (covered by the index), the
+    /// first inline and the others in `$unionWith` sub-pipelines; then one
+    /// `$group` by `jobtype` counts them. Jobtypes with no eligible job
+    /// produce no document, so they are left out.
+    async fn count_waiting(&self, jobtypes: &[String], now: Millis) -> Result<Vec<WaitingJobtype>> {
+        let capped = |jobtype: &str| {
+            let mut filter = eligible(now);
+            filter.insert(f::JOBTYPE, jobtype);
+            [
+                doc! { "$match": filter },
+                doc! { "$limit": i64::try_from(WAITING_COUNT_CAP).unwrap_or(i64::MAX) },
+                doc! { "$project": { f::ID: 0, f::JOBTYPE: 1 } },
+            ]
+        };
+        let Some((first, rest)) = jobtypes.split_first() else {
+            return Ok(Vec::new());
+        };
+        let mut pipeline: Vec<Document> = capped(first).into();
+        for jobtype in rest {
+            pipeline.push(doc! { "$unionWith": {
+                "coll": self.jobs.name(),
+                "pipeline": capped(jobtype).to_vec(),
+            } });
         }
-        // Some lease ran out and another claimer took the job between the
-        // find and the delete: the survivors are the ones not deleted.
+        pipeline.push(doc! { "$group": { "_id": "$jobtype", "n": { "$sum": 1 } } });
         let docs: Vec<Document> = self
             .jobs
-            .find(doc! { f::ID: { "$in": &owned } })
-            .projection(doc! { f::ID: 1 })
+            .aggregate(pipeline)
             .await
-            .map_err(|e| errors::map("find", e))?
+            .map_err(|e| errors::map("count waiting", e))?
             .try_collect()
             .await
-            .map_err(|e| errors::map("find", e))?;
-        let survivors: HashSet<String> = docs
-            .iter()
-            .map(|d| convert::get_str(d, f::ID, "job"))
-            .collect::<Result<_>>()?;
-        Ok(owned
-            .into_iter()
-            .filter(|i| !survivors.contains(*i))
-            .map(str::to_owned)
-            .collect())
+            .map_err(|e| errors::map("count waiting", e))?;
+        docs.iter()
+            .map(|d| {
+                let count = u64::try_from(convert::get_i64(d, "n", "waiting count")?)
+                    .map_err(|_| Error::backend_msg("negative waiting count from MongoDB"))?;
+                Ok(WaitingJobtype {
+                    jobtype: convert::get_str(d, "_id", "waiting count")?,
+                    count: count.min(WAITING_COUNT_CAP),
+                })
+            })
+            .collect()
     }
 
     /// One claim round: candidates, conditional update, read-back.
     /// Returns the jobs claimed with their sort keys, and how many
-    /// candidates there were.
+    /// candidates there were; the jobs' [`Unclaim`] goes to `taken`.
+    ///
+    /// Only the update and the read-back can leave jobs locked without
+    /// handing them out: if either fails, the round gives back what it may
+    /// have locked before returning the error.
     async fn claim_round(
         &self,
         jobtype: &str,
@@ -160,6 +301,7 @@ impl MongoStore {
         owner: &str,
         until: Millis,
         now: Millis,
+        taken: &mut Vec<Unclaim>,
     ) -> Result<(Vec<(Candidate, Job)>, usize)> {
         let mut filter = eligible(now);
         filter.insert(f::JOBTYPE, jobtype);
@@ -188,32 +330,67 @@ impl MongoStore {
         if n == 0 {
             return Ok((Vec::new(), 0));
         }
-        let ids: Vec<&str> = candidates.keys().map(String::as_str).collect();
+        let ids: Vec<String> = candidates.keys().cloned().collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         let token = new_token();
+        // Armed before the update is sent: from here a cancelled future
+        // gives back whatever the update may have locked.
+        let mut unclaim = Unclaim::new(&self.jobs, &ids, &token, owner, now);
+        match self
+            .lock_and_read_back(&ids, &token, owner, until, now, &mut candidates)
+            .await
+        {
+            Ok(claimed) => {
+                if claimed.is_empty() {
+                    unclaim.disarm();
+                } else {
+                    taken.push(unclaim);
+                }
+                Ok((claimed, n))
+            }
+            Err(e) => {
+                unclaim.undo().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The update and read-back of a claim round.
+    async fn lock_and_read_back(
+        &self,
+        ids: &[&str],
+        token: &str,
+        owner: &str,
+        until: Millis,
+        now: Millis,
+        candidates: &mut HashMap<String, Candidate>,
+    ) -> Result<Vec<(Candidate, Job)>> {
         let mut filter = eligible(now);
-        filter.insert(f::ID, doc! { "$in": &ids });
+        filter.insert(f::ID, doc! { "$in": ids });
         let r = self
             .jobs
             .update_many(
                 filter,
                 doc! {
-                    "$set": { f::LOCK: owner, f::DT: until, f::CLAIM_TOK: &token },
+                    "$set": { f::LOCK: owner, f::DT: until, f::CLAIM_TOK: token },
                     "$inc": { f::ATTEMPTS: 1_i64 },
                 },
             )
             .await
             .map_err(|e| errors::map("claim (update)", e))?;
+        self.after_round_trip("claim", 2).await?;
         if r.matched_count == 0 {
-            return Ok((Vec::new(), n));
+            return Ok(Vec::new());
         }
         let docs: Vec<Document> = self
             .jobs
-            .find(doc! { f::ID: { "$in": &ids }, f::CLAIM_TOK: &token })
+            .find(doc! { f::ID: { "$in": ids }, f::CLAIM_TOK: token })
             .await
             .map_err(|e| errors::map("claim (read back)", e))?
             .try_collect()
             .await
             .map_err(|e| errors::map("claim (read back)", e))?;
+        self.after_round_trip("claim", 3).await?;
         let mut claimed = Vec::with_capacity(docs.len());
         for d in &docs {
             let job = convert::job_from_doc(d)?;
@@ -222,7 +399,7 @@ impl MongoStore {
             })?;
             claimed.push((c, job));
         }
-        Ok((claimed, n))
+        Ok(claimed)
     }
 }
 
@@ -268,29 +445,28 @@ impl JobStore for MongoStore {
 
     async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>> {
         validate::time("now", now)?;
+        // Unfiltered on purpose: `distinct` on the claim index's first key
+        // reads one key per jobtype, where a filter on `dt` or `lock` would
+        // read every eligible job's key. Jobtypes with no eligible job cost
+        // one sub-pipeline each below and are left out there.
         let jobtypes = self
             .jobs
             .distinct(f::JOBTYPE, doc! {})
             .await
             .map_err(|e| errors::map("distinct jobtypes", e))?;
-        let counts: Vec<Option<WaitingJobtype>> = futures::stream::iter(jobtypes)
-            .map(|jobtype| async move {
-                let Bson::String(jobtype) = jobtype else {
-                    return Err(Error::backend_msg("a jobtype in MongoDB is not a string"));
-                };
-                let mut filter = eligible(now);
-                filter.insert(f::JOBTYPE, &jobtype);
-                let count = self
-                    .jobs
-                    .count_documents(filter)
-                    .limit(WAITING_COUNT_CAP)
-                    .await
-                    .map_err(|e| errors::map("count", e))?;
-                Ok((count > 0).then_some(WaitingJobtype {
-                    jobtype,
-                    count: count.min(WAITING_COUNT_CAP),
-                }))
+        let jobtypes: Vec<String> = jobtypes
+            .into_iter()
+            .map(|jt| match jt {
+                Bson::String(jt) => Ok(jt),
+                _ => Err(Error::backend_msg("a jobtype in MongoDB is not a string")),
             })
+            .collect::<Result<_>>()?;
+        let chunks: Vec<Vec<String>> = jobtypes
+            .chunks(JOBTYPES_PER_COUNT)
+            .map(<[String]>::to_vec)
+            .collect();
+        let counts: Vec<Vec<WaitingJobtype>> = futures::stream::iter(chunks)
+            .map(|chunk| async move { self.count_waiting(&chunk, now).await })
             .buffer_unordered(COUNT_CONCURRENCY)
             .try_collect()
             .await?;
@@ -308,12 +484,27 @@ impl JobStore for MongoStore {
         validate::claim(jobtype, limit, owner, lease, now)?;
         let until = now + duration_ms(lease);
         let mut claimed: Vec<(Candidate, Job)> = Vec::new();
+        // Each round's jobs, given back if this future is dropped before
+        // they are returned.
+        let mut taken: Vec<Unclaim> = Vec::new();
         for _ in 0..CLAIM_ROUNDS {
             let want = limit - claimed.len();
             if want == 0 {
                 break;
             }
-            let (got, candidates) = self.claim_round(jobtype, want, owner, until, now).await?;
+            let round = self
+                .claim_round(jobtype, want, owner, until, now, &mut taken)
+                .await;
+            let (got, candidates) = match round {
+                Ok(r) => r,
+                // The failed round gave back its jobs; those of earlier
+                // rounds are handed out rather than stranded.
+                Err(e) if !claimed.is_empty() => {
+                    tracing::warn!(error = %e, "claim round failed; returning the jobs already claimed");
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
             let lost = candidates - got.len();
             claimed.extend(got);
             // Stop when nothing was lost to a racer, or when the candidates
@@ -328,6 +519,7 @@ impl JobStore for MongoStore {
                 .then(a.dt.cmp(&b.dt))
                 .then(a.id.cmp(&b.id))
         });
+        taken.iter_mut().for_each(Unclaim::disarm);
         Ok(claimed.into_iter().map(|(_, job)| job).collect())
     }
 
@@ -339,7 +531,7 @@ impl JobStore for MongoStore {
         now: Millis,
     ) -> Result<Vec<String>> {
         validate::renew(ids, owner, lease, now)?;
-        self.update_ids(
+        self.change_ids(
             "renew",
             ids,
             doc! { f::LOCK: owner },
@@ -361,13 +553,13 @@ impl JobStore for MongoStore {
         match how {
             Release::Retry { delay } => {
                 let set = doc! { f::LOCK: LOCK_FREE, f::DT: now + duration_ms(*delay) };
-                self.update_ids("release (retry)", ids, owned, set, None)
+                self.change_ids("release (retry)", ids, owned, set, None)
                     .await
             }
             Release::Unget => {
                 let set = doc! { f::LOCK: LOCK_FREE, f::DT: now };
                 let inc = doc! { f::ATTEMPTS: -1_i64 };
-                self.update_ids("release (unget)", ids, owned, set, Some(inc))
+                self.change_ids("release (unget)", ids, owned, set, Some(inc))
                     .await
             }
             Release::Archive(result) => {
@@ -377,10 +569,10 @@ impl JobStore for MongoStore {
                     f::DT: now + ARCHIVE_HORIZON_MS,
                     f::RESULT: convert::result_doc(result),
                 };
-                self.update_ids("release (archive)", ids, owned, set, None)
+                self.change_ids("release (archive)", ids, owned, set, None)
                     .await
             }
-            Release::Delete => self.delete_owned(ids, owner).await,
+            Release::Delete => self.delete_owned(ids, owner, now).await,
         }
     }
 
@@ -406,7 +598,7 @@ impl JobStore for MongoStore {
             f::DT: now + ARCHIVE_HORIZON_MS,
             f::RESULT: convert::result_doc(&JobResult::cancelled()),
         };
-        self.update_ids("cancel", ids, doc! { f::LOCK: LOCK_FREE }, set, None)
+        self.change_ids("cancel", ids, doc! { f::LOCK: LOCK_FREE }, set, None)
             .await
     }
 

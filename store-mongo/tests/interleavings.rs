@@ -1,0 +1,250 @@
+//! Another caller's operations placed between two round trips of one call
+//! (through the store's round-trip hook), in the orders that once made a
+//! call misreport what it did; and claims failed or cancelled after their
+//! update, which must give their jobs back.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use jobstore_api::{Error, Job, JobStore, JobStoreExt, NewJob, Release};
+use jobstore_conformance::services;
+use jobstore_mongo::{MongoOptions, MongoStore, RoundTripHook};
+
+const T0: i64 = 1_700_000_000_000;
+const MIN: Duration = Duration::from_secs(60);
+
+/// Two stores on one fresh database, each with its own client; runs `body`
+/// and drops the database whatever happens.
+async fn with_two_stores<F, Fut>(body: F)
+where
+    F: FnOnce(MongoStore, MongoStore) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let options = MongoOptions::default().database(&ns);
+    let a = MongoStore::connect_with(&url, options.clone())
+        .await
+        .expect("connect a");
+    let b = MongoStore::connect_with(&url, options)
+        .await
+        .expect("connect b");
+    let db = a.database().clone();
+    let result = std::panic::AssertUnwindSafe(body(a, b))
+        .catch_unwind()
+        .await;
+    db.drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// A hook that runs `step(n)` after round trip `n` of `op` (other
+/// operations pass through).
+fn hook_on<F, Fut>(op: &'static str, step: F) -> RoundTripHook
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let step = Arc::new(step);
+    Arc::new(move |name, n| {
+        let step = step.clone();
+        async move {
+            if name == op {
+                step(n).await;
+            }
+            Ok(())
+        }
+        .boxed()
+    })
+}
+
+fn ids(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// Review finding 3: owner A renews [x, y] (y is B's, so the call needs
+/// its read-back); between the update and the read-back another task of A
+/// renews [x, z]. The first renew did renew x and must say so.
+#[tokio::test]
+async fn renew_reports_a_job_renewed_again_before_its_read_back() {
+    with_two_stores(|a, b| async move {
+        let jobs = [
+            NewJob::new("x", "t", "x"),
+            NewJob::new("z", "t", "z"),
+            NewJob::new("y", "u", "y"),
+        ];
+        a.add_jobs(&jobs, T0).await.unwrap();
+        assert_eq!(a.claim_jobs("t", 2, "A", MIN, T0).await.unwrap().len(), 2);
+        assert_eq!(b.claim_jobs("u", 1, "B", MIN, T0).await.unwrap().len(), 1);
+        let other_task = b.clone();
+        let a = a.with_round_trip_hook(hook_on("renew", move |n| {
+            let other_task = other_task.clone();
+            async move {
+                if n == 1 {
+                    let r = other_task
+                        .renew_locks(&ids(&["x", "z"]), "A", MIN * 2, T0 + 2)
+                        .await
+                        .unwrap();
+                    assert_eq!(r, ids(&["x", "z"]), "the second renew");
+                }
+            }
+        }));
+        let renewed = a
+            .renew_locks(&ids(&["x", "y"]), "A", MIN, T0 + 1)
+            .await
+            .unwrap();
+        assert_eq!(renewed, ids(&["x"]), "x was renewed by the first call");
+        let x = a.get_job("x").await.unwrap().unwrap();
+        assert_eq!((x.lock.as_str(), x.dt), ("A", T0 + 2 + 120_000));
+    })
+    .await;
+}
+
+/// Finding 3 for a release: A releases [x, y] for retry (y is B's);
+/// before A's read-back, C claims x and renews it. A's release did free
+/// x and must say so.
+#[tokio::test]
+async fn release_reports_a_job_changed_again_before_its_read_back() {
+    with_two_stores(|a, b| async move {
+        let jobs = [NewJob::new("x", "t", "x"), NewJob::new("y", "u", "y")];
+        a.add_jobs(&jobs, T0).await.unwrap();
+        assert_eq!(a.claim_jobs("t", 1, "A", MIN, T0).await.unwrap().len(), 1);
+        assert_eq!(b.claim_jobs("u", 1, "B", MIN, T0).await.unwrap().len(), 1);
+        let c = b.clone();
+        let a = a.with_round_trip_hook(hook_on("release (retry)", move |n| {
+            let c = c.clone();
+            async move {
+                if n == 1 {
+                    let got = c.claim_jobs("t", 1, "C", MIN, T0 + 2).await.unwrap();
+                    assert_eq!(got.len(), 1, "C claims x");
+                    let r = c.renew_locks(&ids(&["x"]), "C", MIN, T0 + 3).await.unwrap();
+                    assert_eq!(r, ids(&["x"]));
+                }
+            }
+        }));
+        let how = Release::Retry {
+            delay: Duration::ZERO,
+        };
+        let released = a
+            .release_jobs(&ids(&["x", "y"]), "A", &how, T0 + 1)
+            .await
+            .unwrap();
+        assert_eq!(released, ids(&["x"]), "x was released by A");
+    })
+    .await;
+}
+
+/// Review finding 4: A's lease on d has run out; A deletes d while B
+/// claims it (after A's first round trip) and deletes it (after A's
+/// second). Exactly one of them deleted d, and only that one may say so.
+#[tokio::test]
+async fn delete_reports_only_what_the_caller_deleted() {
+    with_two_stores(|a, b| async move {
+        a.add_job(NewJob::new("d", "t", "d"), T0).await.unwrap();
+        let lease = Duration::from_secs(1);
+        assert_eq!(a.claim_jobs("t", 1, "A", lease, T0).await.unwrap().len(), 1);
+        let now = T0 + 1500;
+        let b_claimed = Arc::new(Mutex::new(Vec::new()));
+        let b_deleted = Arc::new(Mutex::new(Vec::new()));
+        let (bc, bd) = (b_claimed.clone(), b_deleted.clone());
+        let a = a.with_round_trip_hook(hook_on("release (delete)", move |n| {
+            let (b, bc, bd) = (b.clone(), bc.clone(), bd.clone());
+            async move {
+                if n == 1 {
+                    let got = b.claim_jobs("t", 1, "B", MIN, now).await.unwrap();
+                    bc.lock().unwrap().extend(got.into_iter().map(|j| j.id));
+                } else if n == 2 {
+                    let r = b
+                        .release_jobs(&ids(&["d"]), "B", &Release::Delete, now)
+                        .await
+                        .unwrap();
+                    bd.lock().unwrap().extend(r);
+                }
+            }
+        }));
+        let a_deleted = a
+            .release_jobs(&ids(&["d"]), "A", &Release::Delete, now)
+            .await
+            .unwrap();
+        let b_claimed = b_claimed.lock().unwrap().clone();
+        let b_deleted = b_deleted.lock().unwrap().clone();
+        assert_eq!(a.get_job("d").await.unwrap(), None, "d is gone");
+        assert_eq!(
+            a_deleted.len() + b_deleted.len(),
+            1,
+            "exactly one caller deleted d: A says {a_deleted:?}, B claimed {b_claimed:?} and says {b_deleted:?}"
+        );
+        if !b_claimed.is_empty() {
+            assert!(a_deleted.is_empty(), "B held d, so A cannot have deleted it");
+        }
+    })
+    .await;
+}
+
+/// Review finding 2: a claim whose read-back fails (after its update locked
+/// the jobs) gives them back, as an unget would, before returning the error.
+#[tokio::test]
+async fn claim_whose_read_back_fails_gives_its_jobs_back() {
+    with_two_stores(|a, _b| async move {
+        let jobs = [NewJob::new("j1", "t", "1"), NewJob::new("j2", "t", "2")];
+        a.add_jobs(&jobs, T0).await.unwrap();
+        let failing = a.clone().with_round_trip_hook(Arc::new(|op, n| {
+            async move {
+                if op == "claim" && n == 3 {
+                    Err(Error::backend_msg("injected read-back failure"))
+                } else {
+                    Ok(())
+                }
+            }
+            .boxed()
+        }));
+        let err = failing.claim_jobs("t", 2, "A", MIN, T0 + 5).await;
+        assert!(err.is_err(), "the claim fails: {err:?}");
+        for id in ["j1", "j2"] {
+            let j = a.get_job(id).await.unwrap().unwrap();
+            assert_eq!((j.lock.as_str(), j.attempts, j.dt), ("", 0, T0 + 5), "{id}");
+        }
+        assert_eq!(
+            a.claim_jobs("t", 2, "B", MIN, T0 + 6).await.unwrap().len(),
+            2
+        );
+    })
+    .await;
+}
+
+/// Finding 2, cancellation: a claim future dropped between its update and
+/// its read-back gives its jobs back from a spawned task.
+#[tokio::test]
+async fn claim_cancelled_after_its_update_gives_its_jobs_back() {
+    with_two_stores(|a, _b| async move {
+        a.add_job(NewJob::new("j", "t", "1"), T0).await.unwrap();
+        let stuck = a.clone().with_round_trip_hook(Arc::new(|op, n| {
+            async move {
+                if op == "claim" && n == 2 {
+                    futures::future::pending::<()>().await;
+                }
+                Ok(())
+            }
+            .boxed()
+        }));
+        let claim = stuck.claim_jobs("t", 1, "A", MIN, T0 + 5);
+        let timed_out = tokio::time::timeout(Duration::from_millis(500), claim).await;
+        assert!(timed_out.is_err(), "the claim was cancelled mid-way");
+        let mut job: Option<Job> = None;
+        for _ in 0..100 {
+            job = a.get_job("j").await.unwrap();
+            if job.as_ref().is_some_and(|j| j.lock.is_empty()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let j = job.unwrap();
+        assert_eq!((j.lock.as_str(), j.attempts, j.dt), ("", 0, T0 + 5));
+    })
+    .await;
+}
