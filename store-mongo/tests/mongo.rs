@@ -130,3 +130,54 @@ async fn no_server_is_unavailable() {
     assert!(err.is_retryable());
     assert!(std::error::Error::source(&err).is_some());
 }
+
+/// Waiting counts over more jobtypes than one aggregation takes (three
+/// aggregations of at most 200 jobtypes), leaving out a jobtype whose only
+/// job is archived and one whose only job is scheduled later.
+#[tokio::test]
+async fn waiting_counts_span_several_aggregations() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+        .await
+        .expect("connect");
+    let outcome = async {
+        let mut jobs: Vec<NewJob> = (0..401)
+            .map(|i| NewJob::new(format!("j{i}"), format!("t{i:03}"), "x"))
+            .collect();
+        jobs.push(NewJob::new("extra", "t000", "x"));
+        jobs.push(NewJob::new("arch", "archived", "x"));
+        jobs.push(NewJob::new("later", "later", "x").run_at(T0 + 60_000));
+        s.add_jobs(&jobs, T0).await.unwrap();
+        assert_eq!(
+            s.claim_jobs("archived", 1, "o", MIN, T0)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        let done = s
+            .archive_jobs(&["arch".to_owned()], "o", JobResult::from_status(200), T0)
+            .await
+            .unwrap();
+        assert_eq!(done.len(), 1);
+        let mut counts = s.waiting_jobtypes(T0 + 1).await.unwrap();
+        counts.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
+        assert_eq!(
+            counts.len(),
+            401,
+            "one entry per jobtype with a waiting job"
+        );
+        for (i, c) in counts.iter().enumerate() {
+            assert_eq!(c.jobtype, format!("t{i:03}"));
+            assert_eq!(c.count, if i == 0 { 2 } else { 1 }, "{}", c.jobtype);
+        }
+    };
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
