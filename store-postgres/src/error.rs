@@ -25,6 +25,7 @@ pub(crate) fn map(what: &str, e: sqlx::Error) -> Error {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
         | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed => true,
         _ => false,
     };
@@ -67,6 +68,7 @@ mod tests {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
         assert!(map("x", sqlx::Error::Io(io)).is_retryable());
         assert!(map("x", sqlx::Error::PoolTimedOut).is_retryable());
+        assert!(map("x", sqlx::Error::PoolClosed).is_retryable());
         let e = map("x", sqlx::Error::Protocol("odd".into()));
         assert_eq!(e.kind(), jobstore_api::ErrorKind::Backend);
         assert!(std::error::Error::source(&e).is_some());
