@@ -1,11 +1,13 @@
--- KEYS ready, sched. ARGV: job key prefix, now, channel, jobtype, token,
--- then groups of 5: id, mode, data, priority, dt.
+-- KEYS ready, sched. ARGV: job key prefix, now (15 zero-padded digits),
+-- channel, jobtype, token, then groups of 6: id, mode, data, priority,
+-- ready score (-priority), dt (15 zero-padded digits). Padded times
+-- compare as strings: no number conversion per job.
 -- mode "c": create the job if its hash is missing; mode "r": only report.
 -- Returns per job 1 created, 0 existing, 2 missing (mode "r").
-local pre, now = ARGV[1], tonumber(ARGV[2])
+local pre, nowp = ARGV[1], ARGV[2]
 local ready, sched, out = {}, {}, {}
 local created = 0
-for i = 6, #ARGV, 5 do
+for i = 6, #ARGV, 6 do
   local id = ARGV[i]
   local key = pre .. id
   if redis.call('EXISTS', key) == 1 then
@@ -13,14 +15,14 @@ for i = 6, #ARGV, 5 do
   elseif ARGV[i + 1] == 'r' then
     out[#out + 1] = 2
   else
-    local p, dt = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
-    redis.call('HSET', key, 'd', ARGV[i + 2], 'p', ARGV[i + 3], 'dt', ARGV[i + 4],
-      'l', '', 'a', '0', 'c', ARGV[2], 'g', ARGV[5])
-    if dt <= now then
-      ready[#ready + 1] = fmt(-p)
-      ready[#ready + 1] = rmember(dt, id)
+    local dtp = ARGV[i + 5]
+    redis.call('HSET', key, 'd', ARGV[i + 2], 'p', ARGV[i + 3], 'dt', dtp,
+      'l', '', 'a', '0', 'c', nowp, 'g', ARGV[5])
+    if dtp <= nowp then
+      ready[#ready + 1] = ARGV[i + 4]
+      ready[#ready + 1] = dtp .. id
     else
-      sched[#sched + 1] = ARGV[i + 4]
+      sched[#sched + 1] = dtp
       sched[#sched + 1] = id
     end
     created = created + 1

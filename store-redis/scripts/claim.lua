@@ -1,8 +1,9 @@
 -- KEYS ready, sched, lock. ARGV: job key prefix, now, limit, owner,
--- lease expiry, promotion slice.
+-- lease expiry, promotion slice, now as 15 zero-padded digits.
 -- Returns groups of 5: id, data, priority, create_dt, attempts.
 local pre, now, limit, owner, exp = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local slice = tonumber(ARGV[6])
+local nowp = ARGV[7]
 local READY, SCHED, LOCK = KEYS[1], KEYS[2], KEYS[3]
 
 -- Due jobs (sched) and expired leases (lock) become eligible: into ready.
@@ -36,23 +37,25 @@ while got < limit and putback <= slice do
   end
   for i = 1, #popped, 2 do
     local m = popped[i]
-    local dt = tonumber(string.sub(m, 1, 15))
+    -- dt stays a string: padded times compare as strings
+    local dtp = string.sub(m, 1, 15)
     local id = string.sub(m, 16)
     local key = pre .. id
     local f = redis.call('HMGET', key, 'l', 'd', 'p', 'c', 'a')
     if f[1] == false or f[1] == DONE then
       -- not a live job: nothing to keep
-    elseif dt > now then
+    elseif dtp > nowp then
       -- made eligible by a caller whose clock is ahead: not yet ours
       if f[1] == '' then
-        redis.call('ZADD', SCHED, fmt(dt), id)
+        redis.call('ZADD', SCHED, dtp, id)
       else
-        redis.call('ZADD', LOCK, fmt(dt), id)
+        redis.call('ZADD', LOCK, dtp, id)
       end
       putback = putback + 1
     else
       local a = tonumber(f[5]) + 1
-      redis.call('HSET', key, 'l', owner, 'dt', exp, 'a', fmt(a))
+      -- a Lua number goes to Redis as its shortest decimal form
+      redis.call('HSET', key, 'l', owner, 'dt', exp, 'a', a)
       locked[#locked + 1] = exp
       locked[#locked + 1] = id
       out[#out + 1] = id

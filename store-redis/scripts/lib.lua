@@ -33,7 +33,9 @@ local function zrem_all(key, buf)
 end
 -- Takes owned jobs out of the lock zset; those a claim had moved to the
 -- ready zset (expired leases) are taken out of ready instead.
-local function unlock(ready, lock, ids, dts)
+-- `dts` may be nil: then each such job's dt is read from its hash (`pre`
+-- .. id), only in that rare case.
+local function unlock(ready, lock, ids, dts, pre)
   local n = #ids
   local i = 1
   while i <= n do
@@ -41,7 +43,10 @@ local function unlock(ready, lock, ids, dts)
     local removed = redis.call('ZREM', lock, unpack(ids, i, j))
     if removed < j - i + 1 then
       for k = i, j do
-        redis.call('ZREM', ready, rmember(dts[k], ids[k]))
+        local dt = dts and dts[k] or tonumber(redis.call('HGET', pre .. ids[k], 'dt'))
+        if dt then
+          redis.call('ZREM', ready, rmember(dt, ids[k]))
+        end
       end
     end
     i = j + 1

@@ -606,7 +606,7 @@ impl RedisStore {
             inv.key(&k.ready)
                 .key(&k.sched)
                 .arg(&k.job)
-                .arg(now)
+                .arg(padded(now))
                 .arg(&channel)
                 .arg(*jt)
                 .arg(token);
@@ -616,7 +616,8 @@ impl RedisStore {
                     .arg(if old.is_some() { "r" } else { "c" })
                     .arg(&job.data[..])
                     .arg(job.priority)
-                    .arg(job.run_at.unwrap_or(now));
+                    .arg(-i64::from(job.priority))
+                    .arg(padded(job.run_at.unwrap_or(now)));
             }
             let n = entries.len();
             let mut c = self.conn();
@@ -773,6 +774,13 @@ fn job_from_hash(id: &str, jobtype: &str, mut h: HashMap<String, Vec<u8>>) -> Re
     })
 }
 
+/// A time as 15 zero-padded decimal digits, as the scripts compare times
+/// (validated times are `0..=MAX_TIME`, 15 digits, and leases or delays
+/// on top stay below 10^15), so that they compare as strings.
+fn padded(t: Millis) -> String {
+    format!("{t:015}")
+}
+
 /// `ids` that are in `done`, once each, in input order.
 fn in_order(ids: &[String], done: &HashSet<String>) -> Vec<String> {
     let mut seen = HashSet::new();
@@ -852,7 +860,8 @@ impl JobStore for RedisStore {
             .arg(limit)
             .arg(owner)
             .arg(expiry)
-            .arg(self.opts.promote_slice);
+            .arg(self.opts.promote_slice)
+            .arg(padded(now));
         let mut c = self.conn();
         let reply: Vec<Value> = inv
             .invoke_async(&mut c)
