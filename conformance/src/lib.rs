@@ -135,10 +135,16 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 /// opens a store on a fresh namespace (or returns `None` after printing why
 /// the backend is skipped; see [`services`]).
 ///
-/// ```ignore
-/// // tests/conformance.rs of a backend
-/// async fn factory() -> Option<jobstore_conformance::TestStore> { /* ... */ }
+/// ```no_run
+/// // tests/conformance.rs of a backend (here the in-memory reference store)
+/// use jobstore_conformance::TestStore;
+///
+/// async fn factory() -> Option<TestStore> {
+///     Some(TestStore::new(jobstore_api::MemoryStore::new()))
+/// }
+///
 /// jobstore_conformance::conformance_tests!(factory);
+/// # fn main() {}
 /// ```
 ///
 /// A test server that departs from the documented behaviour of the real one
@@ -146,10 +152,15 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 /// reason, so they show as ignored rather than passed, and still run with
 /// `cargo test -- --include-ignored` against a real server:
 ///
-/// ```ignore
+/// ```no_run
+/// # use jobstore_conformance::TestStore;
+/// # async fn factory() -> Option<TestStore> {
+/// #     Some(TestStore::new(jobstore_api::MemoryStore::new()))
+/// # }
 /// jobstore_conformance::conformance_tests!(factory, ignore: {
-///     waiting_count_cap_respected: "the emulator does not evaluate ...",
+///     waiting_count_cap_respected: "the emulator caps counts differently (reason here)",
 /// });
+/// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! conformance_tests {
