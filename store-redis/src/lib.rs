@@ -860,7 +860,7 @@ impl JobStore for RedisStore {
             .arg(limit)
             .arg(owner)
             .arg(expiry)
-            .arg(self.opts.promote_slice)
+            .arg(self.opts.promote_slice.max(jobstore_api::limits::MAX_CLAIM))
             .arg(padded(now));
         let mut c = self.conn();
         let reply: Vec<Value> = inv

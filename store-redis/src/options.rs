@@ -24,6 +24,9 @@ pub struct RedisOptions {
     pub poll_interval: Duration,
     /// At most this many due jobs, and as many expired leases, become
     /// eligible in one claim (default 5,000): bounds the work of one claim.
+    /// Never below [`MAX_CLAIM`](jobstore_api::limits::MAX_CLAIM) (a
+    /// smaller value is raised to it), so one claim can always hand out
+    /// its whole limit.
     pub promote_slice: usize,
 }
 
@@ -69,9 +72,10 @@ impl RedisOptions {
         self
     }
 
-    /// Sets the promotion slice of claims (at least 1).
+    /// Sets the promotion slice of claims (at least
+    /// [`MAX_CLAIM`](jobstore_api::limits::MAX_CLAIM)).
     pub fn promote_slice(mut self, n: usize) -> Self {
-        self.promote_slice = n.max(1);
+        self.promote_slice = n.max(jobstore_api::limits::MAX_CLAIM);
         self
     }
 }

@@ -101,3 +101,55 @@ async fn scenario(a: &RedisStore, b: &RedisStore) {
         assert_eq!((job.jobtype.as_str(), job.lock.as_str()), ("t2", LOCK_DONE));
     }
 }
+
+/// Runs `body` against a fresh namespace and drops it afterwards, even when
+/// `body` panics.
+fn with_namespace<F, Fut>(opts: fn(RedisOptions) -> RedisOptions, body: F)
+where
+    F: FnOnce(RedisStore, String, String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    jobstore_conformance::block_on(async {
+        let Some(url) = redis_url().await else {
+            return;
+        };
+        let prefix = unique_namespace();
+        let open =
+            || RedisStore::connect_with(&url, opts(RedisOptions::new().prefix(prefix.clone())));
+        let (a, cleaner) = (open().await.unwrap(), open().await.unwrap());
+        let outcome = AssertUnwindSafe(body(a, url.clone(), prefix.clone()))
+            .catch_unwind()
+            .await;
+        cleaner.drop_namespace().await.unwrap();
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    });
+}
+
+/// A promotion slice below `MAX_CLAIM` (by the setter or the field) is
+/// raised to it: a claim still hands out its whole limit of due jobs.
+#[test]
+fn small_promote_slice_still_fills_the_claim() {
+    fn by_setter(o: RedisOptions) -> RedisOptions {
+        o.promote_slice(1)
+    }
+    fn by_field(mut o: RedisOptions) -> RedisOptions {
+        o.promote_slice = 1;
+        o
+    }
+    for opts in [by_setter as fn(RedisOptions) -> RedisOptions, by_field] {
+        with_namespace(opts, |s, _, _| async move {
+            let t0 = 1_700_000_000_000;
+            let jobs: Vec<NewJob> = (0..5)
+                .map(|i| NewJob::new(format!("s{i}"), "t", "").run_at(t0 + 10))
+                .collect();
+            s.add_jobs(&jobs, t0).await.unwrap();
+            let got = s
+                .claim_jobs("t", 5, "w1", Duration::from_secs(60), t0 + 100)
+                .await
+                .unwrap();
+            assert_eq!(got.len(), 5);
+        });
+    }
+}
