@@ -169,19 +169,21 @@ fn split_query(query: Option<&str>) -> (Option<String>, String) {
     (prefix, other.join("&"))
 }
 
-/// A namespace: 1..=64 bytes of `[A-Za-z0-9_.:-]` (no braces: it is part
-/// of every hash tag).
+/// A namespace: 1..=64 bytes of `[A-Za-z0-9_.-]`. No braces: it is part
+/// of every hash tag. No `:`: the tag `{P:T}` is split at its first `:`,
+/// so a prefix `a:b` with jobtype `x` would share keys with prefix `a` and
+/// jobtype `b:x` (jobtypes may contain `:`).
 pub(crate) fn validate_prefix(prefix: &str) -> Result<()> {
     let ok = !prefix.is_empty()
         && prefix.len() <= 64
         && prefix
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'));
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
     if ok {
         Ok(())
     } else {
         Err(Error::invalid(format!(
-            "redis key prefix {prefix:?} must be 1..=64 bytes of A-Z a-z 0-9 _ . : -"
+            "redis key prefix {prefix:?} must be 1..=64 bytes of A-Z a-z 0-9 _ . - (no ':')"
         )))
     }
 }
@@ -225,6 +227,8 @@ mod tests {
         assert!(validate_prefix("jst_0123").is_ok());
         assert!(validate_prefix("").is_err());
         assert!(validate_prefix("a{b}").is_err());
+        assert!(validate_prefix("a:b").is_err());
+        assert!(validate_prefix("a.b-c").is_ok());
         assert!(validate_prefix(&"x".repeat(65)).is_err());
     }
 }

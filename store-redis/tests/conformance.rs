@@ -153,3 +153,26 @@ fn small_promote_slice_still_fills_the_claim() {
         });
     }
 }
+
+/// A prefix containing ':' is refused (by the option and by the URL): with
+/// it, prefix `a` + jobtype `b:x` and prefix `a:b` + jobtype `x` would
+/// share keys.
+#[test]
+fn prefix_with_colon_is_invalid_input() {
+    jobstore_conformance::block_on(async {
+        let Some(url) = redis_url().await else {
+            return;
+        };
+        let by_option = RedisStore::connect_with(&url, RedisOptions::new().prefix("jst_a:b")).await;
+        assert!(matches!(
+            by_option,
+            Err(jobstore_api::Error::InvalidInput { .. })
+        ));
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let by_url = RedisStore::connect(&format!("{url}{sep}prefix=jst_a%3Ab")).await;
+        assert!(matches!(
+            by_url,
+            Err(jobstore_api::Error::InvalidInput { .. })
+        ));
+    });
+}
