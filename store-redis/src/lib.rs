@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::future::try_join_all;
+use futures::future::{join_all, try_join_all};
 use jobstore_api::*;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
@@ -327,6 +327,24 @@ impl RedisStore {
         F: Fn(String, Vec<String>) -> Fut,
         Fut: Future<Output = Result<Vec<(String, String)>>>,
     {
+        match self.per_jobtype_partial(ids, run).await {
+            (out, None) => Ok(out),
+            (_, Some(e)) => Err(e),
+        }
+    }
+
+    /// [`Self::per_jobtype`], but runs every jobtype's script even when
+    /// another fails, and returns what succeeded along with the first
+    /// error (so a delete can still unreserve the jobs it did delete).
+    async fn per_jobtype_partial<F, Fut>(
+        &self,
+        ids: &[String],
+        run: F,
+    ) -> (Vec<(String, String, String)>, Option<Error>)
+    where
+        F: Fn(String, Vec<String>) -> Fut,
+        Fut: Future<Output = Result<Vec<(String, String)>>>,
+    {
         let mut seen = HashSet::new();
         let mut cached: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut unknown = Vec::new();
@@ -344,16 +362,19 @@ impl RedisStore {
         }
         let mut groups = cached.clone();
         if !unknown.is_empty() {
-            let types = self.lookup(&unknown).await?;
+            let types = match self.lookup(&unknown).await {
+                Ok(t) => t,
+                Err(e) => return (Vec::new(), Some(e)),
+            };
             for id in unknown {
                 if let Some(t) = types.get(&id) {
                     groups.entry(t.clone()).or_default().push(id);
                 }
             }
         }
-        let mut out = run_groups(groups, &run).await?;
-        if cached.is_empty() {
-            return Ok(out);
+        let (mut out, err) = run_groups(groups, &run).await;
+        if cached.is_empty() || err.is_some() {
+            return (out, err);
         }
         let missed: Vec<(String, String)> = {
             let hit: HashSet<&str> = out.iter().map(|(id, _, _)| id.as_str()).collect();
@@ -364,10 +385,13 @@ impl RedisStore {
                 .collect()
         };
         if missed.is_empty() {
-            return Ok(out);
+            return (out, None);
         }
         let missed_ids: Vec<String> = missed.iter().map(|(id, _)| id.clone()).collect();
-        let types = self.lookup(&missed_ids).await?;
+        let types = match self.lookup(&missed_ids).await {
+            Ok(t) => t,
+            Err(e) => return (out, Some(e)),
+        };
         let mut again: BTreeMap<String, Vec<String>> = BTreeMap::new();
         {
             let mut cache = self.cache();
@@ -381,9 +405,11 @@ impl RedisStore {
             }
         }
         if !again.is_empty() {
-            out.extend(run_groups(again, &run).await?);
+            let (more, err) = run_groups(again, &run).await;
+            out.extend(more);
+            return (out, err);
         }
-        Ok(out)
+        (out, None)
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
@@ -415,7 +441,11 @@ impl RedisStore {
                 Ok::<_, Error>(())
             }
         });
-        try_join_all(calls).await?;
+        // Every bucket is tried, even when another fails.
+        join_all(calls)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<()>>>()?;
         Ok(())
     }
 
@@ -637,10 +667,12 @@ impl RedisStore {
 }
 
 /// `run` once per group, concurrently; results tagged with the jobtype.
+/// Runs every group to its end, even when some fail: returns what the
+/// successful runs report and the first error, if any.
 async fn run_groups<F, Fut>(
     groups: BTreeMap<String, Vec<String>>,
     run: &F,
-) -> Result<Vec<(String, String, String)>>
+) -> (Vec<(String, String, String)>, Option<Error>)
 where
     F: Fn(String, Vec<String>) -> Fut,
     Fut: Future<Output = Result<Vec<(String, String)>>>,
@@ -657,7 +689,17 @@ where
             )
         }
     });
-    Ok(try_join_all(calls).await?.into_iter().flatten().collect())
+    let mut out = Vec::new();
+    let mut first = None;
+    for r in join_all(calls).await {
+        match r {
+            Ok(v) => out.extend(v),
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
+    }
+    (out, first)
 }
 
 /// The cluster slot of a key (CRC16/XMODEM of its hash tag, mod 16384).
@@ -954,8 +996,8 @@ impl JobStore for RedisStore {
             Release::Delete => ("delete", now, "", 0, &[]),
         };
         let channel = self.keys.channel();
-        let released = self
-            .per_jobtype(ids, |jt, ids| {
+        let (released, err) = self
+            .per_jobtype_partial(ids, |jt, ids| {
                 let k = self.keys.jobtype(&jt);
                 let mut inv = SCRIPTS.release.prepare_invoke();
                 inv.key(&k.ready)
@@ -987,15 +1029,25 @@ impl JobStore for RedisStore {
                     Ok(v.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect())
                 }
             })
-            .await?;
+            .await;
         {
             let mut cache = self.cache();
             for (id, _, _) in &released {
                 cache.remove(id);
             }
         }
+        // Jobs deleted by the jobtypes whose script succeeded are
+        // unreserved even when another jobtype failed; then the first
+        // error is reported.
         if matches!(how, Release::Delete) && !released.is_empty() {
-            self.unreserve(&released).await?;
+            let unreserved = self.unreserve(&released).await;
+            if let Some(e) = err {
+                return Err(e);
+            }
+            unreserved?;
+        }
+        if let Some(e) = err {
+            return Err(e);
         }
         let done: HashSet<String> = released.into_iter().map(|(id, _, _)| id).collect();
         Ok(in_order(ids, &done))
@@ -1076,7 +1128,7 @@ impl JobStore for RedisStore {
             let k = self.keys.jobtype(jt);
             let mut c = self.conn();
             async move {
-                let mut deleted = Vec::new();
+                let mut purged = 0u64;
                 loop {
                     let mut inv = SCRIPTS.purge.prepare_invoke();
                     inv.key(&k.done)
@@ -1092,23 +1144,38 @@ impl JobStore for RedisStore {
                         return Err(malformed("purge reply length"));
                     }
                     let n = v.len() / 2;
-                    deleted.extend(
-                        v.chunks(2)
-                            .map(|p| (p[0].clone(), jt.clone(), p[1].clone())),
-                    );
+                    let deleted: Vec<(String, String, String)> = v
+                        .chunks(2)
+                        .map(|p| (p[0].clone(), jt.clone(), p[1].clone()))
+                        .collect();
+                    // Unreserve each slice right away: bounded work per
+                    // step, and a later failure cannot strand its tokens.
+                    if !deleted.is_empty() {
+                        self.unreserve(&deleted).await?;
+                    }
+                    purged += n as u64;
                     if n < PURGE_SLICE {
                         break;
                     }
                 }
-                Ok::<_, Error>(deleted)
+                Ok::<_, Error>(purged)
             }
         });
-        let deleted: Vec<(String, String, String)> =
-            try_join_all(calls).await?.into_iter().flatten().collect();
-        if !deleted.is_empty() {
-            self.unreserve(&deleted).await?;
+        // Every jobtype is purged even when another fails.
+        let mut total = 0;
+        let mut first = None;
+        for r in join_all(calls).await {
+            match r {
+                Ok(n) => total += n,
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
         }
-        Ok(deleted.len() as u64)
+        match first {
+            Some(e) => Err(e),
+            None => Ok(total),
+        }
     }
 
     async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {

@@ -176,3 +176,75 @@ fn prefix_with_colon_is_invalid_input() {
         ));
     });
 }
+
+/// Breaks one of `prefix`'s keys: replaces it with a string, so every
+/// script that touches it fails with WRONGTYPE.
+async fn break_key(url: &str, key: &str) {
+    let mut c = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg("broken")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+}
+
+/// A delete over two jobtypes where one jobtype's script fails still
+/// unreserves the ids the other deleted: the id is free for another
+/// jobtype afterwards.
+#[test]
+fn failed_delete_in_one_jobtype_unreserves_the_others() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let t0 = 1_700_000_000_000;
+            let min = Duration::from_secs(60);
+            s.add_jobs(&[NewJob::new("x", "t", ""), NewJob::new("y", "u", "")], t0)
+                .await
+                .unwrap();
+            assert_eq!(s.claim_jobs("t", 1, "w", min, t0).await.unwrap().len(), 1);
+            assert_eq!(s.claim_jobs("u", 1, "w", min, t0).await.unwrap().len(), 1);
+            break_key(&url, &format!("{{{prefix}:u}}:lock")).await;
+            let ids = vec!["x".to_owned(), "y".to_owned()];
+            assert!(
+                s.release_jobs(&ids, "w", &Release::Delete, t0)
+                    .await
+                    .is_err()
+            );
+            assert!(s.get_job("x").await.unwrap().is_none());
+            let again = s.add_jobs(&[NewJob::new("x", "v", "")], t0).await.unwrap();
+            assert_eq!(again.new, vec!["x".to_owned()]);
+        },
+    );
+}
+
+/// A purge where one jobtype fails still unreserves what the others purged.
+#[test]
+fn failed_purge_in_one_jobtype_unreserves_the_others() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let t0 = 1_700_000_000_000;
+            let min = Duration::from_secs(60);
+            s.add_jobs(&[NewJob::new("x", "t", ""), NewJob::new("y", "u", "")], t0)
+                .await
+                .unwrap();
+            let done = Release::Archive(JobResult::from_status(200));
+            for jt in ["t", "u"] {
+                let got = s.claim_jobs(jt, 1, "w", min, t0).await.unwrap();
+                assert_eq!(got.len(), 1);
+                let ids = vec![got[0].id.clone()];
+                assert_eq!(s.release_jobs(&ids, "w", &done, t0).await.unwrap(), ids);
+            }
+            break_key(&url, &format!("{{{prefix}:u}}:done")).await;
+            assert!(s.purge_archived(t0 + 1).await.is_err());
+            assert!(s.get_job("x").await.unwrap().is_none());
+            let again = s.add_jobs(&[NewJob::new("x", "v", "")], t0).await.unwrap();
+            assert_eq!(again.new, vec!["x".to_owned()]);
+        },
+    );
+}
