@@ -3,15 +3,19 @@
 -- ready score (-priority), dt (15 zero-padded digits). Padded times
 -- compare as strings: no number conversion per job.
 -- mode "c": create the job if its hash is missing; mode "r": only report.
--- Returns per job 1 created, 0 existing, 2 missing (mode "r").
+-- Returns per job 1 created, 2 missing (mode "r"), or, for an existing
+-- job, its reservation token `g` (a string): the caller then makes the
+-- index carry that token (compare-and-set), so the index always names the
+-- live job's token even when two adds of one id raced.
 local pre, nowp = ARGV[1], ARGV[2]
 local ready, sched, out = {}, {}, {}
 local created = 0
 for i = 6, #ARGV, 6 do
   local id = ARGV[i]
   local key = pre .. id
-  if redis.call('EXISTS', key) == 1 then
-    out[#out + 1] = 0
+  local g = redis.call('HGET', key, 'g')
+  if g then
+    out[#out + 1] = g
   elseif ARGV[i + 1] == 'r' then
     out[#out + 1] = 2
   else

@@ -558,17 +558,27 @@ impl RedisStore {
         // Step 2: create, per jobtype.
         let results = self.run_add(jobs, &to_add, token, now).await?;
         let mut repair: Vec<(usize, String)> = Vec::new();
+        let mut align: Vec<(usize, String, String)> = Vec::new();
         for ((_, entries), flags) in to_add.into_iter().zip(results) {
             for ((i, old), flag) in entries.into_iter().zip(flags) {
                 match (flag, old) {
-                    (1, _) => status[i] = Some(true),
-                    (0, _) => status[i] = Some(false),
-                    (2, Some(old)) => repair.push((i, old)),
-                    _ => return Err(malformed("add reply")),
+                    (Added::Created, _) => status[i] = Some(true),
+                    (Added::Existing(g), old) => {
+                        status[i] = Some(false);
+                        let jt = &jobs[i].jobtype;
+                        let mine = old.unwrap_or_else(|| index_value(jt, token));
+                        let live = index_value(jt, &g);
+                        if mine != live {
+                            align.push((i, mine, live));
+                        }
+                    }
+                    (Added::Missing, Some(old)) => repair.push((i, old)),
+                    (Added::Missing, None) => return Err(malformed("add reply")),
                 }
             }
         }
         if repair.is_empty() {
+            self.align_index(jobs, align).await?;
             return Ok(Vec::new());
         }
         // Step 3: take dangling reservations over (compare-and-set).
@@ -579,24 +589,9 @@ impl RedisStore {
                 .or_default()
                 .push((i, old));
         }
-        let cas = by_bucket.iter().map(|(bucket, entries)| {
-            let mut inv = SCRIPTS.rereserve.prepare_invoke();
-            inv.key(bucket);
-            for (i, old) in entries {
-                inv.arg(&jobs[*i].id)
-                    .arg(old)
-                    .arg(index_value(&jobs[*i].jobtype, token));
-            }
-            let mut c = self.conn();
-            async move {
-                let v: Vec<i64> = inv
-                    .invoke_async(&mut c)
-                    .await
-                    .map_err(|e| map(e, "rereserve ids"))?;
-                Ok::<_, Error>(v)
-            }
-        });
-        let swapped = try_join_all(cas).await?;
+        let swapped = self
+            .cas_index(jobs, &by_bucket, |i| index_value(&jobs[i].jobtype, token))
+            .await?;
         let mut again = Vec::new();
         let mut to_add: BTreeMap<&str, Vec<(usize, Option<String>)>> = BTreeMap::new();
         for ((_, entries), flags) in by_bucket.iter().zip(swapped) {
@@ -615,10 +610,72 @@ impl RedisStore {
         let results = self.run_add(jobs, &to_add, token, now).await?;
         for ((_, entries), flags) in to_add.into_iter().zip(results) {
             for ((i, _), flag) in entries.into_iter().zip(flags) {
-                status[i] = Some(flag == 1);
+                status[i] = Some(matches!(flag, Added::Created));
+                if let Added::Existing(g) = flag {
+                    let jt = &jobs[i].jobtype;
+                    let (mine, live) = (index_value(jt, token), index_value(jt, &g));
+                    if mine != live {
+                        align.push((i, mine, live));
+                    }
+                }
             }
         }
+        self.align_index(jobs, align).await?;
         Ok(again)
+    }
+
+    /// Compare-and-set of index entries, per bucket: for each `(i, old)`,
+    /// the entry of `jobs[i].id` becomes `new(i)` if it still is `old`.
+    /// Returns 1/0 per entry, bucket by bucket.
+    async fn cas_index(
+        &self,
+        jobs: &[NewJob],
+        by_bucket: &BTreeMap<String, Vec<(usize, String)>>,
+        new: impl Fn(usize) -> String,
+    ) -> Result<Vec<Vec<i64>>> {
+        let cas = by_bucket.iter().map(|(bucket, entries)| {
+            let mut inv = SCRIPTS.rereserve.prepare_invoke();
+            inv.key(bucket);
+            for (i, old) in entries {
+                inv.arg(&jobs[*i].id).arg(old).arg(new(*i));
+            }
+            let mut c = self.conn();
+            async move {
+                let v: Vec<i64> = inv
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "rereserve ids"))?;
+                Ok::<_, Error>(v)
+            }
+        });
+        try_join_all(cas).await
+    }
+
+    /// An add found the job already there with another reservation token
+    /// than the index entry it relied on (two adds of one id raced, and the
+    /// other one created the job under the older token): the index entry is
+    /// set to the live job's token, if it still holds the one this add
+    /// relied on. `(i, index value relied on, "<T> <job's token>")`.
+    async fn align_index(
+        &self,
+        jobs: &[NewJob],
+        align: Vec<(usize, String, String)>,
+    ) -> Result<()> {
+        if align.is_empty() {
+            return Ok(());
+        }
+        let mut by_bucket: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+        let mut live: HashMap<usize, String> = HashMap::new();
+        for (i, mine, g) in align {
+            by_bucket
+                .entry(self.keys.bucket(&jobs[i].id))
+                .or_default()
+                .push((i, mine));
+            live.insert(i, g);
+        }
+        self.cas_index(jobs, &by_bucket, |i| live[&i].clone())
+            .await?;
+        Ok(())
     }
 
     /// `add.lua` once per jobtype, concurrently; the flags per job.
@@ -628,7 +685,7 @@ impl RedisStore {
         groups: &BTreeMap<&str, Vec<(usize, Option<String>)>>,
         token: &str,
         now: Millis,
-    ) -> Result<Vec<Vec<i64>>> {
+    ) -> Result<Vec<Vec<Added>>> {
         let channel = self.keys.channel();
         let calls = groups.iter().map(|(jt, entries)| {
             let k = self.keys.jobtype(jt);
@@ -652,18 +709,37 @@ impl RedisStore {
             let n = entries.len();
             let mut c = self.conn();
             async move {
-                let v: Vec<i64> = inv
+                let v: Vec<Value> = inv
                     .invoke_async(&mut c)
                     .await
                     .map_err(|e| map(e, "add jobs"))?;
                 if v.len() != n {
                     return Err(malformed("add reply length"));
                 }
-                Ok(v)
+                v.into_iter()
+                    .map(|f| match f {
+                        Value::Int(1) => Ok(Added::Created),
+                        Value::Int(2) => Ok(Added::Missing),
+                        Value::BulkString(g) => String::from_utf8(g)
+                            .map(Added::Existing)
+                            .map_err(|_| malformed("add reply token")),
+                        _ => Err(malformed("add reply")),
+                    })
+                    .collect()
             }
         });
         try_join_all(calls).await
     }
+}
+
+/// What `add.lua` did with one job.
+enum Added {
+    /// Created now.
+    Created,
+    /// Missing, not created (mode `r`).
+    Missing,
+    /// Already there, with this reservation token.
+    Existing(String),
 }
 
 /// `run` once per group, concurrently; results tagged with the jobtype.

@@ -248,3 +248,187 @@ fn failed_purge_in_one_jobtype_unreserves_the_others() {
         },
     );
 }
+
+/// The scripts, as the store runs them (job scripts get `lib.lua` first).
+mod raw {
+    use redis::Script;
+
+    pub fn reserve() -> Script {
+        Script::new(include_str!("../scripts/reserve.lua"))
+    }
+    pub fn rereserve() -> Script {
+        Script::new(include_str!("../scripts/rereserve.lua"))
+    }
+    pub fn add() -> Script {
+        Script::new(concat!(
+            include_str!("../scripts/lib.lua"),
+            include_str!("../scripts/add.lua")
+        ))
+    }
+    pub fn bucket(prefix: &str, id: &str) -> String {
+        let h = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        format!("{{{prefix}|i{}}}", h % 16)
+    }
+    pub async fn conn(url: &str) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+    /// One `add.lua` call for one job of jobtype `t`, as the store sends it.
+    pub async fn add_one(
+        c: &mut redis::aio::MultiplexedConnection,
+        prefix: &str,
+        id: &str,
+        token: &str,
+        mode: &str,
+        now: i64,
+    ) -> redis::Value {
+        let nowp = format!("{now:015}");
+        add()
+            .key(format!("{{{prefix}:t}}:ready"))
+            .key(format!("{{{prefix}:t}}:sched"))
+            .arg(format!("{{{prefix}:t}}:j:"))
+            .arg(&nowp)
+            .arg(format!("{{{prefix}}}:wake"))
+            .arg("t")
+            .arg(token)
+            .arg(id)
+            .arg(mode)
+            .arg("data")
+            .arg(0)
+            .arg(0)
+            .arg(&nowp)
+            .invoke_async(c)
+            .await
+            .unwrap()
+    }
+}
+
+/// Two adds of one id and jobtype race (the reviewer's interleaving, step
+/// by step with the store's own scripts): A reserves; B finds A's
+/// reservation without a job and takes it over; A then creates the job
+/// under its token; B's create finds the job and gets its token back, and
+/// sets the index to it. After the job is deleted, the id is free again.
+#[test]
+fn racing_adds_leave_the_index_on_the_live_token() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let now = 1_700_000_000_000_i64;
+            let id = "job 1 {x}";
+            let bucket = raw::bucket(&prefix, id);
+            let mut c = raw::conn(&url).await;
+            let _: i64 = redis::cmd("SADD")
+                .arg(format!("{{{prefix}}}:jobtypes"))
+                .arg("t")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let script = raw::reserve();
+            let reserve = |tok: &'static str| {
+                let mut inv = script.prepare_invoke();
+                inv.key(&bucket).arg(tok).arg(id).arg("t");
+                inv
+            };
+            let v: Vec<String> = reserve("tokA").invoke_async(&mut c).await.unwrap();
+            assert_eq!(v, vec![String::new()]);
+            let v: Vec<String> = reserve("tokB").invoke_async(&mut c).await.unwrap();
+            assert_eq!(v, vec!["t tokA".to_owned()]);
+            let f = raw::add_one(&mut c, &prefix, id, "tokB", "r", now).await;
+            assert_eq!(f, redis::Value::Array(vec![redis::Value::Int(2)]));
+            let f: Vec<i64> = raw::rereserve()
+                .key(&bucket)
+                .arg(id)
+                .arg("t tokA")
+                .arg("t tokB")
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(f, vec![1]);
+            let f = raw::add_one(&mut c, &prefix, id, "tokA", "c", now).await;
+            assert_eq!(f, redis::Value::Array(vec![redis::Value::Int(1)]));
+            // B's create: the job is there, with A's token.
+            let f = raw::add_one(&mut c, &prefix, id, "tokB", "c", now).await;
+            let redis::Value::Array(f) = f else {
+                panic!("add reply {f:?}")
+            };
+            let g: String = redis::FromRedisValue::from_redis_value(f[0].clone()).unwrap();
+            assert_eq!(g, "tokA");
+            // ... and B aligns the index with it, as the store does.
+            let f: Vec<i64> = raw::rereserve()
+                .key(&bucket)
+                .arg(id)
+                .arg("t tokB")
+                .arg(format!("t {g}"))
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(f, vec![1]);
+            let ids = vec![id.to_owned()];
+            let min = Duration::from_secs(60);
+            assert_eq!(s.claim_jobs("t", 1, "w1", min, now).await.unwrap().len(), 1);
+            assert_eq!(
+                s.release_jobs(&ids, "w1", &Release::Delete, now)
+                    .await
+                    .unwrap(),
+                ids
+            );
+            let left: Option<String> = redis::cmd("HGET")
+                .arg(&bucket)
+                .arg(id)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(left, None, "reservation leaked");
+            let out = s.add_jobs(&[NewJob::new(id, "u", "")], now).await.unwrap();
+            assert_eq!(out.new, ids);
+        },
+    );
+}
+
+/// The store's own add aligns the index: an index entry whose token is not
+/// the job's (left by a race whose second add died before aligning) is set
+/// to the job's token by the next add of that id, which reports it existing.
+#[test]
+fn add_of_an_existing_job_aligns_its_index_entry() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let now = 1_700_000_000_000_i64;
+            let id = "y";
+            let ids = vec![id.to_owned()];
+            assert_eq!(
+                s.add_jobs(&[NewJob::new(id, "t", "")], now)
+                    .await
+                    .unwrap()
+                    .new,
+                ids
+            );
+            let bucket = raw::bucket(&prefix, id);
+            let mut c = raw::conn(&url).await;
+            let _: i64 = redis::cmd("HSET")
+                .arg(&bucket)
+                .arg(id)
+                .arg("t stale")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let again = s.add_jobs(&[NewJob::new(id, "t", "")], now).await.unwrap();
+            assert_eq!(again.existing, ids);
+            let min = Duration::from_secs(60);
+            assert_eq!(s.claim_jobs("t", 1, "w1", min, now).await.unwrap().len(), 1);
+            assert_eq!(
+                s.release_jobs(&ids, "w1", &Release::Delete, now)
+                    .await
+                    .unwrap(),
+                ids
+            );
+            let out = s.add_jobs(&[NewJob::new(id, "u", "")], now).await.unwrap();
+            assert_eq!(out.new, ids);
+        },
+    );
+}
