@@ -7,34 +7,38 @@
 -- job, its reservation token `g` (a string): the caller then makes the
 -- index carry that token (compare-and-set), so the index always names the
 -- live job's token even when two adds of one id raced.
+-- Redis keeps the writes of a script that fails midway: every job hash is
+-- read before the first write (a job key that cannot be accessed fails
+-- there), and each created job goes into its set right after its hash is
+-- written, so a failure never leaves a job outside every set.
 local pre, nowp = ARGV[1], ARGV[2]
-local ready, sched, out = {}, {}, {}
+local out, tokens = {}, {}
 local created = 0
 for i = 6, #ARGV, 6 do
+  tokens[#tokens + 1] = redis.call('HGET', pre .. ARGV[i], 'g')
+end
+local n = 0
+for i = 6, #ARGV, 6 do
+  n = n + 1
   local id = ARGV[i]
-  local key = pre .. id
-  local g = redis.call('HGET', key, 'g')
+  local g = tokens[n]
   if g then
-    out[#out + 1] = g
+    out[n] = g
   elseif ARGV[i + 1] == 'r' then
-    out[#out + 1] = 2
+    out[n] = 2
   else
     local dtp = ARGV[i + 5]
-    redis.call('HSET', key, 'd', ARGV[i + 2], 'p', ARGV[i + 3], 'dt', dtp,
+    redis.call('HSET', pre .. id, 'd', ARGV[i + 2], 'p', ARGV[i + 3], 'dt', dtp,
       'l', '', 'a', '0', 'c', nowp, 'g', ARGV[5])
     if dtp <= nowp then
-      ready[#ready + 1] = ARGV[i + 4]
-      ready[#ready + 1] = dtp .. id
+      redis.call('ZADD', KEYS[1], ARGV[i + 4], dtp .. id)
     else
-      sched[#sched + 1] = dtp
-      sched[#sched + 1] = id
+      redis.call('ZADD', KEYS[2], dtp, id)
     end
     created = created + 1
-    out[#out + 1] = 1
+    out[n] = 1
   end
 end
-zadd_all(KEYS[1], ready)
-zadd_all(KEYS[2], sched)
 if created > 0 then
   redis.call('PUBLISH', ARGV[3], ARGV[4])
 end

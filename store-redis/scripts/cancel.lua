@@ -2,22 +2,25 @@
 -- ids... Free jobs (waiting or scheduled) become archived "cancelled".
 -- Returns the ids cancelled.
 local pre = ARGV[1]
-local out, done = {}, {}
+-- Every job hash is read before the first write, and each job's hash is
+-- written before its sets change (into done, then out of ready/sched), so
+-- a script failing midway never leaves a job outside every set.
+local out, fields = {}, {}
+for i = 4, #ARGV do
+  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt')
+end
 for i = 4, #ARGV do
   local id = ARGV[i]
-  local key = pre .. id
-  local f = redis.call('HMGET', key, 'l', 'dt')
+  local f = fields[i]
   if f[1] == '' then
+    redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[3], 'dd', ARGV[2],
+      'rc', 'cancelled', 'rs', '0', 'ro', '')
+    redis.call('ZADD', KEYS[3], ARGV[2], id)
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[1], rmember(tonumber(f[2]), id))
-    redis.call('HSET', key, 'l', DONE, 'dt', ARGV[3], 'dd', ARGV[2],
-      'rc', 'cancelled', 'rs', '0', 'ro', '')
-    done[#done + 1] = ARGV[2]
-    done[#done + 1] = id
     out[#out + 1] = id
   end
 end
-zadd_all(KEYS[3], done)
 if #out > 0 then
   redis.call('HINCRBY', KEYS[4], 'cancelled', #out)
 end

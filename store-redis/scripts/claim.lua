@@ -22,40 +22,54 @@ local function promote(src)
       add[#add + 1] = rmember(tonumber(due[i + 1]), id)
     end
   end
-  zrem_all(src, rem)
+  -- into ready first, then out of src: a job is never in no set
   zadd_all(READY, add)
+  zrem_all(src, rem)
 end
 promote(SCHED)
 promote(LOCK)
 
-local out, locked = {}, {}
+-- Hand out the first `limit` of ready. Redis keeps the writes of a script
+-- that fails midway, so no step may leave a job outside every set: each
+-- round reads its candidates with ZRANGE (nothing is popped), reads every
+-- candidate's hash (a job key that cannot be accessed fails here, before
+-- any write), then locks each job's hash, and only then moves the round's
+-- members out of ready (into lock, or back to sched/lock) in slices. A job
+-- whose hash is locked but still in ready is an expired lease in ready: a
+-- valid state (the failed call's owner never learnt of it).
+local out = {}
 local got, putback = 0, 0
 while got < limit and putback <= slice do
-  local popped = redis.call('ZPOPMIN', READY, limit - got)
-  if #popped == 0 then
+  local members = redis.call('ZRANGE', READY, 0, limit - got - 1)
+  if #members == 0 then
     break
   end
-  for i = 1, #popped, 2 do
-    local m = popped[i]
+  local fields = {}
+  for i = 1, #members do
+    fields[i] = redis.call('HMGET', pre .. string.sub(members[i], 16), 'l', 'd', 'p', 'c', 'a')
+  end
+  local locked, sched_back, lock_back = {}, {}, {}
+  for i = 1, #members do
+    local m, f = members[i], fields[i]
     -- dt stays a string: padded times compare as strings
     local dtp = string.sub(m, 1, 15)
     local id = string.sub(m, 16)
-    local key = pre .. id
-    local f = redis.call('HMGET', key, 'l', 'd', 'p', 'c', 'a')
     if f[1] == false or f[1] == DONE then
       -- not a live job: nothing to keep
     elseif dtp > nowp then
       -- made eligible by a caller whose clock is ahead: not yet ours
       if f[1] == '' then
-        redis.call('ZADD', SCHED, dtp, id)
+        sched_back[#sched_back + 1] = dtp
+        sched_back[#sched_back + 1] = id
       else
-        redis.call('ZADD', LOCK, dtp, id)
+        lock_back[#lock_back + 1] = dtp
+        lock_back[#lock_back + 1] = id
       end
       putback = putback + 1
     else
       local a = tonumber(f[5]) + 1
       -- a Lua number goes to Redis as its shortest decimal form
-      redis.call('HSET', key, 'l', owner, 'dt', exp, 'a', a)
+      redis.call('HSET', pre .. id, 'l', owner, 'dt', exp, 'a', a)
       locked[#locked + 1] = exp
       locked[#locked + 1] = id
       out[#out + 1] = id
@@ -66,6 +80,10 @@ while got < limit and putback <= slice do
       got = got + 1
     end
   end
+  -- into their new set first, then out of ready: a job is never in none
+  zadd_all(LOCK, locked)
+  zadd_all(SCHED, sched_back)
+  zadd_all(LOCK, lock_back)
+  zrem_all(READY, members)
 end
-zadd_all(LOCK, locked)
 return out

@@ -432,3 +432,98 @@ fn add_of_an_existing_job_aligns_its_index_entry() {
         },
     );
 }
+
+/// Which sets of jobtype `t` hold `id`, and its lock field.
+async fn whereabouts(
+    c: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+    id: &str,
+) -> (Vec<&'static str>, Option<String>) {
+    let mut sets = Vec::new();
+    let ready: Vec<String> = redis::cmd("ZRANGE")
+        .arg(format!("{{{prefix}:t}}:ready"))
+        .arg(0)
+        .arg(-1)
+        .query_async(c)
+        .await
+        .unwrap();
+    if ready.iter().any(|m| &m[15..] == id) {
+        sets.push("ready");
+    }
+    for set in ["sched", "lock", "done"] {
+        let score: Option<f64> = redis::cmd("ZSCORE")
+            .arg(format!("{{{prefix}:t}}:{set}"))
+            .arg(id)
+            .query_async(c)
+            .await
+            .unwrap();
+        if score.is_some() {
+            sets.push(set);
+        }
+    }
+    let lock: Option<String> = redis::cmd("HGET")
+        .arg(format!("{{{prefix}:t}}:j:{id}"))
+        .arg("l")
+        .query_async(c)
+        .await
+        .unwrap();
+    (sets, lock)
+}
+
+/// A claim that fails midway (one job's key unreadable, as for a key being
+/// migrated to another cluster node) leaves every other job in a set: the
+/// jobs around the broken one are claimable again once it is gone.
+#[test]
+fn claim_failing_midway_loses_no_job() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let now = 1_700_000_000_000_i64;
+            let jobs: Vec<NewJob> = ["a", "b", "c"].map(|id| NewJob::new(id, "t", "")).into();
+            assert_eq!(s.add_jobs(&jobs, now).await.unwrap().new.len(), 3);
+            let b = format!("{{{prefix}:t}}:j:b");
+            break_key(&url, &b).await;
+            let min = Duration::from_secs(60);
+            assert!(s.claim_jobs("t", 3, "w1", min, now).await.is_err());
+            let mut c = raw::conn(&url).await;
+            for id in ["a", "c"] {
+                let (sets, _) = whereabouts(&mut c, &prefix, id).await;
+                assert!(sets == ["ready"] || sets == ["lock"], "{id} is in {sets:?}");
+            }
+            let _: i64 = redis::cmd("DEL").arg(&b).query_async(&mut c).await.unwrap();
+            let mut got: Vec<String> = s
+                .claim_jobs("t", 3, "w2", min, now)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|j| j.id)
+                .collect();
+            got.sort();
+            assert_eq!(got, ["a", "c"]);
+        },
+    );
+}
+
+/// A cancel that fails midway leaves no job archived outside `done`, nor
+/// free outside `ready`.
+#[test]
+fn cancel_failing_midway_loses_no_job() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let now = 1_700_000_000_000_i64;
+            let jobs: Vec<NewJob> = ["a", "b", "c"].map(|id| NewJob::new(id, "t", "")).into();
+            assert_eq!(s.add_jobs(&jobs, now).await.unwrap().new.len(), 3);
+            break_key(&url, &format!("{{{prefix}:t}}:j:b")).await;
+            let ids: Vec<String> = ["a", "b", "c"].map(String::from).into();
+            assert!(s.cancel_jobs(&ids, now).await.is_err());
+            let mut c = raw::conn(&url).await;
+            for id in ["a", "c"] {
+                let (sets, lock) = whereabouts(&mut c, &prefix, id).await;
+                let ok = (sets == ["ready"] && lock.as_deref() == Some(""))
+                    || (sets == ["done"] && lock.as_deref() == Some(LOCK_DONE));
+                assert!(ok, "{id} is in {sets:?} with lock {lock:?}");
+            }
+        },
+    );
+}
