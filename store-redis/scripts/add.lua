@@ -1,19 +1,25 @@
--- KEYS ready, sched. ARGV: job key prefix, now (15 zero-padded digits),
--- channel, jobtype, token, then groups of 6: id, mode, data, priority,
--- ready score (-priority), dt (15 zero-padded digits). Padded times
--- compare as strings: no number conversion per job.
--- mode "c": create the job if its hash is missing; mode "r": only report.
--- Returns per job 1 created, 2 missing (mode "r"), or, for an existing
--- job, its reservation token `g` (a string): the caller then makes the
--- index carry that token (compare-and-set), so the index always names the
--- live job's token even when two adds of one id raced.
+-- KEYS ready, sched, fence. ARGV: job key prefix, now (15 zero-padded
+-- digits), channel, jobtype, token, then groups of 6: id, mode, data,
+-- priority, ready score (-priority), dt (15 zero-padded digits). Padded
+-- times compare as strings: no number conversion per job.
+-- mode "c": create the job if its hash is missing, unless this call's
+-- reservation token was fenced (taken over) for that id.
+-- mode "r": only report; the group's data field is then the token of the
+-- reservation found in the index: if the job is missing, that token is
+-- fenced (member "<token> <id>" of the fence set) before the caller takes
+-- the reservation over, so the add that made it can no longer create the
+-- job, however late its add.lua arrives.
+-- Returns per job 1 created, 2 missing (mode "r"), 3 refused (fenced), or,
+-- for an existing job, its reservation token `g` (a string): the caller
+-- then makes the index carry that token (compare-and-set).
 -- Redis keeps the writes of a script that fails midway: every job hash is
 -- read before the first write (a job key that cannot be accessed fails
 -- there), and each created job goes into its set right after its hash is
 -- written, so a failure never leaves a job outside every set.
-local pre, nowp = ARGV[1], ARGV[2]
+local pre, nowp, token = ARGV[1], ARGV[2], ARGV[5]
 local out, tokens = {}, {}
 local created = 0
+local fenced = redis.call('EXISTS', KEYS[3]) == 1
 for i = 6, #ARGV, 6 do
   tokens[#tokens + 1] = redis.call('HGET', pre .. ARGV[i], 'g')
 end
@@ -25,7 +31,10 @@ for i = 6, #ARGV, 6 do
   if g then
     out[n] = g
   elseif ARGV[i + 1] == 'r' then
+    redis.call('SADD', KEYS[3], ARGV[i + 2] .. ' ' .. id)
     out[n] = 2
+  elseif fenced and redis.call('SISMEMBER', KEYS[3], token .. ' ' .. id) == 1 then
+    out[n] = 3
   else
     local dtp = ARGV[i + 5]
     redis.call('HSET', pre .. id, 'd', ARGV[i + 2], 'p', ARGV[i + 3], 'dt', dtp,

@@ -18,6 +18,8 @@ pub(crate) struct TypeKeys {
     pub lock: String,
     pub done: String,
     pub codes: String,
+    /// `{P:T}:fence`: set of `"<token> <id>"`, reservations taken over.
+    pub fence: String,
     /// Prefix of the job hashes: `{P:T}:j:`, followed by the id.
     pub job: String,
 }
@@ -41,6 +43,7 @@ impl Keys {
             lock: format!("{tag}:lock"),
             done: format!("{tag}:done"),
             codes: format!("{tag}:codes"),
+            fence: format!("{tag}:fence"),
             job: format!("{tag}:j:"),
         }
     }
@@ -100,6 +103,11 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// The value of an index entry: `"<jobtype> <token>"`.
 pub(crate) fn index_value(jobtype: &str, token: &str) -> String {
     format!("{jobtype} {token}")
+}
+
+/// The reservation token of an index entry.
+pub(crate) fn index_token(value: &str) -> &str {
+    value.rsplit_once(' ').map_or("", |(_, t)| t)
 }
 
 /// The jobtype of an index entry.

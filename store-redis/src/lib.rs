@@ -22,7 +22,7 @@ use redis::{FromRedisValue, Value};
 
 use crate::conn::Conn;
 use crate::error::{malformed, map};
-use crate::keys::{Keys, index_jobtype, index_value};
+use crate::keys::{Keys, index_jobtype, index_token, index_value};
 pub use crate::options::{DEFAULT_PREFIX, RedisOptions};
 use crate::options::{Target, parse_url, strip_prefix_param, validate_prefix};
 use crate::scripts::SCRIPTS;
@@ -563,6 +563,7 @@ impl RedisStore {
             for ((i, old), flag) in entries.into_iter().zip(flags) {
                 match (flag, old) {
                     (Added::Created, _) => status[i] = Some(true),
+                    (Added::Fenced, _) => status[i] = Some(false),
                     (Added::Existing(g), old) => {
                         status[i] = Some(false);
                         let jt = &jobs[i].jobtype;
@@ -692,6 +693,7 @@ impl RedisStore {
             let mut inv = SCRIPTS.add.prepare_invoke();
             inv.key(&k.ready)
                 .key(&k.sched)
+                .key(&k.fence)
                 .arg(&k.job)
                 .arg(padded(now))
                 .arg(&channel)
@@ -699,10 +701,14 @@ impl RedisStore {
                 .arg(token);
             for (i, old) in entries {
                 let job = &jobs[*i];
-                inv.arg(&job.id)
-                    .arg(if old.is_some() { "r" } else { "c" })
-                    .arg(&job.data[..])
-                    .arg(job.priority)
+                inv.arg(&job.id);
+                match old {
+                    // mode r: the token of the reservation found, fenced if
+                    // the job is missing (see add.lua); no data needed
+                    Some(old) => inv.arg("r").arg(index_token(old)),
+                    None => inv.arg("c").arg(&job.data[..]),
+                };
+                inv.arg(job.priority)
                     .arg(-i64::from(job.priority))
                     .arg(padded(job.run_at.unwrap_or(now)));
             }
@@ -720,6 +726,7 @@ impl RedisStore {
                     .map(|f| match f {
                         Value::Int(1) => Ok(Added::Created),
                         Value::Int(2) => Ok(Added::Missing),
+                        Value::Int(3) => Ok(Added::Fenced),
                         Value::BulkString(g) => String::from_utf8(g)
                             .map(Added::Existing)
                             .map_err(|_| malformed("add reply token")),
@@ -740,6 +747,9 @@ enum Added {
     Missing,
     /// Already there, with this reservation token.
     Existing(String),
+    /// Not created: this add's reservation was taken over by another add
+    /// (which creates the job), so it is reported existing.
+    Fenced,
 }
 
 /// `run` once per group, concurrently; results tagged with the jobtype.

@@ -278,7 +278,8 @@ mod raw {
             .await
             .unwrap()
     }
-    /// One `add.lua` call for one job of jobtype `t`, as the store sends it.
+    /// One `add.lua` call for one job of jobtype `t`, as the store sends it
+    /// (mode `r` carries the token of the reservation found, `tokA` here).
     pub async fn add_one(
         c: &mut redis::aio::MultiplexedConnection,
         prefix: &str,
@@ -287,10 +288,12 @@ mod raw {
         mode: &str,
         now: i64,
     ) -> redis::Value {
+        let third = if mode == "r" { "tokA" } else { "data" };
         let nowp = format!("{now:015}");
         add()
             .key(format!("{{{prefix}:t}}:ready"))
             .key(format!("{{{prefix}:t}}:sched"))
+            .key(format!("{{{prefix}:t}}:fence"))
             .arg(format!("{{{prefix}:t}}:j:"))
             .arg(&nowp)
             .arg(format!("{{{prefix}}}:wake"))
@@ -298,7 +301,7 @@ mod raw {
             .arg(token)
             .arg(id)
             .arg(mode)
-            .arg("data")
+            .arg(third)
             .arg(0)
             .arg(0)
             .arg(&nowp)
@@ -310,9 +313,9 @@ mod raw {
 
 /// Two adds of one id and jobtype race (the reviewer's interleaving, step
 /// by step with the store's own scripts): A reserves; B finds A's
-/// reservation without a job and takes it over; A then creates the job
-/// under its token; B's create finds the job and gets its token back, and
-/// sets the index to it. After the job is deleted, the id is free again.
+/// reservation without a job and takes it over; A's create then comes. The
+/// job must end up under the token the index carries, so that after the
+/// job is deleted the id is free again.
 #[test]
 fn racing_adds_leave_the_index_on_the_live_token() {
     with_namespace(
@@ -349,25 +352,21 @@ fn racing_adds_leave_the_index_on_the_live_token() {
                 .await
                 .unwrap();
             assert_eq!(f, vec![1]);
+            // A's create comes after B found the job missing: A's token
+            // was fenced then, so A creates nothing ...
             let f = raw::add_one(&mut c, &prefix, id, "tokA", "c", now).await;
-            assert_eq!(f, redis::Value::Array(vec![redis::Value::Int(1)]));
-            // B's create: the job is there, with A's token.
+            assert_eq!(f, redis::Value::Array(vec![redis::Value::Int(3)]));
+            // ... and B's create makes the job under B's token, the one in
+            // the index.
             let f = raw::add_one(&mut c, &prefix, id, "tokB", "c", now).await;
-            let redis::Value::Array(f) = f else {
-                panic!("add reply {f:?}")
-            };
-            let g: String = redis::FromRedisValue::from_redis_value(f[0].clone()).unwrap();
-            assert_eq!(g, "tokA");
-            // ... and B aligns the index with it, as the store does.
-            let f: Vec<i64> = raw::rereserve()
-                .key(&bucket)
-                .arg(id)
-                .arg("t tokB")
-                .arg(format!("t {g}"))
-                .invoke_async(&mut c)
+            assert_eq!(f, redis::Value::Array(vec![redis::Value::Int(1)]));
+            let g: String = redis::cmd("HGET")
+                .arg(format!("{{{prefix}:t}}:j:{id}"))
+                .arg("g")
+                .query_async(&mut c)
                 .await
                 .unwrap();
-            assert_eq!(f, vec![1]);
+            assert_eq!(g, "tokB");
             let ids = vec![id.to_owned()];
             let min = Duration::from_secs(60);
             assert_eq!(s.claim_jobs("t", 1, "w1", min, now).await.unwrap().len(), 1);
@@ -524,6 +523,72 @@ fn cancel_failing_midway_loses_no_job() {
                     || (sets == ["done"] && lock.as_deref() == Some(LOCK_DONE));
                 assert!(ok, "{id} is in {sets:?} with lock {lock:?}");
             }
+        },
+    );
+}
+
+/// The reviewer's delayed add: A reserves an id and stalls before its
+/// `add.lua`; B's add (through the store) takes the reservation over and
+/// creates the job; a worker claims and deletes it, which frees the id.
+/// A's late `add.lua` must not create a job without an index entry.
+#[test]
+fn late_add_after_takeover_and_delete_creates_nothing() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let now = 1_700_000_000_000_i64;
+            let id = "dup";
+            let ids = vec![id.to_owned()];
+            let bucket = raw::bucket(&prefix, id);
+            let mut c = raw::conn(&url).await;
+            let v: Vec<String> = raw::reserve()
+                .key(&bucket)
+                .arg("tokA")
+                .arg(id)
+                .arg("t")
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(v, vec![String::new()]);
+            assert_eq!(
+                s.add_jobs(&[NewJob::new(id, "t", "")], now)
+                    .await
+                    .unwrap()
+                    .new,
+                ids
+            );
+            let min = Duration::from_secs(60);
+            assert_eq!(s.claim_jobs("t", 1, "w1", min, now).await.unwrap().len(), 1);
+            assert_eq!(
+                s.release_jobs(&ids, "w1", &Release::Delete, now)
+                    .await
+                    .unwrap(),
+                ids
+            );
+            // A's add.lua arrives now.
+            let f = raw::add_one(&mut c, &prefix, id, "tokA", "c", now).await;
+            assert_eq!(f, redis::Value::Array(vec![redis::Value::Int(3)]));
+            assert!(s.get_job(id).await.unwrap().is_none());
+            assert!(
+                s.claim_jobs("t", 1, "w1", min, now)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+            assert_eq!(
+                s.add_jobs(&[NewJob::new(id, "u", "")], now)
+                    .await
+                    .unwrap()
+                    .new,
+                ids
+            );
+            assert_eq!(s.claim_jobs("u", 1, "w1", min, now).await.unwrap().len(), 1);
+            assert!(
+                s.claim_jobs("t", 1, "w1", min, now)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
         },
     );
 }
