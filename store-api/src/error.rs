@@ -140,6 +140,17 @@ impl Error {
         }
     }
 
+    /// The [`Error::Conflict`] of reserving a sysid held under a valid lease.
+    pub fn sysid_held(sysid: &str) -> Self {
+        Error::conflict(format!("sysid {sysid:?} is held under a valid lease"))
+    }
+
+    /// The [`Error::Conflict`] of renewing a sysid with a lease that no
+    /// longer holds it.
+    pub fn sysid_lost(sysid: &str) -> Self {
+        Error::conflict(format!("sysid {sysid:?} is no longer held by this lease"))
+    }
+
     /// An [`Error::TooLarge`].
     pub fn too_large(what: impl Into<String>, size: usize, limit: usize) -> Self {
         Error::TooLarge {

@@ -234,8 +234,7 @@ impl JobStore for MemoryStore {
     }
 
     async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
-        validate::ids(ids)?;
-        validate::time("now", now)?;
+        validate::cancel(ids, now)?;
         let mut inner = self.lock();
         let mut cancelled = Vec::new();
         for id in ids {
@@ -344,9 +343,7 @@ impl JobStore for MemoryStore {
     }
 
     async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {
-        validate::sysid(sysid)?;
-        validate::lease("sysid ttl", ttl)?;
-        validate::time("now", now)?;
+        validate::sysid_lease(sysid, ttl, now)?;
         let mut inner = self.lock();
         if let Some(held) = inner.sysids.get(sysid).filter(|l| l.expires > now) {
             return Err(Error::conflict(format!(
@@ -369,9 +366,7 @@ impl JobStore for MemoryStore {
         ttl: Duration,
         now: Millis,
     ) -> Result<SysidLease> {
-        validate::sysid(&lease.sysid)?;
-        validate::lease("sysid ttl", ttl)?;
-        validate::time("now", now)?;
+        validate::sysid_lease(&lease.sysid, ttl, now)?;
         let mut inner = self.lock();
         match inner
             .sysids
@@ -382,10 +377,7 @@ impl JobStore for MemoryStore {
                 held.expires = now + duration_ms(ttl);
                 Ok(held.clone())
             }
-            None => Err(Error::conflict(format!(
-                "sysid {:?} is no longer held by this lease",
-                lease.sysid
-            ))),
+            None => Err(Error::sysid_lost(&lease.sysid)),
         }
     }
 

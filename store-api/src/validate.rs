@@ -146,6 +146,19 @@ pub fn ids(ids: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The arguments of a sysid reservation or renewal.
+pub fn sysid_lease(sysid_: &str, ttl: Duration, now: Millis) -> Result<()> {
+    sysid(sysid_)?;
+    lease("sysid ttl", ttl)?;
+    time("now", now)
+}
+
+/// The arguments of a cancel.
+pub fn cancel(ids_: &[String], now: Millis) -> Result<()> {
+    ids(ids_)?;
+    time("now", now)
+}
+
 /// The arguments of a claim.
 pub fn claim(
     jobtype_: &str,

@@ -590,8 +590,7 @@ impl JobStore for MongoStore {
     }
 
     async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
-        validate::ids(ids)?;
-        validate::time("now", now)?;
+        validate::cancel(ids, now)?;
         let set = doc! {
             f::LOCK: LOCK_DONE,
             f::DONE_DT: now,
@@ -747,9 +746,7 @@ impl JobStore for MongoStore {
     }
 
     async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {
-        validate::sysid(sysid)?;
-        validate::lease("sysid ttl", ttl)?;
-        validate::time("now", now)?;
+        validate::sysid_lease(sysid, ttl, now)?;
         let lease = SysidLease {
             sysid: sysid.to_owned(),
             token: new_token(),
@@ -767,9 +764,7 @@ impl JobStore for MongoStore {
             .await;
         match r {
             Ok(_) => Ok(lease),
-            Err(e) if errors::is_duplicate_key(&e) => Err(Error::conflict(format!(
-                "sysid {sysid:?} is held by another lease"
-            ))),
+            Err(e) if errors::is_duplicate_key(&e) => Err(Error::sysid_held(sysid)),
             Err(e) => Err(errors::map("reserve sysid", e)),
         }
     }
@@ -780,9 +775,7 @@ impl JobStore for MongoStore {
         ttl: Duration,
         now: Millis,
     ) -> Result<SysidLease> {
-        validate::sysid(&lease.sysid)?;
-        validate::lease("sysid ttl", ttl)?;
-        validate::time("now", now)?;
+        validate::sysid_lease(&lease.sysid, ttl, now)?;
         let expires = now + duration_ms(ttl);
         let r = self
             .sysids
@@ -793,10 +786,7 @@ impl JobStore for MongoStore {
             .await
             .map_err(|e| errors::map("renew sysid", e))?;
         if r.matched_count == 0 {
-            return Err(Error::conflict(format!(
-                "sysid {:?} is no longer held by this lease",
-                lease.sysid
-            )));
+            return Err(Error::sysid_lost(&lease.sysid));
         }
         Ok(SysidLease {
             expires,

@@ -393,8 +393,7 @@ impl JobStore for PgStore {
     }
 
     async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
-        validate::ids(ids)?;
-        validate::time("now", now)?;
+        validate::cancel(ids, now)?;
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -525,9 +524,7 @@ impl JobStore for PgStore {
     }
 
     async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {
-        validate::sysid(sysid)?;
-        validate::lease("sysid ttl", ttl)?;
-        validate::time("now", now)?;
+        validate::sysid_lease(sysid, ttl, now)?;
         let token = jobstore_api::new_token();
         let expires = now + duration_ms(ttl);
         let row = sqlx::query(q::RESERVE_SYSID)
@@ -544,9 +541,7 @@ impl JobStore for PgStore {
                 token,
                 expires,
             }),
-            None => Err(Error::conflict(format!(
-                "sysid {sysid:?} is held under a valid lease"
-            ))),
+            None => Err(Error::sysid_held(sysid)),
         }
     }
 
@@ -556,9 +551,7 @@ impl JobStore for PgStore {
         ttl: Duration,
         now: Millis,
     ) -> Result<SysidLease> {
-        validate::sysid(&lease.sysid)?;
-        validate::lease("sysid ttl", ttl)?;
-        validate::time("now", now)?;
+        validate::sysid_lease(&lease.sysid, ttl, now)?;
         let expires = now + duration_ms(ttl);
         let row = sqlx::query(q::RENEW_SYSID)
             .bind(&lease.sysid)
@@ -572,10 +565,7 @@ impl JobStore for PgStore {
                 expires,
                 ..lease.clone()
             }),
-            None => Err(Error::conflict(format!(
-                "sysid {:?} is no longer held by this lease",
-                lease.sysid
-            ))),
+            None => Err(Error::sysid_lost(&lease.sysid)),
         }
     }
 

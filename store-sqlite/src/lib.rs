@@ -509,8 +509,7 @@ impl JobStore for SqliteStore {
     }
 
     async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
-        validate::ids(ids)?;
-        validate::time("now", now)?;
+        validate::cancel(ids, now)?;
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -640,9 +639,7 @@ impl JobStore for SqliteStore {
     }
 
     async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {
-        validate::sysid(sysid)?;
-        validate::lease("sysid ttl", ttl)?;
-        validate::time("now", now)?;
+        validate::sysid_lease(sysid, ttl, now)?;
         let lease = SysidLease {
             sysid: sysid.to_owned(),
             token: jobstore_api::new_token(),
@@ -658,9 +655,7 @@ impl JobStore for SqliteStore {
             .map_err(|e| error::map("reserve_sysid", e))?;
         match won {
             Some(_) => Ok(lease),
-            None => Err(Error::conflict(format!(
-                "sysid {sysid:?} is held under a valid lease"
-            ))),
+            None => Err(Error::sysid_held(sysid)),
         }
     }
 
@@ -670,9 +665,7 @@ impl JobStore for SqliteStore {
         ttl: Duration,
         now: Millis,
     ) -> Result<SysidLease> {
-        validate::sysid(&lease.sysid)?;
-        validate::lease("sysid ttl", ttl)?;
-        validate::time("now", now)?;
+        validate::sysid_lease(&lease.sysid, ttl, now)?;
         let expires = now + duration_ms(ttl);
         let done = sqlx::query(queries::RENEW_SYSID)
             .bind(expires)
@@ -682,10 +675,7 @@ impl JobStore for SqliteStore {
             .await
             .map_err(|e| error::map("renew_sysid", e))?;
         if done.rows_affected() == 0 {
-            return Err(Error::conflict(format!(
-                "sysid {:?} is no longer held by this lease",
-                lease.sysid
-            )));
+            return Err(Error::sysid_lost(&lease.sysid));
         }
         Ok(SysidLease {
             expires,
