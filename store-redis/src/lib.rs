@@ -1157,8 +1157,7 @@ impl JobStore for RedisStore {
     }
 
     async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
-        validate::ids(ids)?;
-        validate::time("now", now)?;
+        validate::cancel(ids, now)?;
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -1394,9 +1393,7 @@ impl JobStore for RedisStore {
     }
 
     async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {
-        validate::sysid(sysid)?;
-        validate::lease("sysid ttl", ttl)?;
-        validate::time("now", now)?;
+        validate::sysid_lease(sysid, ttl, now)?;
         let lease = SysidLease {
             sysid: sysid.to_owned(),
             token: new_token(),
@@ -1434,9 +1431,7 @@ impl JobStore for RedisStore {
         ttl: Duration,
         now: Millis,
     ) -> Result<SysidLease> {
-        validate::sysid(&lease.sysid)?;
-        validate::lease("sysid ttl", ttl)?;
-        validate::time("now", now)?;
+        validate::sysid_lease(&lease.sysid, ttl, now)?;
         let expires = now + duration_ms(ttl);
         let mut inv = SCRIPTS.sysid_renew.prepare_invoke();
         inv.key(self.keys.sysid(&lease.sysid))
@@ -1453,10 +1448,7 @@ impl JobStore for RedisStore {
                 ..lease.clone()
             })
         } else {
-            Err(Error::conflict(format!(
-                "sysid {:?} is no longer held by this lease",
-                lease.sysid
-            )))
+            Err(Error::sysid_lost(&lease.sysid))
         }
     }
 
