@@ -22,7 +22,7 @@ use redis::{FromRedisValue, Value};
 
 use crate::conn::Conn;
 use crate::error::{malformed, map};
-use crate::keys::{Keys, index_jobtype, index_token, index_value};
+use crate::keys::{Keys, TypeKeys, index_jobtype, index_token, index_value};
 pub use crate::options::{DEFAULT_PREFIX, RedisOptions};
 use crate::options::{Target, parse_url, strip_prefix_param, validate_prefix};
 use crate::scripts::SCRIPTS;
@@ -187,6 +187,10 @@ impl RedisStore {
                     .map_err(|e| map(e, "connect"))?,
             );
         }
+        // Keys are found per node but unlinked through the store's own
+        // connection, which routes each key to its slot's owner (and follows
+        // redirects while slots move).
+        let mut by_key = self.conn();
         let mut total = 0;
         for mut c in conns {
             for pattern in self.keys.patterns() {
@@ -205,7 +209,7 @@ impl RedisStore {
                         // One key per UNLINK: keys of a cluster node span slots.
                         let n: u64 = redis::cmd("UNLINK")
                             .arg(key)
-                            .query_async(&mut c)
+                            .query_async(&mut by_key)
                             .await
                             .map_err(|e| map(e, "UNLINK"))?;
                         total += n;
@@ -331,6 +335,35 @@ impl RedisStore {
             (out, None) => Ok(out),
             (_, Some(e)) => Err(e),
         }
+    }
+
+    /// Runs the script that `build` prepares for each jobtype's keys once
+    /// per jobtype among `ids`, with that jobtype's ids appended as its last
+    /// arguments; each script returns the ids it changed. Returns those ids
+    /// in the caller's order.
+    async fn change_ids<B>(
+        &self,
+        ids: &[String],
+        what: &'static str,
+        build: B,
+    ) -> Result<Vec<String>>
+    where
+        B: Fn(&TypeKeys) -> redis::ScriptInvocation<'static>,
+    {
+        let done = self
+            .per_jobtype(ids, |jt, ids| {
+                let mut inv = build(&self.keys.jobtype(&jt));
+                inv.arg(ids);
+                let mut c = self.conn();
+                async move {
+                    let v: Vec<String> =
+                        inv.invoke_async(&mut c).await.map_err(|e| map(e, what))?;
+                    Ok(v.into_iter().map(|id| (id, String::new())).collect())
+                }
+            })
+            .await?;
+        let done: HashSet<String> = done.into_iter().map(|(id, _, _)| id).collect();
+        Ok(in_order(ids, &done))
     }
 
     /// [`Self::per_jobtype`], but runs every jobtype's script even when
@@ -1040,28 +1073,16 @@ impl JobStore for RedisStore {
             return Ok(Vec::new());
         }
         let expiry = now + duration_ms(lease);
-        let done = self
-            .per_jobtype(ids, |jt, ids| {
-                let k = self.keys.jobtype(&jt);
-                let mut inv = SCRIPTS.renew.prepare_invoke();
-                inv.key(&k.ready)
-                    .key(&k.lock)
-                    .arg(&k.job)
-                    .arg(owner)
-                    .arg(expiry)
-                    .arg(ids);
-                let mut c = self.conn();
-                async move {
-                    let v: Vec<String> = inv
-                        .invoke_async(&mut c)
-                        .await
-                        .map_err(|e| map(e, "renew locks"))?;
-                    Ok(v.into_iter().map(|id| (id, String::new())).collect())
-                }
-            })
-            .await?;
-        let done: HashSet<String> = done.into_iter().map(|(id, _, _)| id).collect();
-        Ok(in_order(ids, &done))
+        self.change_ids(ids, "renew locks", |k| {
+            let mut inv = SCRIPTS.renew.prepare_invoke();
+            inv.key(&k.ready)
+                .key(&k.lock)
+                .arg(&k.job)
+                .arg(owner)
+                .arg(expiry);
+            inv
+        })
+        .await
     }
 
     async fn release_jobs(
@@ -1161,30 +1182,18 @@ impl JobStore for RedisStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let done = self
-            .per_jobtype(ids, |jt, ids| {
-                let k = self.keys.jobtype(&jt);
-                let mut inv = SCRIPTS.cancel.prepare_invoke();
-                inv.key(&k.ready)
-                    .key(&k.sched)
-                    .key(&k.done)
-                    .key(&k.codes)
-                    .arg(&k.job)
-                    .arg(now)
-                    .arg(now + ARCHIVE_HORIZON_MS)
-                    .arg(ids);
-                let mut c = self.conn();
-                async move {
-                    let v: Vec<String> = inv
-                        .invoke_async(&mut c)
-                        .await
-                        .map_err(|e| map(e, "cancel jobs"))?;
-                    Ok(v.into_iter().map(|id| (id, String::new())).collect())
-                }
-            })
-            .await?;
-        let done: HashSet<String> = done.into_iter().map(|(id, _, _)| id).collect();
-        Ok(in_order(ids, &done))
+        self.change_ids(ids, "cancel jobs", |k| {
+            let mut inv = SCRIPTS.cancel.prepare_invoke();
+            inv.key(&k.ready)
+                .key(&k.sched)
+                .key(&k.done)
+                .key(&k.codes)
+                .arg(&k.job)
+                .arg(now)
+                .arg(now + ARCHIVE_HORIZON_MS);
+            inv
+        })
+        .await
     }
 
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {
