@@ -1,0 +1,1 @@
+//! The local, append-only file journal.

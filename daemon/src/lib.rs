@@ -1,0 +1,5 @@
+#![doc = include_str!("../README.md")]
+
+pub mod journal;
+pub mod scheduler;
+pub mod tenant;

@@ -1,0 +1,3 @@
+//! The `jobstore` binary.
+
+fn main() {}

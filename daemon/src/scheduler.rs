@@ -1,0 +1,1 @@
+//! The scheduler: which jobtype runs next.
