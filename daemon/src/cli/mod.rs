@@ -1,0 +1,204 @@
+//! The command line: `jobstore serve` runs the daemon; the other
+//! subcommands talk to a running daemon over its HTTP API.
+//!
+//! Exit codes: 0 done; 1 a local failure (a file that cannot be read);
+//! 2 bad usage; 3 not found; 4 refused by authentication (401/403);
+//! 5 refused as invalid (another 4xx); 6 the daemon failed or is
+//! unavailable (5xx); 7 the daemon cannot be reached.
+
+mod client;
+mod output;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::ServeArgs;
+pub use client::{CliError, Remote};
+
+/// The `jobstore` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "jobstore",
+    version,
+    about = "A durable job queue: the daemon, and a client for its HTTP API",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon.
+    Serve(ServeArgs),
+    /// Add jobs: payloads from arguments, a file (--file) or stdin.
+    Add(AddArgs),
+    /// Set, show, list or delete handlers.
+    #[command(subcommand)]
+    Handler(HandlerCommand),
+    /// Show a job: state, attempts, result and output.
+    Job(JobArgs),
+    /// Cancel waiting or scheduled jobs.
+    Cancel(CancelArgs),
+    /// Job counts by jobtype and state (one client, or every client with
+    /// the admin token).
+    Stats(StatsArgs),
+    /// Print a new random token and the SHA-256 to put in the config file.
+    Token,
+}
+
+/// `jobstore add`.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    #[command(flatten)]
+    remote: Remote,
+    /// The client (tenant).
+    client: String,
+    /// The jobtype.
+    #[arg(value_name = "TYPE")]
+    jobtype: String,
+    /// Payloads, one job each. Without them (and without --file) payloads
+    /// are read from stdin, one per line.
+    payloads: Vec<String>,
+    /// Read payloads from this file, one per line (`-` for stdin).
+    #[arg(long, short, value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Lines per request.
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 4)]
+    parallel: usize,
+    /// Priority of every job (higher runs first).
+    #[arg(long, allow_negative_numbers = true)]
+    priority: Option<i32>,
+    /// Run the jobs after this delay (e.g. 30s, 5m).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    delay: Option<Duration>,
+    /// Print nothing but errors (not the ids).
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// `jobstore handler …`.
+#[derive(Debug, Subcommand)]
+pub enum HandlerCommand {
+    /// Set a jobtype's handler.
+    Set(HandlerSetArgs),
+    /// Show a jobtype's handler.
+    Get(HandlerRef),
+    /// Delete a jobtype's handler.
+    Delete(HandlerRef),
+    /// List a client's handlers.
+    List(ClientRef),
+}
+
+/// `jobstore handler set`.
+#[derive(Debug, Args)]
+pub struct HandlerSetArgs {
+    #[command(flatten)]
+    remote: Remote,
+    /// The client.
+    client: String,
+    /// The jobtype.
+    #[arg(value_name = "TYPE")]
+    jobtype: String,
+    /// The runner: process or http.
+    #[arg(long)]
+    method: String,
+    /// What it runs: a command line (process) or a URL (http).
+    body: String,
+    /// Execution-context id (jobtypes with the same eid share a worker).
+    #[arg(long)]
+    eid: Option<String>,
+    /// Run once when an execution context starts.
+    #[arg(long)]
+    before: Option<String>,
+    /// Run before each batch.
+    #[arg(long)]
+    before_each: Option<String>,
+    /// Run after each batch.
+    #[arg(long)]
+    after_each: Option<String>,
+}
+
+/// A client and a jobtype.
+#[derive(Debug, Args)]
+pub struct HandlerRef {
+    #[command(flatten)]
+    remote: Remote,
+    /// The client.
+    client: String,
+    /// The jobtype.
+    #[arg(value_name = "TYPE")]
+    jobtype: String,
+}
+
+/// A client.
+#[derive(Debug, Args)]
+pub struct ClientRef {
+    #[command(flatten)]
+    remote: Remote,
+    /// The client.
+    client: String,
+}
+
+/// `jobstore job`.
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    #[command(flatten)]
+    remote: Remote,
+    /// The client.
+    client: String,
+    /// The job id.
+    id: String,
+}
+
+/// `jobstore cancel`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    #[command(flatten)]
+    remote: Remote,
+    /// The client.
+    client: String,
+    /// Job ids.
+    #[arg(required = true)]
+    ids: Vec<String>,
+}
+
+/// `jobstore stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    remote: Remote,
+    /// The client; without it, every client (needs the admin token when
+    /// tokens are configured).
+    client: Option<String>,
+}
+
+/// Runs a client subcommand (anything but `serve`).
+pub async fn run_client(command: Command) -> Result<(), CliError> {
+    match command {
+        Command::Serve(_) => Err(CliError::usage("serve is not a client command")),
+        Command::Token => {
+            let token = crate::auth::new_token();
+            let hash = crate::auth::TokenHash::of(&token).to_hex();
+            println!("token:  {token}");
+            println!("sha256: {hash}");
+            println!();
+            println!("Give the token to the client; put the hash in the config file:");
+            println!("  [[auth.clients]]\n  name = \"CLIENT\"\n  token_sha256 = \"{hash}\"");
+            Ok(())
+        }
+        Command::Add(a) => client::add(a).await,
+        Command::Handler(h) => client::handler(h).await,
+        Command::Job(j) => client::job(j).await,
+        Command::Cancel(c) => client::cancel(c).await,
+        Command::Stats(s) => client::stats(s).await,
+    }
+}

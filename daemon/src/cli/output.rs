@@ -1,0 +1,142 @@
+//! Readable tables for the client subcommands.
+
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+
+use crate::http::handlers::{HandlerList, HandlerView};
+use crate::http::jobs::{ClientStats, JobView};
+
+fn table() -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED);
+    t
+}
+
+/// Epoch milliseconds as RFC 3339.
+fn time(ms: i64) -> String {
+    u64::try_from(ms)
+        .ok()
+        .map(|ms| {
+            humantime::format_rfc3339_millis(
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
+            )
+            .to_string()
+        })
+        .unwrap_or_else(|| ms.to_string())
+}
+
+fn clip(s: &str) -> String {
+    const MAX: usize = 400;
+    if s.chars().count() > MAX {
+        format!("{}…", s.chars().take(MAX).collect::<String>())
+    } else {
+        s.to_owned()
+    }
+}
+
+/// A job as key/value rows.
+pub fn job(j: &JobView) -> Table {
+    let mut t = table();
+    t.add_row(vec!["id".to_owned(), j.id.clone()]);
+    t.add_row(vec!["type".to_owned(), j.jobtype.clone()]);
+    t.add_row(vec!["state".to_owned(), j.state.clone()]);
+    t.add_row(vec!["priority".to_owned(), j.priority.to_string()]);
+    t.add_row(vec!["attempts".to_owned(), j.attempts.to_string()]);
+    t.add_row(vec!["created".to_owned(), time(j.created)]);
+    if let Some(at) = j.run_at {
+        t.add_row(vec!["run at".to_owned(), time(at)]);
+    }
+    if let Some(at) = j.lease_expires {
+        t.add_row(vec!["lease expires".to_owned(), time(at)]);
+    }
+    if let Some(by) = &j.locked_by {
+        t.add_row(vec!["locked by".to_owned(), by.clone()]);
+    }
+    if let Some(at) = j.done {
+        t.add_row(vec!["done".to_owned(), time(at)]);
+    }
+    match (&j.data, &j.data_base64) {
+        (Some(d), _) => t.add_row(vec!["data".to_owned(), clip(d)]),
+        (None, Some(b)) => t.add_row(vec!["data (base64)".to_owned(), clip(b)]),
+        _ => t.add_row(vec!["data".to_owned(), String::new()]),
+    };
+    if let Some(r) = &j.result {
+        t.add_row(vec![
+            "result".to_owned(),
+            format!("{} ({})", r.code, r.status),
+        ]);
+        if let Some(o) = &r.output {
+            t.add_row(vec!["output".to_owned(), clip(o)]);
+        } else if let Some(o) = &r.output_base64 {
+            t.add_row(vec!["output (base64)".to_owned(), clip(o)]);
+        }
+    }
+    t
+}
+
+/// A handler as key/value rows.
+pub fn handler(h: &HandlerView) -> Table {
+    let mut t = table();
+    t.add_row(vec!["type".to_owned(), h.jobtype.clone()]);
+    t.add_row(vec!["method".to_owned(), h.handler.method.clone()]);
+    t.add_row(vec!["body".to_owned(), clip(&h.handler.body)]);
+    for (k, v) in [
+        ("eid", &h.handler.eid),
+        ("before", &h.handler.before),
+        ("before_each", &h.handler.before_each),
+        ("after_each", &h.handler.after_each),
+    ] {
+        if let Some(v) = v {
+            t.add_row(vec![k.to_owned(), clip(v)]);
+        }
+    }
+    t.add_row(vec!["version".to_owned(), h.version.clone()]);
+    t.add_row(vec!["set at".to_owned(), time(h.set_at)]);
+    t
+}
+
+/// Handlers, one row each.
+pub fn handler_list(l: &HandlerList) -> Table {
+    let mut t = table();
+    t.set_header(vec!["type", "method", "body", "set at"]);
+    for h in &l.handlers {
+        t.add_row(vec![
+            h.jobtype.clone(),
+            h.handler.method.clone(),
+            clip(&h.handler.body),
+            time(h.set_at),
+        ]);
+    }
+    t
+}
+
+/// Counts, one row per client and jobtype.
+pub fn stats(clients: &[ClientStats]) -> Table {
+    let mut t = table();
+    t.set_header(vec![
+        "client",
+        "type",
+        "waiting",
+        "scheduled",
+        "running",
+        "archived",
+    ]);
+    for c in clients {
+        for j in &c.jobtypes {
+            let archived = j
+                .archived
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            t.add_row(vec![
+                c.client.clone(),
+                j.jobtype.clone(),
+                j.waiting.to_string(),
+                j.scheduled.to_string(),
+                j.running.to_string(),
+                archived,
+            ]);
+        }
+    }
+    t
+}

@@ -1,0 +1,547 @@
+//! The daemon's configuration: flags and environment variables
+//! ([`ServeArgs`], clap), an optional TOML file ([`FileConfig`]), and the
+//! resolved [`Config`] that [`crate::run`] takes. A flag or environment
+//! variable wins over the file, the file over the default.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde::Deserialize;
+
+use crate::auth::{AuthConfig, TokenHash};
+use crate::tenant::Client;
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `jobstore serve`: flags and environment variables. Every one is
+/// optional here so that the config file can supply it.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// TOML config file; flags and environment variables override it.
+    #[arg(long, env = "JOBSTORE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Store URL: sqlite://PATH, postgres://…, redis://…, redis+cluster://…,
+    /// mongodb://…, memory://. Default: a SQLite file in the data dir.
+    #[arg(
+        long,
+        env = "JOBSTORE_STORE",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub store: Option<String>,
+    /// Directory for the journal, the generated sysid and the default
+    /// SQLite store [default: ./jobstore-data].
+    #[arg(long, env = "JOBSTORE_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:7070]; port 0 picks a free one.
+    #[arg(long, env = "JOBSTORE_LISTEN", value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Write the address actually bound to this file once listening.
+    #[arg(long, value_name = "FILE")]
+    pub addr_file: Option<PathBuf>,
+    /// Allow listening beyond loopback with no tokens configured. Anyone who
+    /// can reach the port can then add jobs and manage handlers.
+    #[arg(long, env = "JOBSTORE_INSECURE_LISTEN")]
+    pub insecure_listen: bool,
+    /// This daemon's name in the store [default: generated once and kept in
+    /// the data dir].
+    #[arg(long, env = "JOBSTORE_SYSID")]
+    pub sysid: Option<String>,
+    /// How long a sysid reservation lasts without renewal [default: 30s].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub sysid_ttl: Option<Duration>,
+    /// The admin token (manages handlers, reaches every client). Prefer the
+    /// environment variable, or a hash in the config file.
+    #[arg(
+        long,
+        env = "JOBSTORE_ADMIN_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub admin_token: Option<String>,
+    /// Allow `process` handlers (commands run on this host) to be set over
+    /// HTTP, by the admin token only.
+    #[arg(long, env = "JOBSTORE_ALLOW_PROCESS_HANDLERS")]
+    pub allow_process_handlers: bool,
+    /// Hosts `http` handlers may call (repeat the flag; default: any host).
+    #[arg(
+        long = "http-allow-host",
+        env = "JOBSTORE_HTTP_ALLOW_HOSTS",
+        value_delimiter = ',',
+        value_name = "HOST"
+    )]
+    pub http_allow_hosts: Vec<String>,
+    /// Largest request body accepted, in bytes [default: 32 MiB].
+    #[arg(long, value_name = "BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// Longest a request may take, slow clients included [default: 30s].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub request_timeout: Option<Duration>,
+    /// How long an add with client-chosen ids waits for the store to say
+    /// which ids already existed [default: 10s].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub idempotent_wait: Option<Duration>,
+    /// Records per ingest batch (one store add each) [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub ingest_batch: Option<usize>,
+    /// How long shutdown waits for in-flight work and ingest [default: 30s].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub shutdown_grace: Option<Duration>,
+    /// Log format.
+    #[arg(long, env = "JOBSTORE_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+}
+
+/// The TOML config file. Every key is optional.
+///
+/// ```toml
+/// store = "postgres://jobs@db/jobs"
+/// data_dir = "/var/lib/jobstore"
+/// listen = "0.0.0.0:7070"
+/// sysid = "node-1"
+/// allow_process_handlers = true
+///
+/// [auth]
+/// admin_token_sha256 = "9f86d081…"   # `jobstore token` prints a token and its hash
+///
+/// [[auth.clients]]
+/// name = "acme"
+/// token_sha256 = "60303ae2…"
+/// ```
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// See [`ServeArgs::store`].
+    pub store: Option<String>,
+    /// See [`ServeArgs::data_dir`].
+    pub data_dir: Option<PathBuf>,
+    /// See [`ServeArgs::listen`].
+    pub listen: Option<SocketAddr>,
+    /// See [`ServeArgs::insecure_listen`].
+    pub insecure_listen: Option<bool>,
+    /// See [`ServeArgs::sysid`].
+    pub sysid: Option<String>,
+    /// See [`ServeArgs::sysid_ttl`].
+    #[serde(default, with = "opt_duration")]
+    pub sysid_ttl: Option<Duration>,
+    /// See [`ServeArgs::allow_process_handlers`].
+    pub allow_process_handlers: Option<bool>,
+    /// See [`ServeArgs::http_allow_hosts`].
+    pub http_allow_hosts: Option<Vec<String>>,
+    /// See [`ServeArgs::max_body_bytes`].
+    pub max_body_bytes: Option<usize>,
+    /// See [`ServeArgs::request_timeout`].
+    #[serde(default, with = "opt_duration")]
+    pub request_timeout: Option<Duration>,
+    /// See [`ServeArgs::idempotent_wait`].
+    #[serde(default, with = "opt_duration")]
+    pub idempotent_wait: Option<Duration>,
+    /// See [`ServeArgs::ingest_batch`].
+    pub ingest_batch: Option<usize>,
+    /// See [`ServeArgs::shutdown_grace`].
+    #[serde(default, with = "opt_duration")]
+    pub shutdown_grace: Option<Duration>,
+    /// See [`ServeArgs::log_format`].
+    pub log_format: Option<LogFormat>,
+    /// Tokens.
+    #[serde(default)]
+    pub auth: FileAuth,
+}
+
+/// The `[auth]` table of the config file: SHA-256 hashes of tokens, never
+/// the tokens themselves.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileAuth {
+    /// Hex SHA-256 of the admin token.
+    pub admin_token_sha256: Option<String>,
+    /// Clients and their token hashes.
+    #[serde(default)]
+    pub clients: Vec<FileClient>,
+}
+
+/// One `[[auth.clients]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileClient {
+    /// The client name (the `{client}` of its paths).
+    pub name: String,
+    /// Hex SHA-256 of its token.
+    pub token_sha256: Option<String>,
+    /// Several token hashes (to rotate tokens without downtime).
+    #[serde(default)]
+    pub token_sha256s: Vec<String>,
+}
+
+mod opt_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        s.map(|s| {
+            humantime::parse_duration(&s)
+                .map_err(|e| serde::de::Error::custom(format!("duration {s:?}: {e}")))
+        })
+        .transpose()
+    }
+}
+
+/// Why the configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML or has unknown keys.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value is out of range or inconsistent.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The resolved configuration of a daemon.
+#[derive(Clone)]
+pub struct Config {
+    /// Store URL; `None` is the embedded default (SQLite in `data_dir`).
+    pub store_url: Option<String>,
+    /// Journal, sysid file and default store live here.
+    pub data_dir: PathBuf,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Where to write the bound address.
+    pub addr_file: Option<PathBuf>,
+    /// Listening beyond loopback without tokens is allowed.
+    pub insecure_listen: bool,
+    /// The sysid, or `None` to use the one kept in the data dir.
+    pub sysid: Option<String>,
+    /// Sysid reservation length.
+    pub sysid_ttl: Duration,
+    /// Tokens.
+    pub auth: AuthConfig,
+    /// `process` handlers may be set over HTTP (by the admin).
+    pub allow_process_handlers: bool,
+    /// Hosts `http` handlers may call; empty: any.
+    pub http_allow_hosts: Vec<String>,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// Longest request.
+    pub request_timeout: Duration,
+    /// Wait for the store's verdict on client-chosen ids.
+    pub idempotent_wait: Duration,
+    /// Records per ingest batch.
+    pub ingest_batch: usize,
+    /// How long a journal reservation lasts before its records are handed
+    /// out again.
+    pub ingest_reserve_timeout: Duration,
+    /// Shutdown grace period.
+    pub shutdown_grace: Duration,
+    /// Journal segment size.
+    pub journal_segment_bytes: u64,
+    /// Log format (used by the binary's tracing setup).
+    pub log_format: LogFormat,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("store_url", &self.store_url.as_deref().map(redact_url))
+            .field("data_dir", &self.data_dir)
+            .field("listen", &self.listen)
+            .field("insecure_listen", &self.insecure_listen)
+            .field("sysid", &self.sysid)
+            .field("sysid_ttl", &self.sysid_ttl)
+            .field("auth", &self.auth)
+            .field("allow_process_handlers", &self.allow_process_handlers)
+            .field("http_allow_hosts", &self.http_allow_hosts)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("request_timeout", &self.request_timeout)
+            .field("idempotent_wait", &self.idempotent_wait)
+            .field("ingest_batch", &self.ingest_batch)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A URL with its password replaced by `***`, for logs.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        Ok(_) => url.to_owned(),
+        Err(_) => "<unparsable URL>".to_owned(),
+    }
+}
+
+impl Config {
+    /// Defaults: everything local, in `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Config {
+            store_url: None,
+            data_dir: data_dir.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            addr_file: None,
+            insecure_listen: false,
+            sysid: None,
+            sysid_ttl: Duration::from_secs(30),
+            auth: AuthConfig::default(),
+            allow_process_handlers: false,
+            http_allow_hosts: Vec::new(),
+            max_body_bytes: 32 << 20,
+            request_timeout: Duration::from_secs(30),
+            idempotent_wait: Duration::from_secs(10),
+            ingest_batch: 1000,
+            ingest_reserve_timeout: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(30),
+            journal_segment_bytes: 64 << 20,
+            log_format: LogFormat::Human,
+        }
+    }
+
+    /// Reads the file named by `args.config` (if any) and lays the flags
+    /// over it.
+    pub fn from_args(args: &ServeArgs) -> Result<Self, ConfigError> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        Self::resolve(args, file)
+    }
+
+    /// Flags over `file` over the defaults, then [`Config::check`].
+    pub fn resolve(args: &ServeArgs, file: FileConfig) -> Result<Self, ConfigError> {
+        let data_dir = args
+            .data_dir
+            .clone()
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from("jobstore-data"));
+        let d = Config::new(data_dir);
+        let mut auth = AuthConfig::default();
+        if let Some(hash) = &file.auth.admin_token_sha256 {
+            auth.admin.push(
+                TokenHash::from_hex(hash)
+                    .map_err(|e| ConfigError::Invalid(format!("auth.admin_token_sha256: {e}")))?,
+            );
+        }
+        if let Some(token) = &args.admin_token {
+            if token.len() < 16 {
+                return Err(ConfigError::Invalid(
+                    "the admin token is shorter than 16 characters".to_owned(),
+                ));
+            }
+            auth.admin.push(TokenHash::of(token));
+        }
+        for c in &file.auth.clients {
+            let client = Client::new(&c.name)
+                .map_err(|e| ConfigError::Invalid(format!("auth.clients: {e}")))?;
+            let hashes = c.token_sha256.iter().chain(&c.token_sha256s);
+            let mut parsed = Vec::new();
+            for h in hashes {
+                parsed.push(TokenHash::from_hex(h).map_err(|e| {
+                    ConfigError::Invalid(format!("auth.clients {:?}: {e}", c.name))
+                })?);
+            }
+            if parsed.is_empty() {
+                return Err(ConfigError::Invalid(format!(
+                    "auth.clients {:?} has no token_sha256",
+                    c.name
+                )));
+            }
+            auth.clients.entry(client).or_default().extend(parsed);
+        }
+        let config = Config {
+            store_url: args.store.clone().or(file.store),
+            listen: args.listen.or(file.listen).unwrap_or(d.listen),
+            addr_file: args.addr_file.clone(),
+            insecure_listen: args.insecure_listen || file.insecure_listen.unwrap_or(false),
+            sysid: args.sysid.clone().or(file.sysid),
+            sysid_ttl: args.sysid_ttl.or(file.sysid_ttl).unwrap_or(d.sysid_ttl),
+            auth,
+            allow_process_handlers: args.allow_process_handlers
+                || file.allow_process_handlers.unwrap_or(false),
+            http_allow_hosts: if args.http_allow_hosts.is_empty() {
+                file.http_allow_hosts.unwrap_or_default()
+            } else {
+                args.http_allow_hosts.clone()
+            },
+            max_body_bytes: args
+                .max_body_bytes
+                .or(file.max_body_bytes)
+                .unwrap_or(d.max_body_bytes),
+            request_timeout: args
+                .request_timeout
+                .or(file.request_timeout)
+                .unwrap_or(d.request_timeout),
+            idempotent_wait: args
+                .idempotent_wait
+                .or(file.idempotent_wait)
+                .unwrap_or(d.idempotent_wait),
+            ingest_batch: args
+                .ingest_batch
+                .or(file.ingest_batch)
+                .unwrap_or(d.ingest_batch),
+            shutdown_grace: args
+                .shutdown_grace
+                .or(file.shutdown_grace)
+                .unwrap_or(d.shutdown_grace),
+            log_format: args.log_format.or(file.log_format).unwrap_or_default(),
+            ..d
+        };
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Refuses inconsistent settings: listening beyond loopback with no
+    /// tokens (unless `insecure_listen`), zero sizes, a sysid TTL too short
+    /// to renew.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if !self.listen.ip().is_loopback() && !self.auth.enabled() && !self.insecure_listen {
+            return Err(ConfigError::Invalid(format!(
+                "refusing to listen on {} with no tokens configured: anyone who can reach it \
+                 could add jobs and set handlers. Configure tokens ([auth] in the config file, \
+                 or JOBSTORE_ADMIN_TOKEN), listen on 127.0.0.1, or pass --insecure-listen",
+                self.listen
+            )));
+        }
+        if self.max_body_bytes == 0 {
+            return Err(ConfigError::Invalid(
+                "max_body_bytes must be above 0".into(),
+            ));
+        }
+        if !(1..=jobstore_api::limits::MAX_BATCH).contains(&self.ingest_batch) {
+            return Err(ConfigError::Invalid(format!(
+                "ingest_batch must be within 1..={}",
+                jobstore_api::limits::MAX_BATCH
+            )));
+        }
+        if self.sysid_ttl < Duration::from_secs(1)
+            || self.sysid_ttl > jobstore_api::limits::MAX_LEASE
+        {
+            return Err(ConfigError::Invalid(
+                "sysid_ttl must be within 1s..=7days".into(),
+            ));
+        }
+        if let Some(sysid) = &self.sysid {
+            jobstore_api::validate::sysid(sysid)
+                .map_err(|e| ConfigError::Invalid(format!("sysid: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// The journal's directory.
+    pub fn journal_dir(&self) -> PathBuf {
+        self.data_dir.join("journal")
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let file: FileConfig = toml::from_str(
+            r#"
+            store = "memory://"
+            listen = "127.0.0.1:9000"
+            sysid_ttl = "45s"
+            ingest_batch = 10
+            [auth]
+            admin_token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+            [[auth.clients]]
+            name = "acme"
+            token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+            "#,
+        )
+        .unwrap();
+        let args = ServeArgs {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            ..ServeArgs::default()
+        };
+        let c = Config::resolve(&args, file).unwrap();
+        assert_eq!(c.store_url.as_deref(), Some("memory://"));
+        assert_eq!(c.listen.port(), 0);
+        assert_eq!(c.sysid_ttl, Duration::from_secs(45));
+        assert_eq!(c.ingest_batch, 10);
+        assert!(c.auth.enabled());
+        assert_eq!(c.auth.clients.len(), 1);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        assert!(toml::from_str::<FileConfig>("stor = 'x'").is_err());
+        assert!(toml::from_str::<FileConfig>("sysid_ttl = 'soon'").is_err());
+        let file: FileConfig = toml::from_str("[auth]\nadmin_token_sha256 = 'abc'").unwrap();
+        assert!(Config::resolve(&ServeArgs::default(), file).is_err());
+        let file: FileConfig = toml::from_str("[[auth.clients]]\nname = 'a-b'\ntoken_sha256 = '9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'").unwrap();
+        assert!(Config::resolve(&ServeArgs::default(), file).is_err());
+    }
+
+    #[test]
+    fn public_listen_needs_tokens_or_the_insecure_flag() {
+        let public: SocketAddr = "0.0.0.0:7070".parse().unwrap();
+        let args = ServeArgs {
+            listen: Some(public),
+            ..ServeArgs::default()
+        };
+        let err = Config::resolve(&args, FileConfig::default()).unwrap_err();
+        assert!(err.to_string().contains("refusing to listen"), "{err}");
+        let insecure = ServeArgs {
+            insecure_listen: true,
+            ..args.clone()
+        };
+        Config::resolve(&insecure, FileConfig::default()).unwrap();
+        let with_token = ServeArgs {
+            admin_token: Some("a-long-enough-admin-token".into()),
+            ..args
+        };
+        Config::resolve(&with_token, FileConfig::default()).unwrap();
+    }
+
+    #[test]
+    fn debug_hides_passwords_and_tokens() {
+        let mut c = Config::new("d");
+        c.store_url = Some("postgres://u:secret@h/db".into());
+        c.auth.admin.push(TokenHash::of("supersecrettoken"));
+        let s = format!("{c:?}");
+        assert!(!s.contains("secret@"), "{s}");
+        assert!(!s.contains("supersecrettoken"), "{s}");
+    }
+}

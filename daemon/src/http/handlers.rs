@@ -1,0 +1,361 @@
+//! Handlers: how a client's jobtype runs.
+//!
+//! A `process` handler runs a command on the daemon's host: whoever can set
+//! one can run code there. Setting one over HTTP is refused unless the
+//! operator enabled process handlers and the caller holds the admin token.
+//! `http` handlers may be limited to an allow-list of hosts.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use jobstore_api::{Handler, HandlerVersion, now_millis};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::AppState;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{PathParams, QueryOf, RawBody, Tenant, is_json};
+use crate::auth::Caller;
+use crate::tenant;
+
+/// The runners this daemon has.
+pub const LANGS: [&str; 2] = ["process", "http"];
+
+/// A handler's fields given in the query string (with a raw body).
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct HandlerQuery {
+    /// The runner: `process` or `http`.
+    pub method: Option<String>,
+    /// Execution-context id: jobtypes with the same eid share a long-lived
+    /// worker.
+    pub eid: Option<String>,
+    /// Run once when an execution context starts.
+    pub before: Option<String>,
+    /// Run before each batch.
+    pub before_each: Option<String>,
+    /// Run after each batch.
+    pub after_each: Option<String>,
+}
+
+/// A handler as JSON (request and answer).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandlerSpec {
+    /// The runner: `process` or `http`.
+    #[serde(alias = "lang")]
+    pub method: String,
+    /// A command line (`process`) or a URL (`http`).
+    pub body: String,
+    /// Execution-context id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eid: Option<String>,
+    /// Run once when an execution context starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// Run before each batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_each: Option<String>,
+    /// Run after each batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_each: Option<String>,
+}
+
+impl HandlerSpec {
+    fn into_handler(self) -> Handler {
+        Handler {
+            lang: self.method,
+            body: self.body,
+            eid: self.eid,
+            before: self.before,
+            before_each: self.before_each,
+            after_each: self.after_each,
+        }
+    }
+
+    fn of(h: &Handler) -> Self {
+        HandlerSpec {
+            method: h.lang.clone(),
+            body: h.body.clone(),
+            eid: h.eid.clone(),
+            before: h.before.clone(),
+            before_each: h.before_each.clone(),
+            after_each: h.after_each.clone(),
+        }
+    }
+}
+
+/// A stored handler version.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HandlerView {
+    /// The jobtype (without the client prefix).
+    #[serde(rename = "type")]
+    pub jobtype: String,
+    /// The version's id.
+    pub version: String,
+    /// When it was set (epoch ms).
+    pub set_at: i64,
+    /// The handler.
+    #[serde(flatten)]
+    pub handler: HandlerSpec,
+}
+
+fn view(v: &HandlerVersion) -> HandlerView {
+    HandlerView {
+        jobtype: tenant::local_of(&v.jobtype).to_owned(),
+        version: v.id.clone(),
+        set_at: v.dt,
+        handler: HandlerSpec::of(&v.handler),
+    }
+}
+
+/// Whether `caller` may store `handler` on this daemon.
+fn authorize(state: &AppState, caller: &Caller, handler: &Handler) -> ApiResult<()> {
+    match handler.lang.as_str() {
+        "process" => {
+            if !state.config.allow_process_handlers {
+                return Err(ApiError::new(
+                    axum::http::StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "process handlers run commands on the daemon's host and are disabled here; \
+                     the operator enables them with --allow-process-handlers",
+                ));
+            }
+            caller.require_admin("setting a process handler")?;
+            if handler.body.trim().is_empty() {
+                return Err(ApiError::invalid(
+                    "a process handler needs a command line as its body",
+                )
+                .field("body"));
+            }
+        }
+        "http" => check_http_target(&state.config.http_allow_hosts, &handler.body)?,
+        other => {
+            return Err(ApiError::invalid(format!(
+                "unknown handler method {other:?}; this daemon runs {}",
+                LANGS.join(" and ")
+            ))
+            .field("method"));
+        }
+    }
+    Ok(())
+}
+
+/// An `http` handler's URL: absolute http(s), and on the allow-list when
+/// one is configured.
+pub fn check_http_target(allow: &[String], body: &str) -> ApiResult<()> {
+    let url = url::Url::parse(body.trim()).map_err(|e| {
+        ApiError::invalid(format!("an http handler's body must be a URL: {e}")).field("body")
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ApiError::invalid(format!(
+            "an http handler's URL must be http or https, not {:?}",
+            url.scheme()
+        ))
+        .field("body"));
+    }
+    let host = url.host_str().unwrap_or_default();
+    if !allow.is_empty() && !allow.iter().any(|a| a.eq_ignore_ascii_case(host)) {
+        return Err(ApiError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "host {host:?} is not on this daemon's allow-list for http handlers ({})",
+                allow.join(", ")
+            ),
+        )
+        .field("body"));
+    }
+    Ok(())
+}
+
+/// Sets a handler. With `Content-Type: application/json` the body is a
+/// [`HandlerSpec`]; otherwise the body is the handler's body and the other
+/// fields come from the query string (`method` required).
+#[utoipa::path(
+    post,
+    path = "/{client}/handler/add/{type}/add",
+    tag = "handlers",
+    params(("client" = String, Path), ("type" = String, Path), HandlerQuery),
+    request_body(content((HandlerSpec = "application/json"), (String = "text/plain"))),
+    responses(
+        (status = 200, body = HandlerView),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, description = "A process handler without the admin token or with process handlers disabled, or an http host not allowed", body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)
+    ),
+    security(("bearer" = []), ())
+)]
+pub async fn set(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    params: PathParams,
+    QueryOf(query): QueryOf<HandlerQuery>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> ApiResult<Json<HandlerView>> {
+    let jobtype = tenant.client.jobtype(params.get("type"))?;
+    let spec = if is_json(&headers) {
+        if query.method.is_some()
+            || query.eid.is_some()
+            || query.before.is_some()
+            || query.before_each.is_some()
+            || query.after_each.is_some()
+        {
+            return Err(ApiError::invalid(
+                "with a JSON body, give every field in the body, not in the query",
+            ));
+        }
+        serde_json::from_slice::<HandlerSpec>(&body)
+            .map_err(|e| ApiError::invalid(format!("the body is not a handler: {e}")))?
+    } else {
+        let body = String::from_utf8(body.to_vec())
+            .map_err(|_| ApiError::invalid("the handler body is not UTF-8").field("body"))?;
+        let Some(method) = query.method else {
+            return Err(ApiError::invalid(format!(
+                "the method query parameter is missing (?method={})",
+                LANGS.join(" or ?method=")
+            ))
+            .field("method"));
+        };
+        HandlerSpec {
+            method,
+            body,
+            eid: query.eid,
+            before: query.before,
+            before_each: query.before_each,
+            after_each: query.after_each,
+        }
+    };
+    let handler = spec.into_handler();
+    jobstore_api::validate::handler(&jobtype, &handler, now_millis())?;
+    authorize(&state, &tenant.caller, &handler)?;
+    let version = state
+        .store
+        .set_handler(&jobtype, &handler, now_millis())
+        .await?;
+    tracing::info!(jobtype = %jobtype, lang = %handler.lang, version = %version.id, "handler set");
+    Ok(Json(view(&version)))
+}
+
+/// The newest version of a jobtype's handler.
+#[utoipa::path(
+    get,
+    path = "/{client}/handler/get/{type}",
+    tag = "handlers",
+    params(("client" = String, Path), ("type" = String, Path)),
+    responses(
+        (status = 200, body = HandlerView),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)
+    ),
+    security(("bearer" = []), ())
+)]
+pub async fn get(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    params: PathParams,
+) -> ApiResult<Json<HandlerView>> {
+    let local = params.get("type");
+    let jobtype = tenant.client.jobtype(local)?;
+    match state.store.get_handler(&jobtype).await? {
+        Some(v) => Ok(Json(view(&v))),
+        None => Err(ApiError::not_found(format!(
+            "no handler for jobtype {local:?} of client {}",
+            tenant.client
+        ))),
+    }
+}
+
+/// The answer to a delete.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct DeleteResponse {
+    /// Whether a handler existed and was deleted.
+    pub deleted: bool,
+}
+
+/// Deletes every version of a jobtype's handler (POST or DELETE).
+#[utoipa::path(
+    delete,
+    path = "/{client}/handler/del/{type}/delete",
+    tag = "handlers",
+    params(("client" = String, Path), ("type" = String, Path)),
+    responses(
+        (status = 200, body = DeleteResponse),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, description = "There was no handler", body = ErrorBody), (status = 503, body = ErrorBody)
+    ),
+    security(("bearer" = []), ())
+)]
+pub async fn delete(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    params: PathParams,
+) -> ApiResult<Json<DeleteResponse>> {
+    let local = params.get("type");
+    let jobtype = tenant.client.jobtype(local)?;
+    if state.store.delete_handler(&jobtype).await? {
+        tracing::info!(jobtype = %jobtype, "handler deleted");
+        Ok(Json(DeleteResponse { deleted: true }))
+    } else {
+        Err(ApiError::not_found(format!(
+            "no handler for jobtype {local:?} of client {}",
+            tenant.client
+        )))
+    }
+}
+
+/// Same as the DELETE form (the seed's POST form).
+#[utoipa::path(
+    post,
+    path = "/{client}/handler/del/{type}/delete",
+    tag = "handlers",
+    params(("client" = String, Path), ("type" = String, Path)),
+    responses(
+        (status = 200, body = DeleteResponse),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)
+    ),
+    security(("bearer" = []), ())
+)]
+pub async fn delete_post(
+    state: State<AppState>,
+    tenant: Tenant,
+    params: PathParams,
+) -> ApiResult<Json<DeleteResponse>> {
+    delete(state, tenant, params).await
+}
+
+/// A client's handlers.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HandlerList {
+    /// The newest version of each jobtype's handler.
+    pub handlers: Vec<HandlerView>,
+}
+
+/// The client's handlers (newest version of each).
+#[utoipa::path(
+    get,
+    path = "/{client}/handlers",
+    tag = "handlers",
+    params(("client" = String, Path)),
+    responses(
+        (status = 200, body = HandlerList),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 503, body = ErrorBody)
+    ),
+    security(("bearer" = []), ())
+)]
+pub async fn list(State(state): State<AppState>, tenant: Tenant) -> ApiResult<Json<HandlerList>> {
+    let mut handlers: Vec<HandlerView> = state
+        .store
+        .list_handlers()
+        .await?
+        .iter()
+        .filter(|v| tenant.client.strip(&v.jobtype).is_some())
+        .map(view)
+        .collect();
+    handlers.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
+    Ok(Json(HandlerList { handlers }))
+}

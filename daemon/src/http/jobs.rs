@@ -1,0 +1,660 @@
+//! Jobs: add (through the journal), get, cancel, stats.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use jobstore_api::limits::MAX_DELAY;
+use jobstore_api::{Job, JobCounts, JobState, Millis, now_millis};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::AppState;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{CallerOf, PathParams, QueryOf, RawBody, Tenant, is_json};
+use crate::ingest::Verdict;
+use crate::journal::Record;
+use crate::tenant::{self, Client};
+
+/// Options of a line-form add, for every line.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct AddQuery {
+    /// Priority of every job (higher runs first; default 0).
+    pub priority: Option<i32>,
+    /// Run every job this many milliseconds from now.
+    pub delay_ms: Option<u64>,
+    /// Run every job at this time: epoch milliseconds or RFC 3339.
+    pub run_at: Option<String>,
+}
+
+/// One job of a JSON add.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddItem {
+    /// The payload: a string is stored as its UTF-8 bytes, any other JSON
+    /// value as its JSON text.
+    #[schema(value_type = Option<Object>)]
+    pub data: Option<serde_json::Value>,
+    /// The payload as base64, for bytes that are not text.
+    pub data_base64: Option<String>,
+    /// A client-chosen id: the add is idempotent by it (a retried request
+    /// creates nothing twice and reports the id as existing).
+    pub id: Option<String>,
+    /// Higher runs first; default 0.
+    pub priority: Option<i32>,
+    /// When to run: epoch milliseconds or an RFC 3339 time.
+    #[schema(value_type = Option<String>)]
+    pub run_at: Option<RunAt>,
+    /// Run this many milliseconds from now.
+    pub delay_ms: Option<u64>,
+}
+
+/// A time: epoch milliseconds or RFC 3339.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RunAt {
+    /// Epoch milliseconds.
+    Millis(i64),
+    /// RFC 3339.
+    Text(String),
+}
+
+/// The answer to an add.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AddResponse {
+    /// The ids of the jobs, in the order of the request.
+    pub ids: Vec<String>,
+    /// Client-chosen ids that already existed: nothing was created for them.
+    pub existing: Vec<String>,
+    /// Client-chosen ids whose fate the store has not confirmed yet (it is
+    /// unreachable): they are durable in the journal and will be added
+    /// (answered with 202).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
+    /// Ids the store refused for good; kept in the daemon's rejected file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<String>,
+}
+
+/// Adds jobs. The body is one payload per line (a trailing CR is dropped,
+/// empty lines are skipped), or with `Content-Type: application/json` an
+/// array of [`AddItem`]. Answers once the jobs are durable in the journal.
+#[utoipa::path(
+    post,
+    path = "/{client}/job/{type}/add",
+    tag = "jobs",
+    params(
+        ("client" = String, Path, description = "The client (tenant)"),
+        ("type" = String, Path, description = "The jobtype"),
+        AddQuery
+    ),
+    request_body(
+        description = "One payload per line (text/plain or any non-JSON type), or a JSON array of items",
+        content(
+            (String = "text/plain"),
+            (Vec<AddItem> = "application/json")
+        )
+    ),
+    responses(
+        (status = 200, description = "Durable; the ids in order", body = AddResponse),
+        (status = 202, description = "Durable, but the store has not yet said which client-chosen ids existed", body = AddResponse),
+        (status = 400, description = "Malformed body or names", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 413, description = "A payload or the body is too large", body = ErrorBody),
+        (status = 503, body = ErrorBody)
+    ),
+    security(("bearer" = []), ())
+)]
+pub async fn add(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    params: PathParams,
+    QueryOf(query): QueryOf<AddQuery>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> ApiResult<impl IntoResponse> {
+    let jobtype = tenant.client.jobtype(params.get("type"))?;
+    let now = now_millis();
+    let max_payload = state.max_payload;
+    let mut client_ids: Vec<String> = Vec::new();
+    let records = if is_json(&headers) {
+        if query.priority.is_some() || query.delay_ms.is_some() || query.run_at.is_some() {
+            return Err(ApiError::invalid(
+                "with a JSON body, give priority, delay_ms and run_at per item, not in the query",
+            ));
+        }
+        let items = parse_json_items(&body)?;
+        let mut records = Vec::with_capacity(items.len());
+        let mut seen = HashSet::new();
+        for (i, item) in items.into_iter().enumerate() {
+            let place = |e: ApiError| e.item(i + 1).at(&format!("item {}", i + 1));
+            let data = item_data(&item).map_err(place)?;
+            check_payload(&data, max_payload).map_err(place)?;
+            let id = match &item.id {
+                Some(id) => {
+                    let stored = tenant.client.job_id(id).map_err(|e| place(e.into()))?;
+                    if !seen.insert(stored.clone()) {
+                        return Err(place(
+                            ApiError::invalid(format!("id {id:?} appears twice in one request"))
+                                .field("id"),
+                        ));
+                    }
+                    client_ids.push(stored.clone());
+                    stored
+                }
+                None => new_id(&tenant.client),
+            };
+            let run_at = run_at(item.run_at.as_ref(), item.delay_ms, now).map_err(place)?;
+            records.push(Record {
+                id,
+                jobtype: jobtype.clone(),
+                priority: item.priority.unwrap_or(0),
+                run_at,
+                data,
+            });
+        }
+        records
+    } else {
+        let run_at_q = query.run_at.clone().map(RunAt::Text);
+        let run_at = run_at(run_at_q.as_ref(), query.delay_ms, now)?;
+        let priority = query.priority.unwrap_or(0);
+        let mut records = Vec::new();
+        for (i, line) in body.split(|b| *b == b'\n').enumerate() {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.is_empty() {
+                continue;
+            }
+            check_payload(line, max_payload)
+                .map_err(|e| e.line(i + 1).at(&format!("line {}", i + 1)))?;
+            records.push(Record {
+                id: new_id(&tenant.client),
+                jobtype: jobtype.clone(),
+                priority,
+                run_at,
+                data: line.to_vec(),
+            });
+        }
+        records
+    };
+    if records.is_empty() {
+        return Err(ApiError::invalid(
+            "the body holds no job: send one payload per line, or a JSON array of {\"data\": …}",
+        ));
+    }
+    let ids: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
+    let waiters: Vec<_> = client_ids
+        .iter()
+        .map(|id| state.outcomes.register(id))
+        .collect();
+    let n = records.len() as u64;
+    if let Err(e) = state.journal.append(records).await {
+        state.outcomes.forget(&client_ids);
+        state.metrics.error("journal", "append");
+        tracing::error!(error = %e, "journal append failed");
+        return Err(match e {
+            crate::journal::JournalError::Closed => {
+                ApiError::unavailable("the daemon is shutting down")
+            }
+            e => ApiError::internal(format!("cannot write the journal: {e}")),
+        });
+    }
+    state.metrics.jobs_acknowledged.inc_by(n);
+
+    let strip = |id: &str| tenant.client.strip(id).unwrap_or(id).to_owned();
+    let mut response = AddResponse {
+        ids: ids.iter().map(|id| strip(id)).collect(),
+        existing: Vec::new(),
+        pending: Vec::new(),
+        rejected: Vec::new(),
+    };
+    if waiters.is_empty() {
+        return Ok((StatusCode::OK, Json(response)));
+    }
+    let deadline = tokio::time::Instant::now() + state.config.idempotent_wait;
+    for (id, rx) in client_ids.iter().zip(waiters) {
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(Verdict::New)) => {}
+            Ok(Ok(Verdict::Existing)) => response.existing.push(strip(id)),
+            Ok(Ok(Verdict::Rejected(_))) => response.rejected.push(strip(id)),
+            Ok(Err(_)) | Err(_) => response.pending.push(strip(id)),
+        }
+    }
+    state.outcomes.forget(&client_ids);
+    let status = if response.pending.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok((status, Json(response)))
+}
+
+fn parse_json_items(body: &[u8]) -> ApiResult<Vec<AddItem>> {
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("the body is not valid JSON: {e}")))?;
+    let values = match value {
+        serde_json::Value::Array(v) => v,
+        obj @ serde_json::Value::Object(_) => vec![obj],
+        _ => {
+            return Err(ApiError::invalid(
+                "a JSON body must be an array of {\"data\": …} items (or one such object)",
+            ));
+        }
+    };
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            serde_json::from_value::<AddItem>(v)
+                .map_err(|e| ApiError::invalid(format!("item {}: {e}", i + 1)).item(i + 1))
+        })
+        .collect()
+}
+
+fn item_data(item: &AddItem) -> ApiResult<Vec<u8>> {
+    match (&item.data, &item.data_base64) {
+        (Some(_), Some(_)) => {
+            Err(ApiError::invalid("give data or data_base64, not both").field("data"))
+        }
+        (None, None) => Err(ApiError::invalid("data (or data_base64) is missing").field("data")),
+        (Some(serde_json::Value::String(s)), None) => Ok(s.as_bytes().to_vec()),
+        (Some(v), None) => Ok(v.to_string().into_bytes()),
+        (None, Some(b)) => BASE64.decode(b).map_err(|e| {
+            ApiError::invalid(format!("data_base64 is not base64: {e}")).field("data_base64")
+        }),
+    }
+}
+
+fn check_payload(data: &[u8], max: usize) -> ApiResult<()> {
+    if data.len() > max {
+        return Err(ApiError::too_large(
+            format!("the payload is {} bytes, the limit is {max}", data.len()),
+            max as u64,
+        ));
+    }
+    Ok(())
+}
+
+fn run_at(at: Option<&RunAt>, delay_ms: Option<u64>, now: Millis) -> ApiResult<Option<Millis>> {
+    let t = match (at, delay_ms) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid("give run_at or delay_ms, not both").field("run_at"));
+        }
+        (None, None) => return Ok(None),
+        (None, Some(d)) => {
+            if Duration::from_millis(d) > MAX_DELAY {
+                return Err(ApiError::invalid(format!(
+                    "delay_ms {d} is above the maximum of {} ms",
+                    MAX_DELAY.as_millis()
+                ))
+                .field("delay_ms")
+                .limit(MAX_DELAY.as_millis() as u64));
+            }
+            now.saturating_add(d as i64)
+        }
+        (Some(RunAt::Millis(ms)), None) => *ms,
+        (Some(RunAt::Text(s)), None) => parse_time(s)?,
+    };
+    jobstore_api::validate::time("run_at", t).map_err(|e| ApiError::from(e).field("run_at"))?;
+    Ok(Some(t))
+}
+
+fn parse_time(s: &str) -> ApiResult<Millis> {
+    if let Ok(ms) = s.trim().parse::<i64>() {
+        return Ok(ms);
+    }
+    let t = humantime::parse_rfc3339_weak(s.trim()).map_err(|e| {
+        ApiError::invalid(format!(
+            "run_at {s:?} is neither epoch milliseconds nor an RFC 3339 time: {e}"
+        ))
+        .field("run_at")
+    })?;
+    let ms = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| ApiError::invalid(format!("run_at {s:?} is before 1970")).field("run_at"))?
+        .as_millis();
+    Ok(Millis::try_from(ms).unwrap_or(Millis::MAX))
+}
+
+/// A new store-wide unique, time-sortable id (UUIDv7) for `client`.
+pub fn new_id(client: &Client) -> String {
+    format!(
+        "{client}{}{}",
+        tenant::SEP,
+        uuid::Uuid::now_v7().as_simple()
+    )
+}
+
+/// A job as the API shows it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct JobView {
+    /// The id (without the client prefix).
+    pub id: String,
+    /// The jobtype (without the client prefix).
+    #[serde(rename = "type")]
+    pub jobtype: String,
+    /// `waiting`, `scheduled`, `running`, `expired` (lease ran out; eligible
+    /// again) or `archived`.
+    pub state: String,
+    /// Higher runs first.
+    pub priority: i32,
+    /// How many times it was handed out.
+    pub attempts: u32,
+    /// When it was stored (epoch ms).
+    pub created: Millis,
+    /// When it is next eligible (waiting, scheduled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_at: Option<Millis>,
+    /// When its lease runs out (running, expired).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_expires: Option<Millis>,
+    /// The daemon that holds it (running, expired).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locked_by: Option<String>,
+    /// When it was archived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub done: Option<Millis>,
+    /// The payload, when it is UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// The payload as base64, when it is not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_base64: Option<String>,
+    /// The result, once archived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<ResultView>,
+}
+
+/// An archived job's result.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ResultView {
+    /// `ok`, `failed`, `retry`, `error`, `cancelled`, `timeout`.
+    pub code: String,
+    /// The status: 1xx retry, 2xx ok, 4xx failed, 5xx error (0: never ran).
+    pub status: u16,
+    /// Captured output, when UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Captured output as base64, when not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_base64: Option<String>,
+}
+
+fn text_or_base64(bytes: &[u8]) -> (Option<String>, Option<String>) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => (Some(s.to_owned()), None),
+        Err(_) => (None, Some(BASE64.encode(bytes))),
+    }
+}
+
+/// The API's view of `job` at `now`.
+pub fn job_view(job: &Job, now: Millis) -> JobView {
+    let state = job.state(now);
+    let (data, data_base64) = text_or_base64(&job.data);
+    let locked = matches!(state, JobState::Running | JobState::Expired);
+    JobView {
+        id: tenant::local_of(&job.id).to_owned(),
+        jobtype: tenant::local_of(&job.jobtype).to_owned(),
+        state: state_name(state).to_owned(),
+        priority: job.priority,
+        attempts: job.attempts,
+        created: job.create_dt,
+        run_at: matches!(state, JobState::Waiting | JobState::Scheduled).then_some(job.dt),
+        lease_expires: locked.then_some(job.dt),
+        locked_by: locked.then(|| job.lock.clone()),
+        done: job.done_dt,
+        data,
+        data_base64,
+        result: job.result.as_ref().map(|r| {
+            let (output, output_base64) = if r.output.is_empty() {
+                (None, None)
+            } else {
+                text_or_base64(&r.output)
+            };
+            ResultView {
+                code: r.code.to_string(),
+                status: r.status,
+                output,
+                output_base64,
+            }
+        }),
+    }
+}
+
+fn state_name(s: JobState) -> &'static str {
+    match s {
+        JobState::Waiting => "waiting",
+        JobState::Scheduled => "scheduled",
+        JobState::Running => "running",
+        JobState::Expired => "expired",
+        JobState::Archived => "archived",
+    }
+}
+
+/// A job by id: its state, attempts, result and output.
+#[utoipa::path(
+    get,
+    path = "/{client}/jobs/{id}",
+    tag = "jobs",
+    params(("client" = String, Path), ("id" = String, Path, description = "The job id as the add answered it")),
+    responses(
+        (status = 200, body = JobView),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, description = "No such job (or not yet ingested from the journal)", body = ErrorBody),
+        (status = 503, body = ErrorBody)
+    ),
+    security(("bearer" = []), ())
+)]
+pub async fn get(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    params: PathParams,
+) -> ApiResult<Json<JobView>> {
+    let local = params.get("id");
+    let id = tenant.client.job_id(local)?;
+    match state.store.get_job(&id).await? {
+        Some(job) => Ok(Json(job_view(&job, now_millis()))),
+        None => Err(ApiError::not_found(format!(
+            "no job {local:?} for client {}",
+            tenant.client
+        ))),
+    }
+}
+
+/// The ids to cancel.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelRequest {
+    /// Job ids, as the add answered them.
+    pub ids: Vec<String>,
+}
+
+/// What a cancel did.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CancelResponse {
+    /// Cancelled: they were waiting or scheduled, and are now archived as
+    /// `cancelled`.
+    pub cancelled: Vec<String>,
+    /// Not cancelled: running (let them finish), already archived, or
+    /// unknown.
+    pub not_cancelled: Vec<String>,
+}
+
+/// Cancels waiting or scheduled jobs. Body: `{"ids": […]}`, or one id per line.
+#[utoipa::path(
+    post,
+    path = "/{client}/jobs/cancel",
+    tag = "jobs",
+    params(("client" = String, Path)),
+    request_body(content((CancelRequest = "application/json"), (String = "text/plain"))),
+    responses(
+        (status = 200, body = CancelResponse),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)
+    ),
+    security(("bearer" = []), ())
+)]
+pub async fn cancel(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> ApiResult<Json<CancelResponse>> {
+    let locals: Vec<String> = if is_json(&headers) {
+        serde_json::from_slice::<CancelRequest>(&body)
+            .map_err(|e| ApiError::invalid(format!("the body is not a cancel request: {e}")))?
+            .ids
+    } else {
+        std::str::from_utf8(&body)
+            .map_err(|_| ApiError::invalid("the body is not UTF-8"))?
+            .lines()
+            .map(|l| l.trim_end_matches('\r'))
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    if locals.is_empty() {
+        return Err(ApiError::invalid("no ids to cancel"));
+    }
+    let mut seen = HashSet::new();
+    let mut ids = Vec::with_capacity(locals.len());
+    for (i, local) in locals.iter().enumerate() {
+        let id = tenant
+            .client
+            .job_id(local)
+            .map_err(|e| ApiError::from(e).item(i + 1).at(&format!("id {}", i + 1)))?;
+        if seen.insert(id.clone()) {
+            ids.push(id);
+        }
+    }
+    let cancelled = state.store.cancel_jobs(&ids, now_millis()).await?;
+    let done: HashSet<&str> = cancelled.iter().map(String::as_str).collect();
+    let strip = |id: &str| tenant.client.strip(id).unwrap_or(id).to_owned();
+    Ok(Json(CancelResponse {
+        not_cancelled: ids
+            .iter()
+            .filter(|id| !done.contains(id.as_str()))
+            .map(|id| strip(id))
+            .collect(),
+        cancelled: cancelled.iter().map(|id| strip(id)).collect(),
+    }))
+}
+
+/// Counts of one jobtype's jobs.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct JobtypeStats {
+    /// The jobtype (without the client prefix).
+    #[serde(rename = "type")]
+    pub jobtype: String,
+    /// Eligible now.
+    pub waiting: u64,
+    /// Due later.
+    pub scheduled: u64,
+    /// Running under a valid lease.
+    pub running: u64,
+    /// Archived, by result code.
+    pub archived: BTreeMap<String, u64>,
+}
+
+/// A client's stats.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ClientStats {
+    /// The client.
+    pub client: String,
+    /// Per jobtype.
+    pub jobtypes: Vec<JobtypeStats>,
+}
+
+/// Every client's stats.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AllStats {
+    /// Per client.
+    pub clients: Vec<ClientStats>,
+}
+
+fn jobtype_stats(c: &JobCounts) -> JobtypeStats {
+    JobtypeStats {
+        jobtype: tenant::local_of(&c.jobtype).to_owned(),
+        waiting: c.waiting,
+        scheduled: c.scheduled,
+        running: c.running,
+        archived: c
+            .archived
+            .iter()
+            .map(|(code, n)| (code.to_string(), *n))
+            .collect(),
+    }
+}
+
+/// A client's job counts by jobtype and state.
+#[utoipa::path(
+    get,
+    path = "/{client}/stats",
+    tag = "jobs",
+    params(("client" = String, Path)),
+    responses(
+        (status = 200, body = ClientStats),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 503, body = ErrorBody)
+    ),
+    security(("bearer" = []), ())
+)]
+pub async fn client_stats(
+    State(state): State<AppState>,
+    tenant: Tenant,
+) -> ApiResult<Json<ClientStats>> {
+    let counts = state.store.job_counts(now_millis()).await?;
+    let mut jobtypes: Vec<JobtypeStats> = counts
+        .iter()
+        .filter(|c| tenant.client.strip(&c.jobtype).is_some())
+        .map(jobtype_stats)
+        .collect();
+    jobtypes.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
+    Ok(Json(ClientStats {
+        client: tenant.client.to_string(),
+        jobtypes,
+    }))
+}
+
+/// Every client's job counts (the admin token, when tokens are configured).
+#[utoipa::path(
+    get,
+    path = "/stats",
+    tag = "admin",
+    responses(
+        (status = 200, body = AllStats),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)
+    ),
+    security(("bearer" = []), ())
+)]
+pub async fn all_stats(
+    State(state): State<AppState>,
+    CallerOf(caller): CallerOf,
+) -> ApiResult<Json<AllStats>> {
+    if state.config.auth.enabled() {
+        caller.require_admin("stats of every client")?;
+    }
+    let counts = state.store.job_counts(now_millis()).await?;
+    let mut by_client: BTreeMap<String, Vec<JobtypeStats>> = BTreeMap::new();
+    for c in &counts {
+        by_client
+            .entry(tenant::tenant_of(&c.jobtype).to_owned())
+            .or_default()
+            .push(jobtype_stats(c));
+    }
+    Ok(Json(AllStats {
+        clients: by_client
+            .into_iter()
+            .map(|(client, mut jobtypes)| {
+                jobtypes.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
+                ClientStats { client, jobtypes }
+            })
+            .collect(),
+    }))
+}
