@@ -119,7 +119,13 @@ impl Daemon {
         let max_payload = store.capabilities().max_payload;
 
         let sysid_name = sysid::resolve(config.sysid.as_deref(), &config.data_dir)?;
-        let keeper = SysidKeeper::reserve(store.clone(), &sysid_name, config.sysid_ttl).await?;
+        let keeper = SysidKeeper::reserve(
+            store.clone(),
+            &sysid_name,
+            config.sysid_ttl,
+            Some(config.data_dir.join(sysid::LEASE_FILE)),
+        )
+        .await?;
         let sysid = keeper.handle();
 
         let listener =

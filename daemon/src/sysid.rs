@@ -7,7 +7,7 @@
 //! holds its sysid: [`SysidHandle::held`] turns false, claims stop, health
 //! says so, and the keeper keeps trying to get it back.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +17,11 @@ use tokio_util::sync::CancellationToken;
 
 /// The file in the data dir that keeps a generated sysid.
 pub const SYSID_FILE: &str = "sysid";
+/// The file in the data dir that keeps the held lease (sysid and token), so
+/// that a daemon restarted after a crash takes its own sysid back at once
+/// instead of waiting for the old lease to expire. Another daemon given the
+/// same name has no token and is still refused.
+pub const LEASE_FILE: &str = "sysid.lease";
 
 /// Why the sysid could not be taken at start.
 #[derive(Debug, thiserror::Error)]
@@ -150,34 +155,72 @@ pub struct SysidKeeper {
     store: Arc<dyn JobStore>,
     ttl: Duration,
     tx: watch::Sender<SysidStatus>,
+    lease_file: Option<PathBuf>,
 }
 
 impl SysidKeeper {
     /// Reserves `sysid` for `ttl`. Fails when another live daemon holds it.
+    /// With a `lease_file` (in the data dir), a lease this data dir held
+    /// before a crash is taken back, and the new lease is kept there.
     pub async fn reserve(
         store: Arc<dyn JobStore>,
         sysid: &str,
         ttl: Duration,
+        lease_file: Option<PathBuf>,
     ) -> Result<SysidKeeper, SysidError> {
-        let lease = store
-            .reserve_sysid(sysid, ttl, now_millis())
-            .await
-            .map_err(|source| match source.kind() {
-                ErrorKind::Conflict => SysidError::Held {
-                    sysid: sysid.to_owned(),
-                    ttl,
-                },
-                _ => SysidError::Store {
-                    sysid: sysid.to_owned(),
-                    source,
-                },
+        let store_err = |source| SysidError::Store {
+            sysid: sysid.to_owned(),
+            source,
+        };
+        let lease = match store.reserve_sysid(sysid, ttl, now_millis()).await {
+            Ok(lease) => lease,
+            Err(e) if e.kind() == ErrorKind::Conflict => {
+                let saved = lease_file
+                    .as_deref()
+                    .and_then(read_lease)
+                    .filter(|l| l.sysid == sysid);
+                let Some(saved) = saved else {
+                    return Err(SysidError::Held {
+                        sysid: sysid.to_owned(),
+                        ttl,
+                    });
+                };
+                match store.renew_sysid(&saved, ttl, now_millis()).await {
+                    Ok(lease) => {
+                        tracing::info!(
+                            sysid,
+                            "took back the sysid this data dir held before an unclean stop"
+                        );
+                        lease
+                    }
+                    Err(e) if e.kind() == ErrorKind::Conflict => {
+                        return Err(SysidError::Held {
+                            sysid: sysid.to_owned(),
+                            ttl,
+                        });
+                    }
+                    Err(e) => return Err(store_err(e)),
+                }
+            }
+            Err(e) => return Err(store_err(e)),
+        };
+        if let Some(path) = &lease_file {
+            write_lease(path, &lease).map_err(|source| SysidError::File {
+                path: path.display().to_string(),
+                source,
             })?;
+        }
         let (tx, _) = watch::channel(SysidStatus {
             sysid: sysid.to_owned(),
             lease: Some(lease),
             last_error: None,
         });
-        Ok(SysidKeeper { store, ttl, tx })
+        Ok(SysidKeeper {
+            store,
+            ttl,
+            tx,
+            lease_file,
+        })
     }
 
     /// A read handle.
@@ -213,6 +256,11 @@ impl SysidKeeper {
             Ok(lease) => {
                 if s.lease.is_none() {
                     tracing::info!(sysid = %s.sysid, "sysid held again");
+                    if let Some(path) = &self.lease_file
+                        && let Err(e) = write_lease(path, &lease)
+                    {
+                        tracing::warn!(error = %e, "cannot write the sysid lease file");
+                    }
                 }
                 s.lease = Some(lease);
                 s.last_error = None;
@@ -243,6 +291,9 @@ impl SysidKeeper {
         match self.store.release_sysid(&lease).await {
             Ok(freed) => {
                 self.tx.send_modify(|s| s.lease = None);
+                if let Some(path) = &self.lease_file {
+                    let _ = std::fs::remove_file(path);
+                }
                 freed
             }
             Err(e) => {
@@ -251,6 +302,30 @@ impl SysidKeeper {
             }
         }
     }
+}
+
+fn read_lease(path: &Path) -> Option<SysidLease> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+fn write_lease(path: &Path, lease: &SysidLease) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(
+        serde_json::to_string(lease)
+            .map_err(std::io::Error::other)?
+            .as_bytes(),
+    )?;
+    f.sync_data()?;
+    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]
@@ -272,12 +347,12 @@ mod tests {
     async fn a_held_sysid_is_refused_and_released_at_the_end() {
         let store: Arc<dyn JobStore> = Arc::new(MemoryStore::new());
         let ttl = Duration::from_secs(30);
-        let keeper = SysidKeeper::reserve(store.clone(), "node-1", ttl)
+        let keeper = SysidKeeper::reserve(store.clone(), "node-1", ttl, None)
             .await
             .unwrap();
         let handle = keeper.handle();
         assert!(handle.held());
-        let err = SysidKeeper::reserve(store.clone(), "node-1", ttl)
+        let err = SysidKeeper::reserve(store.clone(), "node-1", ttl, None)
             .await
             .err()
             .unwrap();
@@ -287,13 +362,44 @@ mod tests {
         cancel.cancel();
         assert!(keeper.run(cancel).await);
         assert!(!handle.held());
-        SysidKeeper::reserve(store, "node-1", ttl).await.unwrap();
+        SysidKeeper::reserve(store, "node-1", ttl, None)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_restart_takes_back_its_own_sysid_but_not_anothers() {
+        let store: Arc<dyn JobStore> = Arc::new(MemoryStore::new());
+        let ttl = Duration::from_secs(30);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(LEASE_FILE);
+        let first = SysidKeeper::reserve(store.clone(), "n", ttl, Some(file.clone()))
+            .await
+            .unwrap();
+        // Crash: no release. The same data dir gets it back at once.
+        drop(first);
+        let again = SysidKeeper::reserve(store.clone(), "n", ttl, Some(file.clone()))
+            .await
+            .unwrap();
+        assert!(again.handle().held());
+        // Another data dir with the same name is refused.
+        let other = tempfile::tempdir().unwrap();
+        let err =
+            SysidKeeper::reserve(store.clone(), "n", ttl, Some(other.path().join(LEASE_FILE)))
+                .await
+                .err()
+                .unwrap();
+        assert!(matches!(err, SysidError::Held { .. }));
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        assert!(again.run(cancel).await);
+        assert!(!file.exists());
     }
 
     #[tokio::test]
     async fn a_sysid_taken_over_is_lost_then_regained() {
         let store: Arc<dyn JobStore> = Arc::new(MemoryStore::new());
-        let keeper = SysidKeeper::reserve(store.clone(), "n", Duration::from_secs(3))
+        let keeper = SysidKeeper::reserve(store.clone(), "n", Duration::from_secs(3), None)
             .await
             .unwrap();
         let handle = keeper.handle();
