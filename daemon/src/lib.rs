@@ -10,6 +10,7 @@ pub mod http_client;
 pub mod ingest;
 pub mod journal;
 pub mod metrics;
+pub mod runner;
 pub mod scheduler;
 pub mod sysid;
 pub mod tenant;

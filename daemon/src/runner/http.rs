@@ -1,0 +1,130 @@
+//! The `http` runner: POSTs each job's payload to the handler's URL over
+//! pooled connections, with the job's time limit as the request timeout.
+//! The response status class is the job status; 429 and 503 count as
+//! retry, honouring `Retry-After` (seconds). The response body is read like
+//! process output: `J:` lines add jobs of the same client, other lines are
+//! the job's output (a status comes from the HTTP status, not `S:` lines).
+//!
+//! Headers sent: `X-Jobstore-Job-Id`, `X-Jobstore-Jobtype`,
+//! `X-Jobstore-Client`, `X-Jobstore-Attempt`.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use jobstore_api::Handler;
+use reqwest::StatusCode;
+use tokio_util::sync::CancellationToken;
+
+use super::{Class, Finished, Outcome, OutputParser, Results, Task};
+
+/// Most response body bytes read (the output is capped further).
+const MAX_BODY: usize = 16 << 20;
+
+/// Calls handlers over HTTP.
+pub struct HttpRunner {
+    client: reqwest::Client,
+    allow_hosts: Vec<String>,
+}
+
+impl HttpRunner {
+    /// A runner whose handlers may only call `allow_hosts` (empty: any).
+    pub fn new(allow_hosts: Vec<String>) -> Self {
+        let client = crate::http_client::builder()
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(64)
+            .connect_timeout(Duration::from_secs(10))
+            .user_agent(concat!("jobstore/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default();
+        HttpRunner {
+            client,
+            allow_hosts,
+        }
+    }
+
+    /// Runs a batch's jobs at once.
+    pub async fn run_batch(
+        &self,
+        handler: &Handler,
+        tasks: Vec<Task>,
+        stop: &CancellationToken,
+        results: &Results,
+    ) {
+        join_all(tasks.into_iter().map(|t| async {
+            if stop.is_cancelled() {
+                let _ = results.send((t, Finished::NotStarted));
+                return;
+            }
+            let f = self.run_one(handler.body.trim(), &t).await;
+            let _ = results.send((t, f));
+        }))
+        .await;
+    }
+
+    async fn run_one(&self, url: &str, t: &Task) -> Finished {
+        if let Err(e) = crate::http::handlers::check_http_target(&self.allow_hosts, url) {
+            return Finished::Done(Outcome::error(&e.detail.message));
+        }
+        let request = self
+            .client
+            .post(url)
+            .timeout(t.time_limit)
+            .header("X-Jobstore-Job-Id", &t.local_id)
+            .header("X-Jobstore-Jobtype", &t.local_type)
+            .header("X-Jobstore-Client", &t.client)
+            .header("X-Jobstore-Attempt", t.attempt.to_string())
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(t.data.clone());
+        let call = async {
+            let response = request.send().await?;
+            let status = response.status();
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let mut body = Vec::new();
+            let mut response = response;
+            while let Some(chunk) = response.chunk().await? {
+                let room = MAX_BODY.saturating_sub(body.len());
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            Ok::<_, reqwest::Error>((status, retry_after, body))
+        };
+        let answer = tokio::select! {
+            a = call => a,
+            _ = t.lost.cancelled() => return Finished::Lost,
+        };
+        match answer {
+            Ok((status, retry_after, body)) => {
+                let mut parser = OutputParser::default();
+                for line in body.split(|b| *b == b'\n') {
+                    if line.starts_with(b"S:") {
+                        continue;
+                    }
+                    parser.line(line);
+                }
+                let mut parsed = parser.finish();
+                // The last split piece of a body ending in a newline is empty.
+                if parsed.output.ends_with(b"\n\n") {
+                    parsed.output.pop();
+                }
+                let code = status.as_u16();
+                let mut outcome = Outcome::new(code, parsed);
+                if status == StatusCode::TOO_MANY_REQUESTS
+                    || status == StatusCode::SERVICE_UNAVAILABLE
+                {
+                    outcome.class = Class::Retry;
+                    outcome.retry_after = retry_after;
+                }
+                Finished::Done(outcome)
+            }
+            Err(e) if e.is_timeout() => Finished::Done(Outcome::error(&format!(
+                "the handler did not answer within the time limit of {:?}",
+                t.time_limit
+            ))),
+            Err(e) => Finished::Done(Outcome::error(&format!("calling the handler: {e}"))),
+        }
+    }
+}

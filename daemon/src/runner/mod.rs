@@ -1,0 +1,276 @@
+//! Runners: how a claimed job is run, by its handler's `lang`.
+//!
+//! - [`process`]: one process per job (`sh -c BODY`), payload on stdin;
+//! - [`worker`]: a long-lived worker process per execution context (`eid`),
+//!   fed one job at a time over a line protocol;
+//! - [`http`]: a POST of the payload to the handler's URL.
+//!
+//! Every runner reads the job's output the same way ([`output`]) and ends
+//! each job with a [`Finished`]: an [`Outcome`], or "lost" (its lease was
+//! lost and it was stopped: it must not be released), or "not started"
+//! (a graceful stop came first: hand it back).
+
+pub mod http;
+pub mod output;
+pub mod process;
+pub mod worker;
+
+use std::time::Duration;
+
+use jobstore_api::Handler;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use output::{Child, OutputParser, Parsed};
+
+/// A claimed job, as a runner sees it.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// The store id.
+    pub id: String,
+    /// The id as the client knows it (no client prefix).
+    pub local_id: String,
+    /// The store jobtype.
+    pub jobtype: String,
+    /// The jobtype as the client knows it.
+    pub local_type: String,
+    /// The client (tenant).
+    pub client: String,
+    /// This is the job's `attempt`-th hand-out (1 on the first run).
+    pub attempt: u32,
+    /// The payload.
+    pub data: Vec<u8>,
+    /// Longest the run may take before it is stopped (an error).
+    pub time_limit: Duration,
+    /// Cancelled when the job's lease is lost or the daemon stops hard: the
+    /// runner kills the job and reports [`Finished::Lost`].
+    pub lost: CancellationToken,
+}
+
+/// How a run ended, by status class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// 2xx: archive as `ok`.
+    Ok,
+    /// 4xx: archive as `failed`.
+    Failed,
+    /// 1xx (and HTTP 429/503): run again after a backoff.
+    Retry,
+    /// 5xx and anything else: run again after a backoff.
+    Error,
+}
+
+impl Class {
+    /// The class of a status code.
+    pub fn of(status: u16) -> Class {
+        match status / 100 {
+            1 => Class::Retry,
+            2 => Class::Ok,
+            4 => Class::Failed,
+            _ => Class::Error,
+        }
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The status code.
+    pub status: u16,
+    /// Its class (usually [`Class::of`] the status).
+    pub class: Class,
+    /// Captured output (capped).
+    pub output: Vec<u8>,
+    /// New jobs of the same client, from `J:` lines.
+    pub children: Vec<Child>,
+    /// The runner's wish for the retry delay (HTTP `Retry-After`).
+    pub retry_after: Option<Duration>,
+}
+
+impl Outcome {
+    /// An outcome from parsed output and a status.
+    pub fn new(status: u16, parsed: Parsed) -> Self {
+        Outcome {
+            status,
+            class: Class::of(status),
+            output: parsed.output,
+            children: parsed.children,
+            retry_after: None,
+        }
+    }
+
+    /// An error (500) with a note as its output.
+    pub fn error(note: &str) -> Self {
+        let mut p = OutputParser::default();
+        p.note(note);
+        Outcome::new(500, p.finish())
+    }
+}
+
+/// How a job's run ended.
+#[derive(Debug, Clone)]
+pub enum Finished {
+    /// It ran.
+    Done(Outcome),
+    /// Its lease was lost and it was stopped: another daemon may own it now.
+    Lost,
+    /// A graceful stop came before it started.
+    NotStarted,
+}
+
+/// The results of a batch, as each job ends.
+pub type Results = mpsc::UnboundedSender<(Task, Finished)>;
+
+/// The runners of one daemon.
+pub struct Runners {
+    process: process::ProcessRunner,
+    workers: worker::Workers,
+    http: http::HttpRunner,
+}
+
+impl Runners {
+    /// Runners whose `http` handlers may only call `allow_hosts` (empty: any).
+    pub fn new(allow_hosts: Vec<String>) -> Self {
+        Runners {
+            process: process::ProcessRunner::default(),
+            workers: worker::Workers::default(),
+            http: http::HttpRunner::new(allow_hosts),
+        }
+    }
+
+    /// Runs `tasks` (all of one jobtype) under `handler`, sending each
+    /// job's end to `results` as it comes. `stop` asks not to start more.
+    pub async fn run_batch(
+        &self,
+        handler: &Handler,
+        tasks: Vec<Task>,
+        stop: &CancellationToken,
+        results: &Results,
+    ) {
+        match handler.lang.as_str() {
+            "process" if handler.eid.is_some() => {
+                self.workers.run_batch(handler, tasks, stop, results).await
+            }
+            "process" => self.process.run_batch(handler, tasks, stop, results).await,
+            "http" => self.http.run_batch(handler, tasks, stop, results).await,
+            other => {
+                let note = format!("this daemon has no runner for handler method {other:?}");
+                for t in tasks {
+                    let _ = results.send((t, Finished::Done(Outcome::error(&note))));
+                }
+            }
+        }
+    }
+
+    /// Stops every long-lived worker.
+    pub async fn shutdown(&self) {
+        self.workers.shutdown().await;
+    }
+
+    /// Stops long-lived workers idle for longer than `idle`.
+    pub async fn reap_idle(&self, idle: Duration) {
+        self.workers.reap_idle(idle).await;
+    }
+}
+
+/// The longest output line read; longer lines are cut (the rest dropped).
+pub const MAX_LINE: usize = 1 << 20;
+
+/// Reads one line (without the newline) of at most `max` bytes into `buf`;
+/// the rest of a longer line is skipped. `Ok(false)` at end of input.
+pub async fn read_line_capped<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<bool> {
+    buf.clear();
+    let mut any = false;
+    loop {
+        let chunk = r.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(any);
+        }
+        any = true;
+        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let content = if done {
+            &chunk[..take - 1]
+        } else {
+            &chunk[..take]
+        };
+        let room = max.saturating_sub(buf.len());
+        buf.extend_from_slice(&content[..content.len().min(room)]);
+        r.consume(take);
+        if done {
+            return Ok(true);
+        }
+    }
+}
+
+/// Environment variables a job must not inherit from the daemon.
+pub const SECRET_ENV: [&str; 4] = [
+    "JOBSTORE_ADMIN_TOKEN",
+    "JOBSTORE_STORE",
+    "JOBSTORE_TOKEN",
+    "JOBSTORE_CONFIG",
+];
+
+/// A `sh -c` command for `body`, in its own process group, without the
+/// daemon's secrets, with the job's identity in its environment.
+pub fn shell(body: &str) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c").arg(body).process_group(0).kill_on_drop(true);
+    for k in SECRET_ENV {
+        cmd.env_remove(k);
+    }
+    cmd
+}
+
+/// Sets the job's identity in a command's environment.
+pub fn task_env(cmd: &mut tokio::process::Command, t: &Task) {
+    cmd.env("JOBSTORE_JOB_ID", &t.local_id)
+        .env("JOBSTORE_JOBTYPE", &t.local_type)
+        .env("JOBSTORE_CLIENT", &t.client)
+        .env("JOBSTORE_ATTEMPT", t.attempt.to_string());
+}
+
+/// Kills a process group (the job and everything it started).
+pub fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lines_are_capped() {
+        let input = b"short\n0123456789abcdef\nlast".to_vec();
+        let mut r = tokio::io::BufReader::with_capacity(4, &input[..]);
+        let mut buf = Vec::new();
+        assert!(read_line_capped(&mut r, &mut buf, 8).await.unwrap());
+        assert_eq!(buf, b"short");
+        assert!(read_line_capped(&mut r, &mut buf, 8).await.unwrap());
+        assert_eq!(buf, b"01234567");
+        assert!(read_line_capped(&mut r, &mut buf, 8).await.unwrap());
+        assert_eq!(buf, b"last");
+        assert!(!read_line_capped(&mut r, &mut buf, 8).await.unwrap());
+    }
+
+    #[test]
+    fn classes() {
+        assert_eq!(Class::of(102), Class::Retry);
+        assert_eq!(Class::of(204), Class::Ok);
+        assert_eq!(Class::of(404), Class::Failed);
+        assert_eq!(Class::of(503), Class::Error);
+        assert_eq!(Class::of(302), Class::Error);
+    }
+}
