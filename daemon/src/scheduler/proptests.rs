@@ -748,6 +748,59 @@ proptest! {
         }
     }
 
+    /// Round robin: with level loads kept level (every granted job ends at
+    /// once), every backlogged tenant gets one of every `N` grants, `N` the
+    /// number of tenants; a tenant's jobtypes likewise share its grants.
+    #[test]
+    fn level_tenants_take_turns(
+        load in 0u32..5,
+        jobtypes_per_tenant in prop::collection::vec(1usize..4, 2..7),
+        batch in 1u32..6,
+        rounds in 1usize..6,
+    ) {
+        let n = jobtypes_per_tenant.len();
+        let mut s = Scheduler::new(config(1_000, None, None, batch, 1000));
+        let mut report = Vec::new();
+        for (i, &k) in jobtypes_per_tenant.iter().enumerate() {
+            for j in 0..k {
+                report.push(WaitingJobtype { jobtype: format!("t{i}-j{j}"), count: 1_000_000 });
+            }
+            let mut left = load;
+            while left > 0 {
+                let g = s.admit(&format!("t{i}-j0"), left, 0).unwrap();
+                left -= g.count;
+                let count = g.count;
+                s.jobs_started(g, count, 0);
+            }
+        }
+        s.set_waiting(&report, 0);
+        let mut grants: Vec<Vec<String>> = vec![Vec::new(); n];
+        for step in 0..n * rounds * 3 {
+            let g = s.select(0).expect("slots free and work waiting");
+            let t: usize = tenant_of(&g.jobtype)[1..].parse().unwrap();
+            grants[t].push(g.jobtype.clone());
+            let (jobtype, count) = (g.jobtype.clone(), g.count);
+            s.jobs_started(g, count, 0);
+            s.jobs_stopped(&jobtype, count, 0);
+            // Every window of N grants served every tenant once.
+            if (step + 1) % n == 0 {
+                let turns = (step + 1) / n;
+                for (t, got) in grants.iter().enumerate() {
+                    prop_assert_eq!(got.len(), turns, "tenant {} after {} grants", t, step + 1);
+                }
+            }
+        }
+        // Within a tenant, its jobtypes with the fewest running take turns
+        // (j0 holds the starting load, if any).
+        for (t, got) in grants.iter().enumerate() {
+            let k = jobtypes_per_tenant[t];
+            let turn: Vec<usize> = if load > 0 && k > 1 { (1..k).collect() } else { (0..k).collect() };
+            for (i, jobtype) in got.iter().enumerate() {
+                prop_assert_eq!(jobtype, &format!("t{t}-j{}", turn[i % turn.len()]));
+            }
+        }
+    }
+
     /// The closed form of the fair share agrees with dealing slot by slot.
     #[test]
     fn dealt_share_matches_dealing(

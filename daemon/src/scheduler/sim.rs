@@ -317,7 +317,7 @@ fn long_beside_short(config: SchedulerConfig, seed: u64) -> (f64, u32, u32) {
             sh.min(s.running_of("t-short")),
         ));
     });
-    sim.run_until(60_000);
+    sim.run_until(30_000);
     let long = sim.starts_of("t-long").len() as f64;
     let short = sim.starts_of("t-short").len() as f64;
     let (least_long, least_short) = least.get();
@@ -335,7 +335,8 @@ fn long_beside_short(config: SchedulerConfig, seed: u64) -> (f64, u32, u32) {
 /// fewer than 16.
 #[test]
 fn short_jobs_keep_their_share_beside_long_ones() {
-    for seed in SEEDS {
+    // 30 simulated seconds: ~50,000 starts per seed.
+    for seed in 1..6 {
         let (share, least_long, least_short) = long_beside_short(SchedulerConfig::default(), seed);
         assert!(share >= 0.971, "seed {seed}: short share {share}");
         assert!(
