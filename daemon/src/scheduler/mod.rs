@@ -82,8 +82,8 @@
 //! the hint). The first grant on a hint alone is for 1 job; each claim that
 //! comes back full doubles the next (up to `max_batch`), so a burst of N new
 //! jobs takes about log2(N) claims rather than N, and a hint for one job
-//! reserves one slot, not a batch. (This extends "at least one waiting job"
-//! in the original brief.)
+//! reserves one slot, not a batch. (So a hint vouches for at least one
+//! job, and for more as full claims confirm them.)
 //!
 //! ## Backoff
 //!
@@ -102,6 +102,10 @@
 //! of their own. Memory is bounded by the jobtypes in the last `set_waiting`,
 //! plus those with work in flight, hints, backoffs or caps. A forgotten
 //! jobtype or tenant that comes back joins the end of the round robin.
+//!
+//! Each `select` scans every known jobtype once (O(jobtypes), no
+//! allocation beyond two small vectors of loads); everything else is
+//! O(log jobtypes), except `set_waiting` and `snapshot`, which are linear.
 //!
 //! ## Remote workers
 //!
@@ -126,6 +130,9 @@
 //!   `1 + Σ_{U ≠ T} max(0, l_T - l_U + 1)` selects, the sum over the other
 //!   eligible tenants; in particular within `N` selects, `N` the number of
 //!   eligible tenants, when its load is minimal (e.g. all loads equal).
+//! - Round robin: tenants whose loads stay level (each grant's jobs end
+//!   before the next select) get one grant each in every `N` consecutive
+//!   grants; a tenant's level jobtypes likewise take turns.
 //! - Work conservation: `select` returns a grant whenever some jobtype is
 //!   eligible and a global slot is free; it never grants a jobtype with
 //!   nothing known waiting and no hint, nor more than is known waiting.

@@ -326,30 +326,24 @@ fn long_beside_short(config: SchedulerConfig, seed: u64) -> (f64, u32, u32) {
 
 /// A jobtype of long jobs (100x the short ones) beside a short one in one
 /// tenant, both backlogged, default configuration (64 slots, per-jobtype
-/// cap 48): each is at or near 32 slots all the time (fewest running gets
-/// the freed slot), so the short jobs take ~99% of the starts. The bound
-/// asserted is what the per-jobtype cap alone guarantees: the short
-/// jobtype always holds at least 64 - 48 = 16 slots, so its share of the
-/// starts is at least 16/20 / (16/20 + 48/2000) ≈ 0.971 (mean durations 20
-/// and 2000 ms). And the long jobtype is not starved either: it never holds
-/// fewer than 16.
+/// cap 48). The bound asserted first is what the per-jobtype cap alone
+/// guarantees: the short jobtype always holds at least 64 - 48 = 16 slots,
+/// so its share of the starts is at least 16/20 / (16/20 + 48/2000) ≈ 0.971
+/// (mean durations 20 and 2000 ms); and the long jobtype is not starved
+/// either, it never holds fewer than 16. What actually happens is better:
+/// each holds exactly 32 slots after every claim loop (a stop leaves its
+/// jobtype one below the other, so the slot goes straight back to it), and
+/// the short jobs take ~99% of the starts (0.990 measured).
 #[test]
 fn short_jobs_keep_their_share_beside_long_ones() {
-    // 30 simulated seconds: ~50,000 starts per seed.
+    // 30 simulated seconds: ~48,000 starts per seed.
     for seed in 1..6 {
         let (share, least_long, least_short) = long_beside_short(SchedulerConfig::default(), seed);
         assert!(share >= 0.971, "seed {seed}: short share {share}");
-        assert!(
-            least_short >= 16,
-            "seed {seed}: short held only {least_short}"
-        );
-        assert!(least_long >= 16, "seed {seed}: long held only {least_long}");
-        // What actually happens: close to an even split of slots.
+        assert!(least_short >= 16, "seed {seed}: short held {least_short}");
+        assert!(least_long >= 16, "seed {seed}: long held {least_long}");
+        assert_eq!((least_long, least_short), (32, 32), "seed {seed}");
         assert!(share >= 0.985, "seed {seed}: short share {share}");
-        assert!(
-            least_short >= 28 && least_long >= 28,
-            "seed {seed}: {least_long} {least_short}"
-        );
     }
 }
 
