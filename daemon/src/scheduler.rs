@@ -1,1 +1,0 @@
-//! The scheduler: which jobtype runs next.
