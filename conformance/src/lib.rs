@@ -231,6 +231,12 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(release_after_takeover_fails);
         __jobstore_conformance_test!(release_free_job_changes_nothing);
         __jobstore_conformance_test!(release_mixed_batch);
+        __jobstore_conformance_test!(release_per_job_mixed_batch);
+        __jobstore_conformance_test!(release_per_job_fencing);
+        __jobstore_conformance_test!(release_per_job_duplicate_id_rejected);
+        __jobstore_conformance_test!(release_per_job_output_too_large_releases_nothing);
+        __jobstore_conformance_test!(release_per_job_delay_too_long_releases_nothing);
+        __jobstore_conformance_test!(release_per_job_max_batch);
         __jobstore_conformance_test!(update_data_by_owner);
         __jobstore_conformance_test!(update_data_by_non_owner_changes_nothing);
         __jobstore_conformance_test!(cancel_waiting_and_scheduled);
@@ -245,6 +251,7 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(handler_delete_removes_all_versions);
         __jobstore_conformance_test!(handler_list_newest_per_jobtype);
         __jobstore_conformance_test!(handler_invalid_rejected);
+        __jobstore_conformance_test!(handler_limits_round_trip);
         __jobstore_conformance_test!(sysid_double_reserve_conflicts);
         __jobstore_conformance_test!(sysid_expiry_frees_and_fences);
         __jobstore_conformance_test!(sysid_renew_extends);
@@ -256,6 +263,7 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(duplicate_ids_in_list_rejected);
         __jobstore_conformance_test!(watch_wakes_on_add);
         __jobstore_conformance_test!(watch_wakes_on_retry);
+        __jobstore_conformance_test!(watch_wakes_on_per_job_release);
         __jobstore_conformance_test!(concurrent_claims_exactly_once);
 
         #[test]
@@ -299,6 +307,53 @@ macro_rules! __conformance_tests {
         fn invalid_jobtype_rejected(#[case] jobtype: impl AsRef<str>) {
             let jobtype = jobtype.as_ref();
             $crate::block_on($crate::run($factory(), |c| $crate::suite::invalid_jobtype_rejected(c, jobtype)))
+        }
+
+        #[$crate::__private::rstest]
+        #[case::lang_32_bytes("lang-32-bytes")]
+        #[case::lang_33_bytes("lang-33-bytes")]
+        #[case::lang_empty("lang-empty")]
+        #[case::lang_uppercase("lang-uppercase")]
+        #[case::lang_dot("lang-dot")]
+        #[case::body_at_max("body-at-max")]
+        #[case::body_one_past("body-one-past")]
+        #[case::body_nul("body-nul")]
+        #[case::hook_at_max("hook-at-max")]
+        #[case::hook_one_past("hook-one-past")]
+        #[case::hook_nul("hook-nul")]
+        #[case::eid_at_max("eid-at-max")]
+        #[case::eid_one_past("eid-one-past")]
+        #[case::eid_empty("eid-empty")]
+        #[case::eid_pipe("eid-pipe")]
+        #[case::eid_nul("eid-nul")]
+        #[case::max_attempts_1("max-attempts-1")]
+        #[case::max_attempts_0("max-attempts-0")]
+        #[case::max_attempts_max("max-attempts-max")]
+        #[case::max_attempts_past_max("max-attempts-past-max")]
+        #[case::concurrency_1("concurrency-1")]
+        #[case::concurrency_0("concurrency-0")]
+        #[case::concurrency_max("concurrency-max")]
+        #[case::concurrency_past_max("concurrency-past-max")]
+        #[case::max_age_1("max-age-1")]
+        #[case::max_age_0("max-age-0")]
+        #[case::max_age_max("max-age-max")]
+        #[case::max_age_past_max("max-age-past-max")]
+        #[case::time_limit_1("time-limit-1")]
+        #[case::time_limit_0("time-limit-0")]
+        #[case::time_limit_max("time-limit-max")]
+        #[case::time_limit_past_max("time-limit-past-max")]
+        #[case::backoff_base_1("backoff-base-1")]
+        #[case::backoff_base_0("backoff-base-0")]
+        #[case::backoff_base_max("backoff-base-max")]
+        #[case::backoff_base_past_max("backoff-base-past-max")]
+        #[case::backoff_max_1("backoff-max-1")]
+        #[case::backoff_max_0("backoff-max-0")]
+        #[case::backoff_max_max("backoff-max-max")]
+        #[case::backoff_max_past_max("backoff-max-past-max")]
+        #[case::backoff_base_equals_max("backoff-base-equals-max")]
+        #[case::backoff_base_above_max("backoff-base-above-max")]
+        fn handler_validation(#[case] case: &str) {
+            $crate::block_on($crate::run($factory(), |c| $crate::suite::handler_validation(c, case)))
         }
 
         #[$crate::__private::rstest]

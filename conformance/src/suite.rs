@@ -8,7 +8,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use jobstore_api::limits::{
-    MAX_BATCH, MAX_CLAIM, MAX_LEASE, MAX_OUTPUT, MAX_TIME, MIN_PAYLOAD_SUPPORT,
+    MAX_BATCH, MAX_CLAIM, MAX_DELAY, MAX_HANDLER_ATTEMPTS, MAX_HANDLER_CONCURRENCY,
+    MAX_HANDLER_FIELD, MAX_ID_LEN, MAX_LEASE, MAX_OUTPUT, MAX_TIME, MIN_PAYLOAD_SUPPORT,
 };
 use jobstore_api::*;
 
@@ -181,7 +182,7 @@ pub async fn add_existing_leaves_job_untouched(c: Ctx) {
     .await;
     let claimed = claim(s, "t", 2, OWNER, T0).await;
     assert_eq!(claimed.len(), 2);
-    s.release_jobs(
+    s.release_all(
         &ids(&["done"]),
         OWNER,
         &Release::Archive(JobResult::from_status(200)),
@@ -511,7 +512,7 @@ pub async fn max_batches_work(c: Ctx) {
     let renewed = s.renew_locks(&got_ids, OWNER, MIN, T0 + SEC).await.unwrap();
     assert_eq!(renewed.len(), MAX_CLAIM);
     let released = s
-        .release_jobs(
+        .release_all(
             &got_ids,
             OWNER,
             &Release::Archive(JobResult::from_status(200)),
@@ -600,7 +601,7 @@ pub async fn renew_mixed_batch(c: Ctx) {
     )
     .await;
     claim(s, "t", 2, OWNER, T0).await;
-    s.release_jobs(
+    s.release_all(
         &ids(&["done"]),
         OWNER,
         &Release::Archive(JobResult::from_status(200)),
@@ -631,7 +632,7 @@ pub async fn release_retry(c: Ctx) {
     add_n(s, "t", 1, T0).await;
     let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
     let rel = s
-        .release_jobs(
+        .release_all(
             &got,
             OWNER,
             &Release::Retry {
@@ -657,7 +658,7 @@ pub async fn release_retry_without_delay(c: Ctx) {
     let s = &*c.store;
     add_n(s, "t", 1, T0).await;
     let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
-    s.release_jobs(
+    s.release_all(
         &got,
         OWNER,
         &Release::Retry {
@@ -676,7 +677,7 @@ pub async fn release_unget(c: Ctx) {
     let s = &*c.store;
     add_n(s, "t", 1, T0).await;
     let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
-    s.release_jobs(&got, OWNER, &Release::Unget, T0 + 3)
+    s.release_all(&got, OWNER, &Release::Unget, T0 + 3)
         .await
         .unwrap();
     let j = get(s, &got[0]).await;
@@ -691,7 +692,7 @@ pub async fn release_archive(c: Ctx) {
     add_n(s, "t", 1, T0).await;
     let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
     let result = JobResult::from_status(404).with_output(b"not found\n\x00\xff".to_vec());
-    s.release_jobs(&got, OWNER, &Release::Archive(result.clone()), T0 + 9)
+    s.release_all(&got, OWNER, &Release::Archive(result.clone()), T0 + 9)
         .await
         .unwrap();
     let j = get(s, &got[0]).await;
@@ -711,7 +712,7 @@ pub async fn release_archive_every_code(c: Ctx) {
     let got = claim(s, "t", n, OWNER, T0).await;
     for (job, code) in got.iter().zip(ResultCode::ALL) {
         let result = JobResult::new(code, 299);
-        s.release_jobs(
+        s.release_all(
             std::slice::from_ref(&job.id),
             OWNER,
             &Release::Archive(result.clone()),
@@ -736,7 +737,7 @@ pub async fn release_archive_output_limit(c: Ctx) {
     let mut too_big = JobResult::from_status(200);
     too_big.output = vec![b'o'; MAX_OUTPUT + 1];
     assert_kind(
-        s.release_jobs(&got, OWNER, &Release::Archive(too_big), T0)
+        s.release_all(&got, OWNER, &Release::Archive(too_big), T0)
             .await,
         ErrorKind::TooLarge,
         "output above MAX_OUTPUT",
@@ -744,7 +745,7 @@ pub async fn release_archive_output_limit(c: Ctx) {
     assert_eq!(get(s, &got[0]).await.lock, OWNER);
     let fits = JobResult::from_status(200).with_output(vec![b'o'; MAX_OUTPUT + 10]);
     assert_eq!(fits.output.len(), MAX_OUTPUT);
-    s.release_jobs(&got, OWNER, &Release::Archive(fits.clone()), T0)
+    s.release_all(&got, OWNER, &Release::Archive(fits.clone()), T0)
         .await
         .unwrap();
     assert_eq!(get(s, &got[0]).await.result, Some(fits));
@@ -755,7 +756,7 @@ pub async fn archived_job_never_eligible(c: Ctx) {
     let s = &*c.store;
     add_n(s, "t", 1, T0).await;
     let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
-    s.release_jobs(
+    s.release_all(
         &got,
         OWNER,
         &Release::Archive(JobResult::from_status(200)),
@@ -780,7 +781,7 @@ pub async fn release_delete(c: Ctx) {
     add_n(s, "t", 2, T0).await;
     let got = job_ids(&claim(s, "t", 1, OWNER, T0).await);
     assert_eq!(
-        s.release_jobs(&got, OWNER, &Release::Delete, T0)
+        s.release_all(&got, OWNER, &Release::Delete, T0)
             .await
             .unwrap(),
         got
@@ -804,7 +805,7 @@ pub async fn release_by_non_owner_changes_nothing(c: Ctx) {
         Release::Delete,
     ] {
         assert!(
-            s.release_jobs(&got, OTHER, &how, T0 + 1)
+            s.release_all(&got, OTHER, &how, T0 + 1)
                 .await
                 .unwrap()
                 .is_empty(),
@@ -831,7 +832,7 @@ pub async fn release_after_takeover_fails(c: Ctx) {
         Release::Delete,
     ] {
         assert!(
-            s.release_jobs(&got, OWNER, &how, T0 + 62 * SEC)
+            s.release_all(&got, OWNER, &how, T0 + 62 * SEC)
                 .await
                 .unwrap()
                 .is_empty()
@@ -846,7 +847,7 @@ pub async fn release_free_job_changes_nothing(c: Ctx) {
     add_n(s, "t", 1, T0).await;
     let before = get(s, "t-000000").await;
     let r = s
-        .release_jobs(&ids(&["t-000000"]), OWNER, &Release::Delete, T0)
+        .release_all(&ids(&["t-000000"]), OWNER, &Release::Delete, T0)
         .await
         .unwrap();
     assert!(r.is_empty());
@@ -869,7 +870,7 @@ pub async fn release_mixed_batch(c: Ctx) {
     add(s, vec![NewJob::new("theirs", "t", "")], T0).await;
     claim(s, "t", 1, OTHER, T0).await;
     let rel = s
-        .release_jobs(
+        .release_all(
             &ids(&["mine1", "theirs", "missing", "mine2"]),
             OWNER,
             &Release::Unget,
@@ -879,6 +880,408 @@ pub async fn release_mixed_batch(c: Ctx) {
         .unwrap();
     assert_eq!(sorted(rel), ids(&["mine1", "mine2"]));
     assert_eq!(get(s, "theirs").await.lock, OTHER);
+}
+
+// -------------------------------------------------------- per-job release
+
+/// One call releases each job as its own entry says, over several
+/// jobtypes: archives with different results and outputs, retries with
+/// different delays, an unget and a delete. Every job ends exactly as its
+/// entry says, the counts follow, and the deleted id can be added again
+/// (under another jobtype too).
+pub async fn release_per_job_mixed_batch(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![
+            NewJob::new("ok", "mail", "1"),
+            NewJob::new("fail", "mail", "2"),
+            NewJob::new("soon", "mail", "3"),
+            NewJob::new("err", "sms", "4"),
+            NewJob::new("quiet", "sms", "5"),
+            NewJob::new("back", "sms", "6"),
+            NewJob::new("now", "push", "7"),
+            NewJob::new("later", "push", "8"),
+            NewJob::new("gone", "push", "9"),
+        ],
+        T0,
+    )
+    .await;
+    for t in ["mail", "sms", "push"] {
+        assert_eq!(claim(s, t, 10, OWNER, T0).await.len(), 3, "{t}");
+    }
+    let now = T0 + 5 * SEC;
+    let ok = JobResult::from_status(200).with_output(b"sent\n".to_vec());
+    let fail = JobResult::from_status(404).with_output(b"no such user\x00\xff".to_vec());
+    let err = JobResult::from_status(503).with_output(vec![b'e'; MAX_OUTPUT]);
+    let quiet = JobResult::new(ResultCode::Timeout, 0);
+    let releases = vec![
+        JobRelease::new("ok", Release::Archive(ok.clone())),
+        JobRelease::new(
+            "soon",
+            Release::Retry {
+                delay: Duration::from_secs(30),
+            },
+        ),
+        JobRelease::new("err", Release::Archive(err.clone())),
+        JobRelease::new("back", Release::Unget),
+        JobRelease::new(
+            "now",
+            Release::Retry {
+                delay: Duration::ZERO,
+            },
+        ),
+        JobRelease::new("fail", Release::Archive(fail.clone())),
+        JobRelease::new("gone", Release::Delete),
+        JobRelease::new("quiet", Release::Archive(quiet.clone())),
+        JobRelease::new("later", Release::Retry { delay: 60 * MIN }),
+    ];
+    assert_eq!(
+        s.release_jobs(&[], OWNER, now).await.unwrap(),
+        Vec::<String>::new(),
+        "an empty list"
+    );
+    let released = s.release_jobs(&releases, OWNER, now).await.unwrap();
+    let all: Vec<String> = releases.iter().map(|r| r.id.clone()).collect();
+    assert_eq!(sorted(released), sorted(all));
+    for (id, result) in [("ok", ok), ("fail", fail), ("err", err), ("quiet", quiet)] {
+        let j = get(s, id).await;
+        assert_eq!(
+            (j.lock.as_str(), j.done_dt, j.dt, j.attempts),
+            (LOCK_DONE, Some(now), now + ARCHIVE_HORIZON_MS, 1),
+            "{id}"
+        );
+        assert_eq!(j.result, Some(result), "{id}");
+    }
+    for (id, dt) in [
+        ("soon", now + 30 * SEC),
+        ("now", now),
+        ("later", now + 3600 * SEC),
+    ] {
+        let j = get(s, id).await;
+        assert_eq!(
+            (j.lock.as_str(), j.dt, j.attempts, j.done_dt, j.result),
+            (LOCK_FREE, dt, 1, None, None),
+            "{id}"
+        );
+    }
+    let back = get(s, "back").await;
+    assert_eq!(
+        (back.lock.as_str(), back.dt, back.attempts),
+        (LOCK_FREE, now, 0)
+    );
+    assert_eq!(s.get_job("gone").await.unwrap(), None);
+
+    let mut counts = s.job_counts(now).await.unwrap();
+    counts.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
+    assert_eq!(
+        counts,
+        vec![
+            JobCounts {
+                jobtype: "mail".into(),
+                scheduled: 1,
+                archived: archived(&[(ResultCode::Ok, 1), (ResultCode::Failed, 1)]),
+                ..JobCounts::default()
+            },
+            JobCounts {
+                jobtype: "push".into(),
+                waiting: 1,
+                scheduled: 1,
+                ..JobCounts::default()
+            },
+            JobCounts {
+                jobtype: "sms".into(),
+                waiting: 1,
+                archived: archived(&[(ResultCode::Error, 1), (ResultCode::Timeout, 1)]),
+                ..JobCounts::default()
+            },
+        ]
+    );
+    let again = add(s, vec![NewJob::new("gone", "mail", "again")], now).await;
+    assert_eq!(again.new, ids(&["gone"]), "a deleted id is free again");
+    assert_eq!(
+        job_ids(&claim(s, "mail", 10, OTHER, now).await),
+        ids(&["gone"])
+    );
+    assert_eq!(
+        job_ids(&claim(s, "push", 10, OTHER, now).await),
+        ids(&["now"])
+    );
+    let sms = claim(s, "sms", 10, OTHER, now).await;
+    assert_eq!(job_ids(&sms), ids(&["back"]));
+    assert_eq!(sms[0].attempts, 1, "the unget took its attempt back");
+}
+
+/// Fencing per entry: entries for jobs locked by another owner (also after
+/// taking over an expired lease), free, archived or unknown are skipped,
+/// whatever they ask, and leave those jobs exactly as they were; the
+/// caller's own entries in the same list are applied.
+pub async fn release_per_job_fencing(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![
+            NewJob::new("mine1", "t", "").priority(9),
+            NewJob::new("mine2", "t", "").priority(9),
+            NewJob::new("done", "t", "").priority(9),
+            NewJob::new("theirs", "t", "").priority(5),
+            NewJob::new("free", "t", "").run_at(T0 + 100 * SEC),
+            NewJob::new("taken", "u", ""),
+        ],
+        T0,
+    )
+    .await;
+    assert_eq!(claim(s, "t", 3, OWNER, T0).await.len(), 3);
+    s.release_all(
+        &ids(&["done"]),
+        OWNER,
+        &Release::Archive(JobResult::from_status(200)),
+        T0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        job_ids(&claim(&*c.peer, "t", 1, OTHER, T0).await),
+        ids(&["theirs"])
+    );
+    s.claim_jobs("u", 1, OWNER, Duration::from_secs(1), T0)
+        .await
+        .unwrap();
+    assert_eq!(
+        job_ids(&claim(&*c.peer, "u", 1, OTHER, T0 + 2 * SEC).await),
+        ids(&["taken"]),
+        "OWNER's lease on taken ran out and OTHER took it"
+    );
+    let untouched = ["theirs", "taken", "free", "done"];
+    let before: Vec<Job> = futures::future::join_all(untouched.map(|i| get(s, i))).await;
+    let now = T0 + 3 * SEC;
+    let releases = vec![
+        JobRelease::new("theirs", Release::Delete),
+        JobRelease::new("mine1", Release::Archive(JobResult::from_status(201))),
+        JobRelease::new("taken", Release::Archive(JobResult::from_status(500))),
+        JobRelease::new(
+            "free",
+            Release::Retry {
+                delay: Duration::ZERO,
+            },
+        ),
+        JobRelease::new("missing", Release::Delete),
+        JobRelease::new("done", Release::Unget),
+        JobRelease::new(
+            "mine2",
+            Release::Retry {
+                delay: Duration::from_secs(10),
+            },
+        ),
+    ];
+    let released = s.release_jobs(&releases, OWNER, now).await.unwrap();
+    assert_eq!(sorted(released), ids(&["mine1", "mine2"]));
+    let after: Vec<Job> = futures::future::join_all(untouched.map(|i| get(s, i))).await;
+    assert_eq!(after, before);
+    assert_eq!(s.get_job("missing").await.unwrap(), None);
+    let mine1 = get(s, "mine1").await;
+    assert_eq!(
+        (mine1.lock.as_str(), mine1.result),
+        (LOCK_DONE, Some(JobResult::from_status(201)))
+    );
+    let mine2 = get(s, "mine2").await;
+    assert_eq!((mine2.lock.as_str(), mine2.dt), (LOCK_FREE, now + 10 * SEC));
+    // The same list from the other owner applies exactly its own entries.
+    let theirs = c.peer.release_jobs(&releases, OTHER, now).await.unwrap();
+    assert_eq!(sorted(theirs), ids(&["taken", "theirs"]));
+    assert_eq!(s.get_job("theirs").await.unwrap(), None);
+    assert_eq!(
+        get(s, "taken").await.result,
+        Some(JobResult::from_status(500))
+    );
+}
+
+/// An id twice in one list of releases is invalid input, whether its two
+/// entries agree or not, and nothing is released.
+pub async fn release_per_job_duplicate_id_rejected(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 2, T0).await;
+    let got = job_ids(&claim(s, "t", 2, OWNER, T0).await);
+    let before: Vec<Job> = futures::future::join_all(got.iter().map(|i| get(s, i))).await;
+    let (a, b) = (got[0].clone(), got[1].clone());
+    for list in [
+        vec![
+            JobRelease::new(a.clone(), Release::Archive(JobResult::from_status(200))),
+            JobRelease::new(b.clone(), Release::Unget),
+            JobRelease::new(a.clone(), Release::Delete),
+        ],
+        vec![
+            JobRelease::new(b.clone(), Release::Unget),
+            JobRelease::new(b.clone(), Release::Unget),
+        ],
+    ] {
+        assert_kind(
+            s.release_jobs(&list, OWNER, T0 + 1).await,
+            ErrorKind::InvalidInput,
+            "repeated id",
+        );
+    }
+    let after: Vec<Job> = futures::future::join_all(got.iter().map(|i| get(s, i))).await;
+    assert_eq!(after, before);
+}
+
+/// Result output over `MAX_OUTPUT` in one entry is `TooLarge`, and no entry
+/// of the list is released; without it the rest goes through.
+pub async fn release_per_job_output_too_large_releases_nothing(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 3, T0).await;
+    let got = job_ids(&claim(s, "t", 3, OWNER, T0).await);
+    let before: Vec<Job> = futures::future::join_all(got.iter().map(|i| get(s, i))).await;
+    let fits = JobResult::from_status(200).with_output(vec![b'o'; MAX_OUTPUT]);
+    let mut too_big = JobResult::from_status(500);
+    too_big.output = vec![b'x'; MAX_OUTPUT + 1];
+    let mut list = vec![
+        JobRelease::new(got[0].clone(), Release::Archive(fits.clone())),
+        JobRelease::new(got[1].clone(), Release::Archive(too_big)),
+        JobRelease::new(got[2].clone(), Release::Unget),
+    ];
+    assert_kind(
+        s.release_jobs(&list, OWNER, T0 + 1).await,
+        ErrorKind::TooLarge,
+        "one output over MAX_OUTPUT",
+    );
+    let after: Vec<Job> = futures::future::join_all(got.iter().map(|i| get(s, i))).await;
+    assert_eq!(after, before, "nothing released");
+    list.remove(1);
+    let released = s.release_jobs(&list, OWNER, T0 + 1).await.unwrap();
+    assert_eq!(
+        sorted(released),
+        sorted(vec![got[0].clone(), got[2].clone()])
+    );
+    assert_eq!(get(s, &got[0]).await.result, Some(fits));
+    assert_eq!(get(s, &got[1]).await.lock, OWNER);
+}
+
+/// A retry delay over `MAX_DELAY` in one entry is invalid input, and no
+/// entry of the list is released.
+pub async fn release_per_job_delay_too_long_releases_nothing(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 2, T0).await;
+    let got = job_ids(&claim(s, "t", 2, OWNER, T0).await);
+    let before: Vec<Job> = futures::future::join_all(got.iter().map(|i| get(s, i))).await;
+    let list = vec![
+        JobRelease::new(got[0].clone(), Release::Retry { delay: MAX_DELAY }),
+        JobRelease::new(
+            got[1].clone(),
+            Release::Retry {
+                delay: MAX_DELAY + Duration::from_millis(1),
+            },
+        ),
+    ];
+    assert_kind(
+        s.release_jobs(&list, OWNER, T0 + 1).await,
+        ErrorKind::InvalidInput,
+        "one delay over MAX_DELAY",
+    );
+    let after: Vec<Job> = futures::future::join_all(got.iter().map(|i| get(s, i))).await;
+    assert_eq!(after, before, "nothing released");
+    let released = s.release_jobs(&list[..1], OWNER, T0 + 1).await.unwrap();
+    assert_eq!(released, vec![got[0].clone()]);
+    assert_eq!(
+        get(s, &got[0]).await.dt,
+        T0 + 1 + duration_ms(MAX_DELAY),
+        "the longest delay is kept exactly"
+    );
+}
+
+/// `MAX_BATCH` entries over two jobtypes, each with its own outcome (as
+/// many different results and delays as entries), in one call.
+pub async fn release_per_job_max_batch(c: Ctx) {
+    let s = &*c.store;
+    let jobtype = |i: usize| if i % 2 == 0 { "bulk-a" } else { "bulk-b" };
+    let jobs: Vec<NewJob> = (0..MAX_BATCH)
+        .map(|i| NewJob::new(format!("j{i:05}"), jobtype(i), vec![b'x'; 8]))
+        .collect();
+    s.add_jobs(&jobs, T0).await.unwrap();
+    let mut claimed = 0;
+    for t in ["bulk-a", "bulk-b"] {
+        loop {
+            let got = claim(s, t, MAX_CLAIM, OWNER, T0).await.len();
+            claimed += got;
+            if got < MAX_CLAIM {
+                break;
+            }
+        }
+    }
+    assert_eq!(claimed, MAX_BATCH);
+    let now = T0 + SEC;
+    let how = |i: usize| match i % 4 {
+        0 => Release::Archive(
+            JobResult::from_status(200 + (i % 100) as u16).with_output(format!("out {i}").into()),
+        ),
+        1 => Release::Retry {
+            delay: Duration::from_millis(i as u64),
+        },
+        2 => Release::Unget,
+        _ => Release::Delete,
+    };
+    let releases: Vec<JobRelease> = (0..MAX_BATCH)
+        .rev()
+        .map(|i| JobRelease::new(format!("j{i:05}"), how(i)))
+        .collect();
+    let released = s.release_jobs(&releases, OWNER, now).await.unwrap();
+    assert_eq!(released.len(), MAX_BATCH);
+    for i in [
+        0, 1, 2, 3, 4, 5, 6, 7, 4_998, 4_999, 9_996, 9_997, 9_998, 9_999,
+    ] {
+        let id = format!("j{i:05}");
+        match how(i) {
+            Release::Archive(result) => {
+                let j = get(s, &id).await;
+                assert_eq!(
+                    (j.lock.as_str(), j.result),
+                    (LOCK_DONE, Some(result)),
+                    "{id}"
+                );
+            }
+            Release::Retry { delay } => {
+                let j = get(s, &id).await;
+                assert_eq!(
+                    (j.lock.as_str(), j.dt, j.attempts),
+                    (LOCK_FREE, now + duration_ms(delay), 1),
+                    "{id}"
+                );
+            }
+            Release::Unget => {
+                let j = get(s, &id).await;
+                assert_eq!(
+                    (j.lock.as_str(), j.dt, j.attempts),
+                    (LOCK_FREE, now, 0),
+                    "{id}"
+                );
+            }
+            Release::Delete => assert_eq!(s.get_job(&id).await.unwrap(), None, "{id}"),
+        }
+    }
+    let quarter = (MAX_BATCH / 4) as u64;
+    let mut total = JobCounts::default();
+    for t in ["bulk-a", "bulk-b"] {
+        let c = counts_of(s, t, now).await;
+        total.waiting += c.waiting;
+        total.scheduled += c.scheduled;
+        total.running += c.running;
+        for (code, n) in c.archived {
+            *total.archived.entry(code).or_default() += n;
+        }
+    }
+    assert_eq!(
+        (total.waiting, total.scheduled, total.running),
+        (quarter, quarter, 0)
+    );
+    assert_eq!(total.archived, archived(&[(ResultCode::Ok, quarter)]));
+    let due = now + MAX_BATCH as Millis;
+    let waiting: u64 =
+        futures::future::join_all(["bulk-a", "bulk-b"].map(|t| counts_of(s, t, due)))
+            .await
+            .iter()
+            .map(|c| c.waiting)
+            .sum();
+    assert_eq!(waiting, 2 * quarter, "every retry is due by then");
 }
 
 // -------------------------------------------------------------- update data
@@ -894,7 +1297,7 @@ pub async fn update_data_by_owner(c: Ctx) {
             .unwrap()
     );
     assert_eq!(get(s, "j").await.data, b"v2\x00progress");
-    s.release_jobs(
+    s.release_all(
         &ids(&["j"]),
         OWNER,
         &Release::Retry {
@@ -923,7 +1326,7 @@ pub async fn update_data_by_non_owner_changes_nothing(c: Ctx) {
     )
     .await;
     claim(s, "t", 2, OWNER, T0).await;
-    s.release_jobs(
+    s.release_all(
         &ids(&["done"]),
         OWNER,
         &Release::Archive(JobResult::from_status(200)),
@@ -989,7 +1392,7 @@ pub async fn cancel_leaves_locked_and_archived(c: Ctx) {
     .await;
     add(s, vec![NewJob::new("exp", "t", "").priority(1)], T0).await;
     claim(s, "t", 3, OWNER, T0).await;
-    s.release_jobs(
+    s.release_all(
         &ids(&["done"]),
         OWNER,
         &Release::Archive(JobResult::from_status(200)),
@@ -1021,10 +1424,10 @@ pub async fn purge_archived_by_age(c: Ctx) {
     add_n(s, "t", 4, T0).await;
     let got = job_ids(&claim(s, "t", 3, OWNER, T0).await);
     let ok = Release::Archive(JobResult::from_status(200));
-    s.release_jobs(&got[0..1], OWNER, &ok, T0 + 10)
+    s.release_all(&got[0..1], OWNER, &ok, T0 + 10)
         .await
         .unwrap();
-    s.release_jobs(&got[1..2], OWNER, &ok, T0 + 20)
+    s.release_all(&got[1..2], OWNER, &ok, T0 + 20)
         .await
         .unwrap();
     s.cancel_jobs(&ids(&["t-000003"]), T0 + 30).await.unwrap();
@@ -1058,7 +1461,7 @@ pub async fn waiting_jobtypes_counts(c: Ctx) {
     .await;
     claim(s, "beta", 2, OWNER, T0).await; // running until T0 + 60 s
     let got = claim(s, "alpha", 1, OWNER, T0).await;
-    s.release_jobs(
+    s.release_all(
         &job_ids(&got),
         OWNER,
         &Release::Archive(JobResult::from_status(200)),
@@ -1131,7 +1534,7 @@ pub async fn job_counts_by_state(c: Ctx) {
     .await;
     add_n(s, "u", 1, T0).await;
     let got = job_ids(&claim(s, "t", 4, OWNER, T0).await);
-    s.release_jobs(
+    s.release_all(
         &got[0..1],
         OWNER,
         &Release::Archive(JobResult::from_status(200)),
@@ -1139,7 +1542,7 @@ pub async fn job_counts_by_state(c: Ctx) {
     )
     .await
     .unwrap();
-    s.release_jobs(
+    s.release_all(
         &got[1..2],
         OWNER,
         &Release::Archive(JobResult::from_status(500)),
@@ -1182,6 +1585,7 @@ fn full_handler(body: &str) -> Handler {
         before: Some("setup\nmore".into()),
         before_each: Some("".into()),
         after_each: None,
+        limits: HandlerLimits::default(),
     }
 }
 
@@ -1287,6 +1691,396 @@ pub async fn handler_invalid_rejected(c: Ctx) {
         );
     }
     assert!(s.list_handlers().await.unwrap().is_empty());
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).expect("bounded duration")
+}
+
+/// Limits read back as set: all of them, none, some; each new version's
+/// limits replace the previous version's (never merged), and the list shows
+/// the newest version's.
+pub async fn handler_limits_round_trip(c: Ctx) {
+    let s = &*c.store;
+    let all = HandlerLimits {
+        max_attempts: Some(5),
+        max_age_ms: Some(86_400_000),
+        time_limit_ms: Some(30_000),
+        concurrency: Some(8),
+        backoff_base_ms: Some(1_000),
+        backoff_max_ms: Some(600_000),
+    };
+    let v1 = s
+        .set_handler("limited", &full_handler("run").limits(all), T0)
+        .await
+        .unwrap();
+    assert_eq!(v1.handler.limits, all);
+    assert_eq!(s.get_handler("limited").await.unwrap(), Some(v1));
+
+    let plain = s
+        .set_handler("plain", &Handler::new("process", "x"), T0)
+        .await
+        .unwrap();
+    let got = s.get_handler("plain").await.unwrap().unwrap();
+    assert_eq!(got.handler.limits, HandlerLimits::default());
+    assert_eq!(got, plain);
+
+    let extremes = HandlerLimits {
+        max_attempts: Some(MAX_HANDLER_ATTEMPTS),
+        max_age_ms: Some(ms(MAX_DELAY)),
+        time_limit_ms: Some(ms(MAX_LEASE)),
+        concurrency: Some(MAX_HANDLER_CONCURRENCY),
+        backoff_base_ms: Some(1),
+        backoff_max_ms: Some(ms(MAX_DELAY)),
+    };
+    let v2 = s
+        .set_handler(
+            "limited",
+            &Handler::new("http", "x").limits(extremes),
+            T0 + 1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.get_handler("limited").await.unwrap(), Some(v2));
+
+    let some = HandlerLimits {
+        concurrency: Some(1),
+        backoff_max_ms: Some(1),
+        ..HandlerLimits::default()
+    };
+    let v3 = s
+        .set_handler(
+            "limited",
+            &Handler::new("process", "y").limits(some),
+            T0 + 2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        s.get_handler("limited")
+            .await
+            .unwrap()
+            .unwrap()
+            .handler
+            .limits,
+        some,
+        "the previous version's limits are not merged in"
+    );
+    assert_eq!(s.get_handler("limited").await.unwrap(), Some(v3));
+
+    let v4 = s
+        .set_handler("limited", &Handler::new("process", "z"), T0 + 3)
+        .await
+        .unwrap();
+    assert!(
+        s.get_handler("limited")
+            .await
+            .unwrap()
+            .unwrap()
+            .handler
+            .limits
+            .is_unset(),
+        "a version without limits clears them"
+    );
+    // An older version set late keeps its limits to itself.
+    s.set_handler(
+        "limited",
+        &Handler::new("process", "old").limits(all),
+        T0 - 1,
+    )
+    .await
+    .unwrap();
+    let mut list = s.list_handlers().await.unwrap();
+    list.sort_by(|x, y| x.jobtype.cmp(&y.jobtype));
+    assert_eq!(list, vec![v4, plain]);
+}
+
+/// The handler a validation case sets, and how setting it must end: `None`
+/// stored, else the error kind. Cases sit at and just past each bound.
+fn handler_case(case: &str) -> (Handler, Option<ErrorKind>) {
+    let invalid = Some(ErrorKind::InvalidInput);
+    let too_large = Some(ErrorKind::TooLarge);
+    let base = || Handler::new("process", "true");
+    let lim = |l: HandlerLimits| base().limits(l);
+    let d = HandlerLimits::default;
+    let max_delay = ms(MAX_DELAY);
+    let max_lease = ms(MAX_LEASE);
+    let field = |n: usize| "f".repeat(n);
+    match case {
+        "lang-32-bytes" => (Handler::new("a".repeat(32), "x"), None),
+        "lang-33-bytes" => (Handler::new("a".repeat(33), "x"), invalid),
+        "lang-empty" => (Handler::new("", "x"), invalid),
+        "lang-uppercase" => (Handler::new("Process", "x"), invalid),
+        "lang-dot" => (Handler::new("proc.ess", "x"), invalid),
+        "body-at-max" => (Handler::new("process", field(MAX_HANDLER_FIELD)), None),
+        "body-one-past" => (
+            Handler::new("process", field(MAX_HANDLER_FIELD + 1)),
+            too_large,
+        ),
+        "body-nul" => (Handler::new("process", "a\0b"), invalid),
+        "hook-at-max" => (
+            Handler {
+                before: Some(field(MAX_HANDLER_FIELD)),
+                ..base()
+            },
+            None,
+        ),
+        "hook-one-past" => (
+            Handler {
+                after_each: Some(field(MAX_HANDLER_FIELD + 1)),
+                ..base()
+            },
+            too_large,
+        ),
+        "hook-nul" => (
+            Handler {
+                before_each: Some("\0".into()),
+                ..base()
+            },
+            invalid,
+        ),
+        "eid-at-max" => (
+            Handler {
+                eid: Some("e".repeat(MAX_ID_LEN)),
+                ..base()
+            },
+            None,
+        ),
+        "eid-one-past" => (
+            Handler {
+                eid: Some("e".repeat(MAX_ID_LEN + 1)),
+                ..base()
+            },
+            invalid,
+        ),
+        "eid-empty" => (
+            Handler {
+                eid: Some(String::new()),
+                ..base()
+            },
+            invalid,
+        ),
+        "eid-pipe" => (
+            Handler {
+                eid: Some("a|b".into()),
+                ..base()
+            },
+            invalid,
+        ),
+        "eid-nul" => (
+            Handler {
+                eid: Some("a\0b".into()),
+                ..base()
+            },
+            invalid,
+        ),
+        "max-attempts-1" => (
+            lim(HandlerLimits {
+                max_attempts: Some(1),
+                ..d()
+            }),
+            None,
+        ),
+        "max-attempts-0" => (
+            lim(HandlerLimits {
+                max_attempts: Some(0),
+                ..d()
+            }),
+            invalid,
+        ),
+        "max-attempts-max" => (
+            lim(HandlerLimits {
+                max_attempts: Some(MAX_HANDLER_ATTEMPTS),
+                ..d()
+            }),
+            None,
+        ),
+        "max-attempts-past-max" => (
+            lim(HandlerLimits {
+                max_attempts: Some(MAX_HANDLER_ATTEMPTS + 1),
+                ..d()
+            }),
+            invalid,
+        ),
+        "concurrency-1" => (
+            lim(HandlerLimits {
+                concurrency: Some(1),
+                ..d()
+            }),
+            None,
+        ),
+        "concurrency-0" => (
+            lim(HandlerLimits {
+                concurrency: Some(0),
+                ..d()
+            }),
+            invalid,
+        ),
+        "concurrency-max" => (
+            lim(HandlerLimits {
+                concurrency: Some(MAX_HANDLER_CONCURRENCY),
+                ..d()
+            }),
+            None,
+        ),
+        "concurrency-past-max" => (
+            lim(HandlerLimits {
+                concurrency: Some(MAX_HANDLER_CONCURRENCY + 1),
+                ..d()
+            }),
+            invalid,
+        ),
+        "max-age-1" => (
+            lim(HandlerLimits {
+                max_age_ms: Some(1),
+                ..d()
+            }),
+            None,
+        ),
+        "max-age-0" => (
+            lim(HandlerLimits {
+                max_age_ms: Some(0),
+                ..d()
+            }),
+            invalid,
+        ),
+        "max-age-max" => (
+            lim(HandlerLimits {
+                max_age_ms: Some(max_delay),
+                ..d()
+            }),
+            None,
+        ),
+        "max-age-past-max" => (
+            lim(HandlerLimits {
+                max_age_ms: Some(max_delay + 1),
+                ..d()
+            }),
+            invalid,
+        ),
+        "time-limit-1" => (
+            lim(HandlerLimits {
+                time_limit_ms: Some(1),
+                ..d()
+            }),
+            None,
+        ),
+        "time-limit-0" => (
+            lim(HandlerLimits {
+                time_limit_ms: Some(0),
+                ..d()
+            }),
+            invalid,
+        ),
+        "time-limit-max" => (
+            lim(HandlerLimits {
+                time_limit_ms: Some(max_lease),
+                ..d()
+            }),
+            None,
+        ),
+        "time-limit-past-max" => (
+            lim(HandlerLimits {
+                time_limit_ms: Some(max_lease + 1),
+                ..d()
+            }),
+            invalid,
+        ),
+        "backoff-base-1" => (
+            lim(HandlerLimits {
+                backoff_base_ms: Some(1),
+                ..d()
+            }),
+            None,
+        ),
+        "backoff-base-0" => (
+            lim(HandlerLimits {
+                backoff_base_ms: Some(0),
+                ..d()
+            }),
+            invalid,
+        ),
+        "backoff-base-max" => (
+            lim(HandlerLimits {
+                backoff_base_ms: Some(max_delay),
+                ..d()
+            }),
+            None,
+        ),
+        "backoff-base-past-max" => (
+            lim(HandlerLimits {
+                backoff_base_ms: Some(max_delay + 1),
+                ..d()
+            }),
+            invalid,
+        ),
+        "backoff-max-1" => (
+            lim(HandlerLimits {
+                backoff_max_ms: Some(1),
+                ..d()
+            }),
+            None,
+        ),
+        "backoff-max-0" => (
+            lim(HandlerLimits {
+                backoff_max_ms: Some(0),
+                ..d()
+            }),
+            invalid,
+        ),
+        "backoff-max-max" => (
+            lim(HandlerLimits {
+                backoff_max_ms: Some(max_delay),
+                ..d()
+            }),
+            None,
+        ),
+        "backoff-max-past-max" => (
+            lim(HandlerLimits {
+                backoff_max_ms: Some(max_delay + 1),
+                ..d()
+            }),
+            invalid,
+        ),
+        "backoff-base-equals-max" => (
+            lim(HandlerLimits {
+                backoff_base_ms: Some(5_000),
+                backoff_max_ms: Some(5_000),
+                ..d()
+            }),
+            None,
+        ),
+        "backoff-base-above-max" => (
+            lim(HandlerLimits {
+                backoff_base_ms: Some(5_001),
+                backoff_max_ms: Some(5_000),
+                ..d()
+            }),
+            invalid,
+        ),
+        other => panic!("unknown handler case {other}"),
+    }
+}
+
+/// One handler validation case (see `handler_case`): a valid handler is
+/// stored and reads back exactly; an invalid one is rejected with its kind
+/// and nothing is stored.
+pub async fn handler_validation(c: Ctx, case: &str) {
+    let s = &*c.store;
+    let (handler, expected) = handler_case(case);
+    let r = s.set_handler("t", &handler, T0).await;
+    match expected {
+        None => {
+            let v = r.unwrap_or_else(|e| panic!("{case}: rejected: {e}"));
+            assert_eq!(v.handler, handler, "{case}");
+            assert_eq!(s.get_handler("t").await.unwrap(), Some(v), "{case}");
+        }
+        Some(kind) => {
+            assert_kind(r, kind, case);
+            assert_eq!(s.get_handler("t").await.unwrap(), None, "{case}");
+            assert!(s.list_handlers().await.unwrap().is_empty(), "{case}");
+        }
+    }
 }
 
 // ------------------------------------------------------------------- sysids
@@ -1462,10 +2256,16 @@ async fn try_everywhere(
             &format!("renew {what}"),
         );
         assert_kind(
-            s.release_jobs(&[i.to_owned()], o, &Release::Delete, T0)
+            s.release_all(&[i.to_owned()], o, &Release::Delete, T0)
                 .await,
             kind,
-            &format!("release {what}"),
+            &format!("release_all {what}"),
+        );
+        assert_kind(
+            s.release_jobs(&[JobRelease::new(i, Release::Unget)], o, T0)
+                .await,
+            kind,
+            &format!("release_jobs {what}"),
         );
         assert_kind(
             s.update_data(i, o, b"x", T0).await,
@@ -1587,10 +2387,20 @@ pub async fn invalid_lease_rejected(c: Ctx) {
     claim(s, "t", 1, OWNER, T0).await;
     let delay = jobstore_api::limits::MAX_DELAY + Duration::from_secs(1);
     assert_kind(
-        s.release_jobs(&ids(&["t-000000"]), OWNER, &Release::Retry { delay }, T0)
+        s.release_all(&ids(&["t-000000"]), OWNER, &Release::Retry { delay }, T0)
             .await,
         kind,
         "retry delay",
+    );
+    assert_kind(
+        s.release_jobs(
+            &[JobRelease::new("t-000000", Release::Retry { delay })],
+            OWNER,
+            T0,
+        )
+        .await,
+        kind,
+        "per-job retry delay",
     );
     assert_eq!(get(s, "t-000000").await.lock, OWNER);
     assert_eq!(
@@ -1620,9 +2430,18 @@ pub async fn duplicate_ids_in_list_rejected(c: Ctx) {
     let kind = ErrorKind::InvalidInput;
     assert_kind(s.renew_locks(&twice, OWNER, MIN, T0).await, kind, "renew");
     assert_kind(
-        s.release_jobs(&twice, OWNER, &Release::Unget, T0).await,
+        s.release_all(&twice, OWNER, &Release::Unget, T0).await,
         kind,
         "release",
+    );
+    let per_job: Vec<JobRelease> = twice
+        .iter()
+        .map(|i| JobRelease::new(i.clone(), Release::Unget))
+        .collect();
+    assert_kind(
+        s.release_jobs(&per_job, OWNER, T0).await,
+        kind,
+        "per-job release",
     );
     assert_kind(s.cancel_jobs(&ids(&["b", "b"]), T0).await, kind, "cancel");
     assert_eq!(get(s, "a").await.lock, OWNER);
@@ -1653,9 +2472,18 @@ pub async fn oversized_batch_rejected(c: Ctx) {
         "renew batch",
     );
     assert_kind(
-        s.release_jobs(&many, OWNER, &Release::Unget, T0).await,
+        s.release_all(&many, OWNER, &Release::Unget, T0).await,
         ErrorKind::TooLarge,
         "release batch",
+    );
+    let per_job: Vec<JobRelease> = many
+        .iter()
+        .map(|i| JobRelease::new(i.clone(), Release::Delete))
+        .collect();
+    assert_kind(
+        s.release_jobs(&per_job, OWNER, T0).await,
+        ErrorKind::TooLarge,
+        "per-job release batch",
     );
     assert!(s.job_counts(T0).await.unwrap().is_empty());
 }
@@ -1688,7 +2516,7 @@ pub async fn watch_wakes_on_retry(c: Ctx) {
     let peer = c.peer.clone();
     let releaser = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        peer.release_jobs(
+        peer.release_all(
             &ids(&["r"]),
             OWNER,
             &Release::Retry {
@@ -1702,6 +2530,58 @@ pub async fn watch_wakes_on_retry(c: Ctx) {
     let wake = wait_for(&mut w, "retry-type", s.capabilities().notifications).await;
     releaser.await.unwrap();
     assert_ne!(wake, Wakeup::TimedOut);
+}
+
+/// A watcher wakes for the retry and unget entries of a per-job release
+/// (made through the peer handle, mixed with an archive); a store that
+/// declares notifications names both jobtypes.
+pub async fn watch_wakes_on_per_job_release(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![
+            NewJob::new("a", "wake-archive", ""),
+            NewJob::new("r", "wake-retry", ""),
+            NewJob::new("u", "wake-unget", ""),
+        ],
+        T0,
+    )
+    .await;
+    for t in ["wake-archive", "wake-retry", "wake-unget"] {
+        claim(s, t, 1, OWNER, T0).await;
+    }
+    let notified = s.capabilities().notifications;
+    let mut w = s.watch().await.unwrap();
+    let peer = c.peer.clone();
+    let releaser = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let list = [
+            JobRelease::new("a", Release::Archive(JobResult::from_status(200))),
+            JobRelease::new(
+                "r",
+                Release::Retry {
+                    delay: Duration::ZERO,
+                },
+            ),
+            JobRelease::new("u", Release::Unget),
+        ];
+        peer.release_jobs(&list, OWNER, T0 + 1).await.unwrap()
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut seen = BTreeSet::new();
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match w.wait(left).await {
+            Wakeup::TimedOut => panic!("no wake-up for the release; saw {seen:?}"),
+            Wakeup::Work(types) => seen.extend(types),
+            Wakeup::Unknown if !notified => break,
+            Wakeup::Unknown => {}
+        }
+        if !notified || (seen.contains("wake-retry") && seen.contains("wake-unget")) {
+            break;
+        }
+    }
+    assert_eq!(releaser.await.unwrap().len(), 3);
 }
 
 /// Waits until the watcher reports `jobtype` (notifying stores) or any wake-up
@@ -1779,7 +2659,7 @@ pub async fn concurrent_claims_exactly_once(c: Ctx) {
                 // stay out of other claimers' hands.
                 if mine.len() % 2 == 0 {
                     let rel = store
-                        .release_jobs(
+                        .release_all(
                             &got_ids,
                             &owner,
                             &Release::Archive(JobResult::from_status(200)),

@@ -12,7 +12,7 @@ pub const MAX_JOBTYPE_LEN: usize = 200;
 pub const MAX_SYSID_LEN: usize = 200;
 /// Most jobs one claim may ask for.
 pub const MAX_CLAIM: usize = 1_000;
-/// Most jobs or ids in one add, renew, release or cancel call.
+/// Most jobs, ids or releases in one add, renew, release or cancel call.
 pub const MAX_BATCH: usize = 10_000;
 /// Every backend stores payloads of at least this many bytes (1 MiB).
 pub const MIN_PAYLOAD_SUPPORT: usize = 1 << 20;
@@ -20,6 +20,10 @@ pub const MIN_PAYLOAD_SUPPORT: usize = 1 << 20;
 pub const MAX_OUTPUT: usize = 64 << 10;
 /// Longest handler body or hook, in bytes (1 MiB).
 pub const MAX_HANDLER_FIELD: usize = 1 << 20;
+/// Largest [`HandlerLimits::max_attempts`](crate::HandlerLimits::max_attempts).
+pub const MAX_HANDLER_ATTEMPTS: u32 = 1_000_000;
+/// Largest [`HandlerLimits::concurrency`](crate::HandlerLimits::concurrency).
+pub const MAX_HANDLER_CONCURRENCY: u32 = 10_000;
 /// Longest lease (job lock or sysid): 7 days.
 pub const MAX_LEASE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Longest retry delay: 100 years of 365 days.

@@ -177,16 +177,15 @@ impl JobStore for MemoryStore {
 
     async fn release_jobs(
         &self,
-        ids: &[String],
+        releases: &[JobRelease],
         owner: &str,
-        how: &Release,
         now: Millis,
     ) -> Result<Vec<String>> {
-        validate::release(ids, owner, how, now)?;
+        validate::release(releases, owner, now)?;
         let mut inner = self.lock();
         let mut released = Vec::new();
         let mut freed_jobtypes = Vec::new();
-        for id in ids {
+        for JobRelease { id, how } in releases {
             let Some(job) = inner.jobs.get_mut(id).filter(|j| j.lock == owner) else {
                 continue;
             };

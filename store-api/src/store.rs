@@ -105,15 +105,53 @@ pub trait JobStore: Send + Sync + Debug {
         now: Millis,
     ) -> Result<Vec<String>>;
 
-    /// Lets go of the jobs locked by `owner` as [`Release`] says; jobs not
-    /// locked by `owner` are not touched (fencing: a daemon whose lease
-    /// expired cannot undo the new owner's work). Returns the ids released
-    /// (order unspecified).
+    /// Lets go of jobs locked by `owner`, each as its own entry says: the
+    /// daemon finishes a batch of jobs whose results differ (each archive
+    /// with its own status and output, retries with their own delays) in
+    /// one call. For each [`JobRelease`] `{ id, how }`:
+    ///
+    /// - if job `id` is locked by `owner` (running, or expired and not yet
+    ///   taken by another claimer), it is changed as `how` says, atomically:
+    ///   - [`Release::Retry`]`{ delay }`: `lock = ""`, `dt = now + delay`
+    ///     (`attempts` unchanged);
+    ///   - [`Release::Unget`]: `lock = ""`, `dt = now`, `attempts -= 1`
+    ///     (not below 0): the hand-out is not counted;
+    ///   - [`Release::Archive`]`(result)`: `lock = "__done"`,
+    ///     `done_dt = now`, `dt = now +` [`ARCHIVE_HORIZON_MS`], `result`
+    ///     stored (code, status and output exactly as given);
+    ///   - [`Release::Delete`]: the job is removed, and its id may be added
+    ///     again (under any jobtype);
+    /// - otherwise (free, archived, locked by another owner, or unknown) it
+    ///   is not touched. This is the fencing that keeps a daemon whose
+    ///   lease expired from undoing the new owner's work; it holds per
+    ///   entry, so one list may mix jobs the caller still owns and jobs it
+    ///   lost.
+    ///
+    /// Returns the ids of the entries applied (order unspecified). Entries
+    /// are independent: each job's change is atomic, the list as a whole
+    /// is not (another caller may see some entries applied and not yet
+    /// others), and a job is never left half-changed.
+    ///
+    /// Validation ([`validate::release`](crate::validate::release)) rejects
+    /// the whole list before anything changes: more than
+    /// [`MAX_BATCH`](crate::limits::MAX_BATCH) entries is `TooLarge`; an
+    /// invalid id, an id listed twice, an invalid owner or `now`, a retry
+    /// delay above [`MAX_DELAY`](crate::limits::MAX_DELAY) is
+    /// `InvalidInput`; result output above
+    /// [`MAX_OUTPUT`](crate::limits::MAX_OUTPUT) in any entry is
+    /// `TooLarge`. An empty list returns an empty list.
+    ///
+    /// A backend does the whole list in one round trip (or a small fixed
+    /// number, independent of its length and of how many distinct results
+    /// it holds), never one per job. Retry and unget entries are new work:
+    /// a store that declares [`Capabilities::notifications`] wakes watchers
+    /// with their jobtypes, as an add does.
+    ///
+    /// [`JobStoreExt::release_all`] releases a list of ids all the same way.
     async fn release_jobs(
         &self,
-        ids: &[String],
+        releases: &[JobRelease],
         owner: &str,
-        how: &Release,
         now: Millis,
     ) -> Result<Vec<String>>;
 
@@ -197,7 +235,30 @@ pub trait JobStoreExt: JobStore {
         Ok(!outcome.new.is_empty())
     }
 
-    /// Archives the jobs locked by `owner` with `result`.
+    /// Lets go of every job of `ids` locked by `owner` the same way, `how`:
+    /// [`JobStore::release_jobs`] with one entry per id. Returns the ids
+    /// released (order unspecified). The arguments are checked (as
+    /// `release_jobs` would, with the same first error) before `how` is
+    /// copied into each entry.
+    async fn release_all(
+        &self,
+        ids: &[String],
+        owner: &str,
+        how: &Release,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        crate::validate::ids(ids)?;
+        crate::validate::sysid(owner)?;
+        crate::validate::time("now", now)?;
+        crate::validate::release_how(how)?;
+        let releases: Vec<JobRelease> = ids
+            .iter()
+            .map(|id| JobRelease::new(id.clone(), how.clone()))
+            .collect();
+        self.release_jobs(&releases, owner, now).await
+    }
+
+    /// Archives the jobs of `ids` locked by `owner`, each with `result`.
     async fn archive_jobs(
         &self,
         ids: &[String],
@@ -205,7 +266,7 @@ pub trait JobStoreExt: JobStore {
         result: JobResult,
         now: Millis,
     ) -> Result<Vec<String>> {
-        self.release_jobs(ids, owner, &Release::Archive(result), now)
+        self.release_all(ids, owner, &Release::Archive(result), now)
             .await
     }
 }
@@ -221,7 +282,7 @@ macro_rules! forward {
             async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>> { (**self).waiting_jobtypes(now).await }
             async fn claim_jobs(&self, jobtype: &str, limit: usize, owner: &str, lease: Duration, now: Millis) -> Result<Vec<Job>> { (**self).claim_jobs(jobtype, limit, owner, lease, now).await }
             async fn renew_locks(&self, ids: &[String], owner: &str, lease: Duration, now: Millis) -> Result<Vec<String>> { (**self).renew_locks(ids, owner, lease, now).await }
-            async fn release_jobs(&self, ids: &[String], owner: &str, how: &Release, now: Millis) -> Result<Vec<String>> { (**self).release_jobs(ids, owner, how, now).await }
+            async fn release_jobs(&self, releases: &[JobRelease], owner: &str, now: Millis) -> Result<Vec<String>> { (**self).release_jobs(releases, owner, now).await }
             async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> { (**self).update_data(id, owner, data, now).await }
             async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> { (**self).cancel_jobs(ids, now).await }
             async fn get_job(&self, id: &str) -> Result<Option<Job>> { (**self).get_job(id).await }

@@ -295,7 +295,8 @@ impl JobResult {
     }
 }
 
-/// How [`JobStore::release_jobs`](crate::JobStore::release_jobs) lets go of jobs.
+/// How [`JobStore::release_jobs`](crate::JobStore::release_jobs) lets go of
+/// a job (see [`JobRelease`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Release {
     /// Free again, eligible after `delay`: `lock = ""`, `dt = now + delay`.
@@ -311,6 +312,31 @@ pub enum Release {
     Archive(JobResult),
     /// Removed from the store.
     Delete,
+}
+
+impl Release {
+    /// Whether the job comes out of it free again (retry or unget): work
+    /// for claimers, so stores wake their watchers.
+    pub fn frees(&self) -> bool {
+        matches!(self, Release::Retry { .. } | Release::Unget)
+    }
+}
+
+/// One job to let go of, and how; an entry of
+/// [`JobStore::release_jobs`](crate::JobStore::release_jobs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRelease {
+    /// The job's id.
+    pub id: String,
+    /// What becomes of it.
+    pub how: Release,
+}
+
+impl JobRelease {
+    /// Lets go of job `id` as `how` says.
+    pub fn new(id: impl Into<String>, how: Release) -> Self {
+        JobRelease { id: id.into(), how }
+    }
 }
 
 /// A jobtype with eligible jobs, from [`JobStore::waiting_jobtypes`](crate::JobStore::waiting_jobtypes).
@@ -360,6 +386,46 @@ pub struct Handler {
     pub before_each: Option<String>,
     /// Run after each batch.
     pub after_each: Option<String>,
+    /// How the daemon bounds the jobtype's runs; everything unset by
+    /// default (the daemon's own defaults apply). Versions stored before
+    /// limits existed read back with none set.
+    #[serde(default)]
+    pub limits: HandlerLimits,
+}
+
+/// Per-handler limits the daemon applies to a jobtype's jobs; `None` means
+/// unset (the daemon's default). Stores keep them with the handler version
+/// and give them back unchanged; the bounds are checked by
+/// [`crate::validate::handler`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HandlerLimits {
+    /// Hand-outs (claims) before the job is archived as
+    /// [`ResultCode::Timeout`] instead of run again:
+    /// `1..=`[`MAX_HANDLER_ATTEMPTS`](crate::limits::MAX_HANDLER_ATTEMPTS).
+    pub max_attempts: Option<u32>,
+    /// Age since `create_dt`, in ms, after which the job is archived as
+    /// [`ResultCode::Timeout`]: `1..=`[`MAX_DELAY`](crate::limits::MAX_DELAY).
+    pub max_age_ms: Option<u64>,
+    /// Longest one run may take, in ms, before it is killed:
+    /// `1..=`[`MAX_LEASE`](crate::limits::MAX_LEASE).
+    pub time_limit_ms: Option<u64>,
+    /// Most jobs of the jobtype running at once per daemon:
+    /// `1..=`[`MAX_HANDLER_CONCURRENCY`](crate::limits::MAX_HANDLER_CONCURRENCY).
+    pub concurrency: Option<u32>,
+    /// First retry delay, in ms; it doubles per attempt, with jitter:
+    /// `1..=`[`MAX_DELAY`](crate::limits::MAX_DELAY).
+    pub backoff_base_ms: Option<u64>,
+    /// Cap on the retry delay, in ms: `1..=`[`MAX_DELAY`](crate::limits::MAX_DELAY),
+    /// and not below `backoff_base_ms` when both are set.
+    pub backoff_max_ms: Option<u64>,
+}
+
+impl HandlerLimits {
+    /// Whether no limit is set.
+    pub fn is_unset(&self) -> bool {
+        *self == HandlerLimits::default()
+    }
 }
 
 impl Handler {
@@ -370,6 +436,12 @@ impl Handler {
             body: body.into(),
             ..Handler::default()
         }
+    }
+
+    /// Sets the limits.
+    pub fn limits(mut self, limits: HandlerLimits) -> Self {
+        self.limits = limits;
+        self
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::limits::*;
-use crate::types::{Capabilities, Handler, Millis, NewJob, Release};
+use crate::types::{Capabilities, Handler, HandlerLimits, JobRelease, Millis, NewJob, Release};
 
 /// A job id: 1..=[`MAX_ID_LEN`] bytes, no control characters, no `|`.
 pub fn id(id: &str) -> Result<()> {
@@ -130,8 +130,9 @@ pub fn new_jobs(jobs: &[NewJob], caps: &Capabilities, now: Millis) -> Result<()>
     Ok(())
 }
 
-/// A list of job ids for renew, release or cancel: size, each id, and each
-/// id at most once.
+/// A list of job ids for renew, cancel or
+/// [`release_all`](crate::JobStoreExt::release_all): size, each id, and
+/// each id at most once.
 pub fn ids(ids: &[String]) -> Result<()> {
     batch("list of job ids", ids.len())?;
     let mut seen = HashSet::with_capacity(ids.len());
@@ -186,11 +187,32 @@ pub fn renew(ids_: &[String], owner: &str, lease_: Duration, now: Millis) -> Res
     time("now", now)
 }
 
-/// The arguments of a release.
-pub fn release(ids_: &[String], owner: &str, how: &Release, now: Millis) -> Result<()> {
-    ids(ids_)?;
+/// The arguments of a release: at most [`MAX_BATCH`] entries; each id
+/// valid and at most once in the list; a valid owner and `now`; then each
+/// entry's [`release_how`]. Checked in that order, so the first error is the
+/// same whether a caller lists the entries itself or goes through
+/// [`JobStoreExt::release_all`](crate::JobStoreExt::release_all).
+pub fn release(releases: &[JobRelease], owner: &str, now: Millis) -> Result<()> {
+    batch("list of job releases", releases.len())?;
+    let mut seen = HashSet::with_capacity(releases.len());
+    for r in releases {
+        id(&r.id)?;
+        if !seen.insert(r.id.as_str()) {
+            return Err(Error::invalid(format!(
+                "job id {:?} appears twice in one list of releases",
+                r.id
+            )));
+        }
+    }
     sysid(owner)?;
     time("now", now)?;
+    releases.iter().try_for_each(|r| release_how(&r.how))
+}
+
+/// What one release asks for: a retry delay of at most [`MAX_DELAY`]
+/// (`InvalidInput`), result output of at most [`MAX_OUTPUT`] bytes
+/// (`TooLarge`).
+pub fn release_how(how: &Release) -> Result<()> {
     match how {
         Release::Retry { delay } if *delay > MAX_DELAY => Err(Error::invalid(format!(
             "retry delay {delay:?} is above the maximum of {MAX_DELAY:?}"
@@ -259,6 +281,45 @@ pub fn handler(jobtype_: &str, handler: &Handler, now: Millis) -> Result<()> {
     }
     if let Some(eid) = &handler.eid {
         text("handler eid", eid, MAX_ID_LEN)?;
+    }
+    handler_limits(&handler.limits)
+}
+
+/// A handler's limits: counts `1..=` their maximum
+/// ([`MAX_HANDLER_ATTEMPTS`], [`MAX_HANDLER_CONCURRENCY`]); `time_limit_ms`
+/// `1..=`[`MAX_LEASE`]; the other durations `1..=`[`MAX_DELAY`]; and
+/// `backoff_base_ms <= backoff_max_ms` when both are set. Every failure is
+/// `InvalidInput` naming the field.
+pub fn handler_limits(limits: &HandlerLimits) -> Result<()> {
+    fn count(field: &str, value: Option<u32>, max: u32) -> Result<()> {
+        match value {
+            Some(v) if !(1..=max).contains(&v) => Err(Error::invalid(format!(
+                "handler limits.{field} {v} is outside 1..={max}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+    fn millis(field: &str, value: Option<u64>, max: Duration) -> Result<()> {
+        let max_ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
+        match value {
+            Some(v) if !(1..=max_ms).contains(&v) => Err(Error::invalid(format!(
+                "handler limits.{field} {v} is outside 1..={max_ms} (milliseconds)"
+            ))),
+            _ => Ok(()),
+        }
+    }
+    count("max_attempts", limits.max_attempts, MAX_HANDLER_ATTEMPTS)?;
+    millis("max_age_ms", limits.max_age_ms, MAX_DELAY)?;
+    millis("time_limit_ms", limits.time_limit_ms, MAX_LEASE)?;
+    count("concurrency", limits.concurrency, MAX_HANDLER_CONCURRENCY)?;
+    millis("backoff_base_ms", limits.backoff_base_ms, MAX_DELAY)?;
+    millis("backoff_max_ms", limits.backoff_max_ms, MAX_DELAY)?;
+    if let (Some(base), Some(max)) = (limits.backoff_base_ms, limits.backoff_max_ms)
+        && base > max
+    {
+        return Err(Error::invalid(format!(
+            "handler limits.backoff_base_ms {base} is above limits.backoff_max_ms {max}"
+        )));
     }
     Ok(())
 }

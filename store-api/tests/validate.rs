@@ -1,7 +1,14 @@
 //! Properties of the one validation module every backend calls.
 
-use jobstore_api::limits::{MAX_ID_LEN, MAX_JOBTYPE_LEN};
-use jobstore_api::{ErrorKind, ResultCode, validate};
+use std::time::Duration;
+
+use jobstore_api::limits::{
+    MAX_BATCH, MAX_DELAY, MAX_HANDLER_ATTEMPTS, MAX_HANDLER_CONCURRENCY, MAX_ID_LEN,
+    MAX_JOBTYPE_LEN, MAX_LEASE, MAX_OUTPUT,
+};
+use jobstore_api::{
+    ErrorKind, Handler, HandlerLimits, JobRelease, JobResult, Release, ResultCode, validate,
+};
 use proptest::prelude::*;
 
 proptest! {
@@ -73,4 +80,247 @@ fn result_codes_round_trip_through_their_names() {
         "nope".parse::<ResultCode>().unwrap_err().kind(),
         ErrorKind::InvalidInput
     );
+}
+
+const NOW: i64 = 1_700_000_000_000;
+
+fn archive(id: &str, output_len: usize) -> JobRelease {
+    let mut result = JobResult::from_status(200);
+    result.output = vec![b'o'; output_len];
+    JobRelease::new(id, Release::Archive(result))
+}
+
+fn kind(r: jobstore_api::Result<()>) -> Option<ErrorKind> {
+    r.err().map(|e| e.kind())
+}
+
+#[test]
+fn per_job_releases_are_checked_entry_by_entry() {
+    let ok = vec![
+        archive("a", MAX_OUTPUT),
+        JobRelease::new("b", Release::Retry { delay: MAX_DELAY }),
+        JobRelease::new("c", Release::Unget),
+        JobRelease::new("d", Release::Delete),
+    ];
+    assert_eq!(kind(validate::release(&ok, "owner", NOW)), None);
+    assert_eq!(kind(validate::release(&[], "owner", NOW)), None);
+
+    let twice = vec![archive("a", 0), JobRelease::new("a", Release::Delete)];
+    let err = validate::release(&twice, "owner", NOW).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("\"a\" appears twice"), "{err}");
+
+    let big = vec![archive("a", 0), archive("b", MAX_OUTPUT + 1)];
+    assert_eq!(
+        kind(validate::release(&big, "owner", NOW)),
+        Some(ErrorKind::TooLarge)
+    );
+    let late = vec![JobRelease::new(
+        "a",
+        Release::Retry {
+            delay: MAX_DELAY + Duration::from_millis(1),
+        },
+    )];
+    assert_eq!(
+        kind(validate::release(&late, "owner", NOW)),
+        Some(ErrorKind::InvalidInput)
+    );
+    let bad_id = vec![archive("a|b", 0)];
+    assert_eq!(
+        kind(validate::release(&bad_id, "owner", NOW)),
+        Some(ErrorKind::InvalidInput)
+    );
+    assert_eq!(
+        kind(validate::release(&ok, "__done", NOW)),
+        Some(ErrorKind::InvalidInput)
+    );
+    assert_eq!(
+        kind(validate::release(&ok, "owner", -1)),
+        Some(ErrorKind::InvalidInput)
+    );
+    let many: Vec<JobRelease> = (0..=MAX_BATCH)
+        .map(|i| JobRelease::new(format!("j{i}"), Release::Unget))
+        .collect();
+    assert_eq!(
+        kind(validate::release(&many, "owner", NOW)),
+        Some(ErrorKind::TooLarge)
+    );
+    assert_eq!(
+        kind(validate::release(&many[..MAX_BATCH], "owner", NOW)),
+        None
+    );
+}
+
+#[test]
+fn ids_are_checked_before_the_owner_and_each_entry() {
+    // An invalid id is reported even when a later entry is too large, so
+    // `release_all` and `release_jobs` fail the same way.
+    let list = vec![archive("a", MAX_OUTPUT + 1), archive("b|", 0)];
+    assert_eq!(
+        kind(validate::release(&list, "owner", NOW)),
+        Some(ErrorKind::InvalidInput)
+    );
+}
+
+fn with_limits(limits: HandlerLimits) -> Handler {
+    Handler::new("process", "true").limits(limits)
+}
+
+fn limits_error(limits: HandlerLimits) -> Option<String> {
+    validate::handler("t", &with_limits(limits), NOW)
+        .err()
+        .map(|e| {
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+            e.to_string()
+        })
+}
+
+#[test]
+fn handler_limits_bounds_are_exact() {
+    let to_ms = |d: Duration| u64::try_from(d.as_millis()).unwrap();
+    let max_delay = to_ms(MAX_DELAY);
+    let max_lease = to_ms(MAX_LEASE);
+    let all = HandlerLimits {
+        max_attempts: Some(MAX_HANDLER_ATTEMPTS),
+        max_age_ms: Some(max_delay),
+        time_limit_ms: Some(max_lease),
+        concurrency: Some(MAX_HANDLER_CONCURRENCY),
+        backoff_base_ms: Some(max_delay),
+        backoff_max_ms: Some(max_delay),
+    };
+    assert_eq!(limits_error(all), None);
+    assert_eq!(limits_error(HandlerLimits::default()), None);
+    let ones = HandlerLimits {
+        max_attempts: Some(1),
+        max_age_ms: Some(1),
+        time_limit_ms: Some(1),
+        concurrency: Some(1),
+        backoff_base_ms: Some(1),
+        backoff_max_ms: Some(1),
+    };
+    assert_eq!(limits_error(ones), None);
+    let cases: [(&str, HandlerLimits); 12] = [
+        (
+            "max_attempts",
+            HandlerLimits {
+                max_attempts: Some(0),
+                ..Default::default()
+            },
+        ),
+        (
+            "max_attempts",
+            HandlerLimits {
+                max_attempts: Some(MAX_HANDLER_ATTEMPTS + 1),
+                ..Default::default()
+            },
+        ),
+        (
+            "max_age_ms",
+            HandlerLimits {
+                max_age_ms: Some(0),
+                ..Default::default()
+            },
+        ),
+        (
+            "max_age_ms",
+            HandlerLimits {
+                max_age_ms: Some(max_delay + 1),
+                ..Default::default()
+            },
+        ),
+        (
+            "time_limit_ms",
+            HandlerLimits {
+                time_limit_ms: Some(0),
+                ..Default::default()
+            },
+        ),
+        (
+            "time_limit_ms",
+            HandlerLimits {
+                time_limit_ms: Some(max_lease + 1),
+                ..Default::default()
+            },
+        ),
+        (
+            "concurrency",
+            HandlerLimits {
+                concurrency: Some(0),
+                ..Default::default()
+            },
+        ),
+        (
+            "concurrency",
+            HandlerLimits {
+                concurrency: Some(MAX_HANDLER_CONCURRENCY + 1),
+                ..Default::default()
+            },
+        ),
+        (
+            "backoff_base_ms",
+            HandlerLimits {
+                backoff_base_ms: Some(0),
+                ..Default::default()
+            },
+        ),
+        (
+            "backoff_base_ms",
+            HandlerLimits {
+                backoff_base_ms: Some(max_delay + 1),
+                ..Default::default()
+            },
+        ),
+        (
+            "backoff_max_ms",
+            HandlerLimits {
+                backoff_max_ms: Some(0),
+                ..Default::default()
+            },
+        ),
+        (
+            "backoff_max_ms",
+            HandlerLimits {
+                backoff_max_ms: Some(max_delay + 1),
+                ..Default::default()
+            },
+        ),
+    ];
+    for (field, limits) in cases {
+        let msg = limits_error(limits).unwrap_or_else(|| panic!("{limits:?} accepted"));
+        assert!(msg.contains(&format!("limits.{field} ")), "{msg}");
+    }
+    let inverted = HandlerLimits {
+        backoff_base_ms: Some(2),
+        backoff_max_ms: Some(1),
+        ..Default::default()
+    };
+    let msg = limits_error(inverted).unwrap();
+    assert!(
+        msg.contains("backoff_base_ms") && msg.contains("backoff_max_ms"),
+        "{msg}"
+    );
+    let base_only = HandlerLimits {
+        backoff_base_ms: Some(max_delay),
+        ..Default::default()
+    };
+    assert_eq!(limits_error(base_only), None);
+}
+
+#[test]
+fn handlers_stored_before_limits_read_back_without_limits() {
+    let old = r#"{"lang":"process","body":"cat","eid":null,"before":null,"before_each":null,"after_each":null}"#;
+    let h: Handler = serde_json::from_str(old).unwrap();
+    assert_eq!(h, Handler::new("process", "cat"));
+    assert!(h.limits.is_unset());
+    let partial = r#"{"lang":"process","body":"cat","eid":null,"before":null,"before_each":null,"after_each":null,"limits":{"max_attempts":3}}"#;
+    let h: Handler = serde_json::from_str(partial).unwrap();
+    assert_eq!(
+        h.limits,
+        HandlerLimits {
+            max_attempts: Some(3),
+            ..Default::default()
+        }
+    );
+    let round: Handler = serde_json::from_str(&serde_json::to_string(&h).unwrap()).unwrap();
+    assert_eq!(round, h);
 }

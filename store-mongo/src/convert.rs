@@ -3,7 +3,8 @@
 //! and tools that narrow small integers.
 
 use jobstore_api::{
-    Error, Handler, HandlerVersion, Job, JobResult, LOCK_FREE, Millis, NewJob, Result, ResultCode,
+    Error, Handler, HandlerLimits, HandlerVersion, Job, JobResult, LOCK_FREE, Millis, NewJob,
+    Result, ResultCode,
 };
 use mongodb::bson::spec::BinarySubtype;
 use mongodb::bson::{Binary, Bson, Document, doc};
@@ -151,7 +152,52 @@ pub(crate) fn handler_doc(jobtype: &str, h: &Handler, seq: i64, now: Millis) -> 
             d.insert(k, v);
         }
     }
+    d.insert("limits", limits_doc(&h.limits));
     d
+}
+
+/// The `limits` subdocument of a handler version: the fields that are
+/// set, as Int64 (validated limits fit); an unset limit has no field.
+fn limits_doc(l: &HandlerLimits) -> Document {
+    let mut d = Document::new();
+    let fields = [
+        ("max_attempts", l.max_attempts.map(u64::from)),
+        ("max_age_ms", l.max_age_ms),
+        ("time_limit_ms", l.time_limit_ms),
+        ("concurrency", l.concurrency.map(u64::from)),
+        ("backoff_base_ms", l.backoff_base_ms),
+        ("backoff_max_ms", l.backoff_max_ms),
+    ];
+    for (k, v) in fields {
+        if let Some(v) = v {
+            d.insert(k, i64::try_from(v).unwrap_or(i64::MAX));
+        }
+    }
+    d
+}
+
+/// A handler's limits from its document: no `limits` field (a version
+/// stored before limits existed) or no field for a limit means unset.
+fn limits_from_doc(d: &Document) -> Result<HandlerLimits> {
+    const W: &str = "handler limits";
+    let l = match d.get("limits") {
+        None | Some(Bson::Null) => return Ok(HandlerLimits::default()),
+        Some(Bson::Document(l)) => l,
+        Some(_) => return Err(malformed("handler", "limits")),
+    };
+    fn limit<T: TryFrom<i64>>(l: &Document, field: &str) -> Result<Option<T>> {
+        opt_i64(l, field, W)?
+            .map(|v| T::try_from(v).map_err(|_| malformed(W, field)))
+            .transpose()
+    }
+    Ok(HandlerLimits {
+        max_attempts: limit(l, "max_attempts")?,
+        max_age_ms: limit(l, "max_age_ms")?,
+        time_limit_ms: limit(l, "time_limit_ms")?,
+        concurrency: limit(l, "concurrency")?,
+        backoff_base_ms: limit(l, "backoff_base_ms")?,
+        backoff_max_ms: limit(l, "backoff_max_ms")?,
+    })
 }
 
 /// A stored handler version.
@@ -168,6 +214,7 @@ pub(crate) fn handler_from_doc(d: &Document) -> Result<HandlerVersion> {
             before: opt_str(d, "before", W)?,
             before_each: opt_str(d, "before_each", W)?,
             after_each: opt_str(d, "after_each", W)?,
+            limits: limits_from_doc(d)?,
         },
     })
 }
@@ -212,6 +259,36 @@ mod tests {
             ..Handler::new("process", "cat")
         };
         let v = handler_from_doc(&handler_doc("t", &h, 9, 5)).unwrap();
-        assert_eq!((v.id.as_str(), v.dt, v.handler), ("9", 5, h));
+        assert_eq!((v.id.as_str(), v.dt, v.handler), ("9", 5, h.clone()));
+        let limits = HandlerLimits {
+            max_attempts: Some(u32::MAX),
+            max_age_ms: Some(3_153_600_000_000),
+            concurrency: Some(1),
+            ..HandlerLimits::default()
+        };
+        let limited = h.limits(limits);
+        let d = handler_doc("t", &limited, 10, 6);
+        assert_eq!(
+            d.get_document("limits").unwrap().len(),
+            3,
+            "only the limits that are set are stored"
+        );
+        assert_eq!(handler_from_doc(&d).unwrap().handler, limited);
+    }
+
+    #[test]
+    fn handlers_stored_before_limits_read_back_without_limits() {
+        let mut d = handler_doc("t", &Handler::new("process", "cat"), 1, 2);
+        d.remove("limits");
+        let v = handler_from_doc(&d).unwrap();
+        assert_eq!(v.handler.limits, HandlerLimits::default());
+        // Int32 as some tools write small numbers; negative is malformed.
+        d.insert("limits", doc! { "concurrency": 4_i32 });
+        assert_eq!(
+            handler_from_doc(&d).unwrap().handler.limits.concurrency,
+            Some(4)
+        );
+        d.insert("limits", doc! { "concurrency": -1_i64 });
+        assert!(handler_from_doc(&d).is_err());
     }
 }

@@ -2,6 +2,7 @@
 //! and server code, never by message.
 
 use jobstore_api::Error;
+use mongodb::bson::{Bson, Document};
 use mongodb::error::{Error as MongoError, ErrorKind as K, WriteFailure};
 
 /// `DuplicateKey`: a unique index refused a write.
@@ -103,6 +104,59 @@ pub(crate) fn map(what: &str, e: MongoError) -> Error {
     Error::backend(message, e)
 }
 
+/// The write errors of a write command run with `runCommand`, whose reply
+/// is `ok` even when statements failed: the first statement error (or the
+/// write concern error), mapped by code like a driver error.
+pub(crate) fn check_write_reply(what: &str, reply: &Document) -> Result<(), Error> {
+    let first_error = match reply.get("writeErrors") {
+        Some(Bson::Array(errors)) => errors.iter().find_map(|e| match e {
+            Bson::Document(d) => Some(d),
+            _ => None,
+        }),
+        _ => None,
+    };
+    let failure = first_error.or(match reply.get("writeConcernError") {
+        Some(Bson::Document(d)) => Some(d),
+        _ => None,
+    });
+    let Some(failure) = failure else {
+        return Ok(());
+    };
+    let code = match failure.get("code") {
+        Some(Bson::Int32(c)) => *c,
+        Some(Bson::Int64(c)) => i32::try_from(*c).unwrap_or(i32::MAX),
+        _ => 0,
+    };
+    let detail = match failure.get("errmsg") {
+        Some(Bson::String(m)) => m.as_str(),
+        _ => "",
+    };
+    let message = format!("MongoDB {what} failed: server code {code}: {detail}");
+    if TRANSIENT_CODES.contains(&code) {
+        return Err(Error::unavailable(message, WriteReplyError(code)));
+    }
+    if TOO_LARGE_CODES.contains(&code) {
+        return Err(Error::too_large(
+            format!("document in {what}"),
+            0,
+            MAX_BSON_DOCUMENT,
+        ));
+    }
+    Err(Error::backend(message, WriteReplyError(code)))
+}
+
+/// A failed statement of a write command's reply, kept as the cause.
+#[derive(Debug)]
+struct WriteReplyError(i32);
+
+impl std::fmt::Display for WriteReplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "write error with server code {}", self.0)
+    }
+}
+
+impl std::error::Error for WriteReplyError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +178,24 @@ mod tests {
             assert!(e.is_retryable());
             assert!(std::error::Error::source(&e).is_some(), "cause kept");
         }
+    }
+
+    #[test]
+    fn write_errors_in_a_command_reply_are_mapped_by_code() {
+        use mongodb::bson::doc;
+        assert!(check_write_reply("t", &doc! { "ok": 1, "n": 3 }).is_ok());
+        let one = |code: i32| {
+            doc! { "ok": 1, "n": 0, "writeErrors": [{ "index": 0, "code": code, "errmsg": "x" }] }
+        };
+        let kind = |d: &Document| check_write_reply("t", d).unwrap_err().kind();
+        assert_eq!(kind(&one(11600)), ErrorKind::Unavailable);
+        assert_eq!(kind(&one(10334)), ErrorKind::TooLarge);
+        assert_eq!(kind(&one(8)), ErrorKind::Backend);
+        let wc =
+            doc! { "ok": 1, "n": 1, "writeConcernError": { "code": 64, "errmsg": "wtimeout" } };
+        assert_eq!(kind(&wc), ErrorKind::Unavailable);
+        let e = check_write_reply("t", &one(2)).unwrap_err();
+        assert!(std::error::Error::source(&e).is_some());
     }
 
     #[test]

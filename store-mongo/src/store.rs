@@ -9,7 +9,7 @@ use futures::{StreamExt, TryStreamExt};
 use jobstore_api::*;
 use mongodb::Collection;
 use mongodb::bson::{Bson, Document, doc};
-use mongodb::options::ReturnDocument;
+use mongodb::options::{ReadPreference, ReturnDocument, SelectionCriteria};
 
 use crate::MongoStore;
 use crate::convert::{self, f};
@@ -133,6 +133,124 @@ impl Drop for Unclaim {
     }
 }
 
+/// Most bytes of update statements in one release `update` command (a
+/// command document may not exceed 16 MiB): only lists with more than
+/// about this much result output need a second command.
+const RELEASE_COMMAND_BYTES: usize = 8 << 20;
+
+/// What a release does to a job; entries with equal outcomes share one
+/// update statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Outcome<'a> {
+    /// Free again, eligible at this `dt`.
+    Retry(Millis),
+    /// Free again at `now`, the attempt taken back.
+    Unget,
+    /// Archived with this result.
+    Archive(ResultCode, u16, &'a [u8]),
+    /// A tombstone (archived, no result), deleted after.
+    Delete,
+}
+
+impl Outcome<'_> {
+    /// The update statement applying this outcome to the jobs of `ids`
+    /// still locked by `owner`, stamping `token`.
+    fn statement(&self, ids: &[&str], owner: &str, token: &str, now: Millis) -> Document {
+        let archived = |result: Option<Document>| {
+            let mut set = doc! {
+                f::LOCK: LOCK_DONE,
+                f::DONE_DT: now,
+                f::DT: now + ARCHIVE_HORIZON_MS,
+            };
+            if let Some(result) = result {
+                set.insert(f::RESULT, result);
+            }
+            set
+        };
+        let (set, inc) = match *self {
+            Outcome::Retry(dt) => (doc! { f::LOCK: LOCK_FREE, f::DT: dt }, None),
+            Outcome::Unget => (
+                doc! { f::LOCK: LOCK_FREE, f::DT: now },
+                Some(doc! { f::ATTEMPTS: -1_i64 }),
+            ),
+            Outcome::Archive(code, status, output) => (
+                archived(Some(doc! {
+                    "code": code.as_str(),
+                    "status": i32::from(status),
+                    "output": convert::binary(output),
+                })),
+                None,
+            ),
+            Outcome::Delete => (archived(None), None),
+        };
+        let mut update = doc! { "$set": set, "$push": push_op_token(token) };
+        if let Some(inc) = inc {
+            update.insert("$inc", inc);
+        }
+        doc! {
+            "q": { f::ID: { "$in": ids }, f::LOCK: owner },
+            "u": update,
+            "multi": true,
+        }
+    }
+}
+
+impl Outcome<'_> {
+    /// An upper bound of the BSON size of [`statement`](Self::statement)
+    /// for `ids`: the ids (each an array element with its index key), the
+    /// output, and room for the fixed fields.
+    fn size(&self, ids: &[&str], owner: &str) -> usize {
+        let output = match self {
+            Outcome::Archive(_, _, output) => output.len(),
+            _ => 0,
+        };
+        ids.iter().map(|id| id.len() + 16).sum::<usize>() + output + owner.len() + 512
+    }
+}
+
+/// The distinct outcomes of `releases`, each with its ids, in the order
+/// they first appear.
+fn outcomes(releases: &[JobRelease], now: Millis) -> Vec<(Outcome<'_>, Vec<&str>)> {
+    let mut groups: Vec<(Outcome<'_>, Vec<&str>)> = Vec::new();
+    let mut index: HashMap<Outcome<'_>, usize> = HashMap::new();
+    for r in releases {
+        let outcome = match &r.how {
+            Release::Retry { delay } => Outcome::Retry(now + duration_ms(*delay)),
+            Release::Unget => Outcome::Unget,
+            Release::Archive(result) => {
+                Outcome::Archive(result.code, result.status, result.output.as_slice())
+            }
+            Release::Delete => Outcome::Delete,
+        };
+        let i = *index.entry(outcome).or_insert_with(|| {
+            groups.push((outcome, Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].1.push(r.id.as_str());
+    }
+    groups
+}
+
+/// Packs `statements` (each with its size bound) into commands of at most
+/// `limit` bytes each (a statement larger than `limit` goes alone).
+fn pack(statements: Vec<(Document, usize)>, limit: usize) -> Vec<Vec<Document>> {
+    let mut commands: Vec<Vec<Document>> = Vec::new();
+    let mut size = 0;
+    for (st, len) in statements {
+        match commands.last_mut() {
+            Some(last) if size + len <= limit => {
+                last.push(st);
+                size += len;
+            }
+            _ => {
+                commands.push(vec![st]);
+                size = len;
+            }
+        }
+    }
+    commands
+}
+
 impl MongoStore {
     /// The ids among `ids` whose documents carry `token` in `op_toks`.
     async fn ids_with_token(&self, ids: &[&str], token: &str) -> Result<HashSet<String>> {
@@ -204,39 +322,76 @@ impl MongoStore {
         Ok(self.update_ids(what, &ids, filter, set, inc).await?.0)
     }
 
-    /// Deletes the jobs among `ids` locked by `owner`; returns which.
-    ///
-    /// (1) One `update_many` moves them, while still locked by `owner`, to
-    /// an archived tombstone stamped with this call's token (no result), a
-    /// state no other caller can take or change; (2) only if it did not
-    /// match every id, the token's read-back says which; (3) one
-    /// `delete_many` removes the tombstones. The answer is the stamped set,
-    /// exactly the jobs this call took from `owner`. If (3) never runs,
-    /// the tombstones stay archived until `purge_archived` removes them.
-    async fn delete_owned(&self, ids: &[String], owner: &str, now: Millis) -> Result<Vec<String>> {
-        const WHAT: &str = "release (delete)";
-        let ids = distinct(ids);
-        let set = doc! {
-            f::LOCK: LOCK_DONE,
-            f::DONE_DT: now,
-            f::DT: now + ARCHIVE_HORIZON_MS,
-        };
-        let (taken, token) = self
-            .update_ids(WHAT, &ids, doc! { f::LOCK: owner }, set, None)
-            .await?;
-        if taken.is_empty() {
-            return Ok(taken);
+    /// Lets go of the jobs locked by `owner`, each as its entry says (see
+    /// the crate docs, "release_jobs"): one `update` command with one
+    /// statement per distinct outcome, all stamping one fresh token; the
+    /// token's read-back only when not every entry matched; one
+    /// `delete_many` of the tombstones of the delete entries taken.
+    async fn release_owned(
+        &self,
+        releases: &[JobRelease],
+        owner: &str,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        const WHAT: &str = "release";
+        if releases.is_empty() {
+            return Ok(Vec::new());
         }
-        self.jobs
-            .delete_many(doc! {
-                f::ID: { "$in": &taken },
-                f::LOCK: LOCK_DONE,
-                f::OP_TOKS: &token,
+        let token = new_token();
+        let statements: Vec<(Document, usize)> = outcomes(releases, now)
+            .into_iter()
+            .map(|(outcome, ids)| {
+                let size = outcome.size(&ids, owner);
+                (outcome.statement(&ids, owner, &token, now), size)
             })
-            .await
-            .map_err(|e| errors::map("delete", e))?;
-        self.after_round_trip(WHAT, 2).await?;
-        Ok(taken)
+            .collect();
+        let mut matched = 0_u64;
+        for command in pack(statements, RELEASE_COMMAND_BYTES) {
+            let reply = self
+                .db
+                .run_command(doc! {
+                    "update": self.jobs.name(),
+                    "updates": command,
+                    "ordered": false,
+                    "writeConcern": { "w": "majority" },
+                })
+                .selection_criteria(SelectionCriteria::ReadPreference(ReadPreference::Primary))
+                .await
+                .map_err(|e| errors::map(WHAT, e))?;
+            errors::check_write_reply(WHAT, &reply)?;
+            matched += u64::try_from(convert::get_i64(&reply, "n", "update reply")?)
+                .map_err(|_| Error::backend_msg("negative match count from MongoDB"))?;
+        }
+        self.after_round_trip(WHAT, 1).await?;
+        let ids: Vec<&str> = releases.iter().map(|r| r.id.as_str()).collect();
+        let released: Vec<&str> = if matched == 0 {
+            Vec::new()
+        } else if matched == ids.len() as u64 {
+            ids
+        } else {
+            // Later operations may have changed some of these jobs since;
+            // each appended its own token and left this one in place.
+            let found = self.ids_with_token(&ids, &token).await?;
+            ids.into_iter().filter(|i| found.contains(*i)).collect()
+        };
+        let taken: HashSet<&str> = released.iter().copied().collect();
+        let deleted: Vec<&str> = releases
+            .iter()
+            .filter(|r| matches!(r.how, Release::Delete) && taken.contains(r.id.as_str()))
+            .map(|r| r.id.as_str())
+            .collect();
+        if !deleted.is_empty() {
+            self.jobs
+                .delete_many(doc! {
+                    f::ID: { "$in": &deleted },
+                    f::LOCK: LOCK_DONE,
+                    f::OP_TOKS: &token,
+                })
+                .await
+                .map_err(|e| errors::map("release (delete)", e))?;
+            self.after_round_trip(WHAT, 2).await?;
+        }
+        Ok(released.into_iter().map(str::to_owned).collect())
     }
 
     /// One aggregation counting the eligible jobs of each of `jobtypes`
@@ -543,37 +698,12 @@ impl JobStore for MongoStore {
 
     async fn release_jobs(
         &self,
-        ids: &[String],
+        releases: &[JobRelease],
         owner: &str,
-        how: &Release,
         now: Millis,
     ) -> Result<Vec<String>> {
-        validate::release(ids, owner, how, now)?;
-        let owned = doc! { f::LOCK: owner };
-        match how {
-            Release::Retry { delay } => {
-                let set = doc! { f::LOCK: LOCK_FREE, f::DT: now + duration_ms(*delay) };
-                self.change_ids("release (retry)", ids, owned, set, None)
-                    .await
-            }
-            Release::Unget => {
-                let set = doc! { f::LOCK: LOCK_FREE, f::DT: now };
-                let inc = doc! { f::ATTEMPTS: -1_i64 };
-                self.change_ids("release (unget)", ids, owned, set, Some(inc))
-                    .await
-            }
-            Release::Archive(result) => {
-                let set = doc! {
-                    f::LOCK: LOCK_DONE,
-                    f::DONE_DT: now,
-                    f::DT: now + ARCHIVE_HORIZON_MS,
-                    f::RESULT: convert::result_doc(result),
-                };
-                self.change_ids("release (archive)", ids, owned, set, None)
-                    .await
-            }
-            Release::Delete => self.delete_owned(ids, owner, now).await,
-        }
+        validate::release(releases, owner, now)?;
+        self.release_owned(releases, owner, now).await
     }
 
     async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {

@@ -116,7 +116,7 @@ async fn release_reports_a_job_changed_again_before_its_read_back() {
         assert_eq!(a.claim_jobs("t", 1, "A", MIN, T0).await.unwrap().len(), 1);
         assert_eq!(b.claim_jobs("u", 1, "B", MIN, T0).await.unwrap().len(), 1);
         let c = b.clone();
-        let a = a.with_round_trip_hook(hook_on("release (retry)", move |n| {
+        let a = a.with_round_trip_hook(hook_on("release", move |n| {
             let c = c.clone();
             async move {
                 if n == 1 {
@@ -131,7 +131,7 @@ async fn release_reports_a_job_changed_again_before_its_read_back() {
             delay: Duration::ZERO,
         };
         let released = a
-            .release_jobs(&ids(&["x", "y"]), "A", &how, T0 + 1)
+            .release_all(&ids(&["x", "y"]), "A", &how, T0 + 1)
             .await
             .unwrap();
         assert_eq!(released, ids(&["x"]), "x was released by A");
@@ -152,7 +152,7 @@ async fn delete_reports_only_what_the_caller_deleted() {
         let b_claimed = Arc::new(Mutex::new(Vec::new()));
         let b_deleted = Arc::new(Mutex::new(Vec::new()));
         let (bc, bd) = (b_claimed.clone(), b_deleted.clone());
-        let a = a.with_round_trip_hook(hook_on("release (delete)", move |n| {
+        let a = a.with_round_trip_hook(hook_on("release", move |n| {
             let (b, bc, bd) = (b.clone(), bc.clone(), bd.clone());
             async move {
                 if n == 1 {
@@ -160,7 +160,7 @@ async fn delete_reports_only_what_the_caller_deleted() {
                     bc.lock().unwrap().extend(got.into_iter().map(|j| j.id));
                 } else if n == 2 {
                     let r = b
-                        .release_jobs(&ids(&["d"]), "B", &Release::Delete, now)
+                        .release_all(&ids(&["d"]), "B", &Release::Delete, now)
                         .await
                         .unwrap();
                     bd.lock().unwrap().extend(r);
@@ -168,7 +168,7 @@ async fn delete_reports_only_what_the_caller_deleted() {
             }
         }));
         let a_deleted = a
-            .release_jobs(&ids(&["d"]), "A", &Release::Delete, now)
+            .release_all(&ids(&["d"]), "A", &Release::Delete, now)
             .await
             .unwrap();
         let b_claimed = b_claimed.lock().unwrap().clone();

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use jobstore_api::limits::{MAX_ID_LEN, MAX_JOBTYPE_LEN, MAX_OUTPUT};
-use jobstore_api::{ErrorKind, JobResult, JobStore, JobStoreExt, NewJob, Release};
+use jobstore_api::{ErrorKind, JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release};
 use jobstore_conformance::services;
 use jobstore_mongo::{MongoOptions, MongoStore};
 
@@ -95,9 +95,8 @@ async fn largest_job_fits_the_server_document_limit() {
         let result = JobResult::from_status(200).with_output(vec![b'o'; MAX_OUTPUT]);
         let rel = s
             .release_jobs(
-                std::slice::from_ref(&id),
+                &[JobRelease::new(&id, Release::Archive(result.clone()))],
                 "owner",
-                &Release::Archive(result.clone()),
                 T0,
             )
             .await
@@ -180,4 +179,115 @@ async fn waiting_counts_span_several_aggregations() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
+}
+
+/// Not a check: measures the ways of releasing a batch of jobs whose
+/// results all differ, on whatever server the tests use (the README's
+/// figures come from the emulator). `cargo test -p jobstore-mongo --test
+/// mongo -- --ignored --nocapture measure_release`.
+#[tokio::test]
+#[ignore = "a measurement, run by hand"]
+async fn measure_release() {
+    use mongodb::bson::{Document, doc};
+    const N: usize = 1_000;
+    const ROUNDS: usize = 3;
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let db = services::unique_namespace();
+    let s = MongoStore::connect(&with_path(&url, &db))
+        .await
+        .expect("connect");
+    let jobs = s.database().collection::<Document>("jobs");
+    let result = |i: usize| JobResult::from_status(200).with_output(format!("output {i}").into());
+    let mut figures: Vec<(&str, Vec<f64>)> = vec![
+        (
+            "per-job release_jobs: one update command, one statement per job",
+            vec![],
+        ),
+        (
+            "one update_many round trip per job (per distinct result)",
+            vec![],
+        ),
+        ("release_all, same result for all: one statement", vec![]),
+    ];
+    for round in 0..ROUNDS {
+        for (way, (_, times)) in figures.iter_mut().enumerate() {
+            let jobtype = format!("m{round}-{way}");
+            let new: Vec<NewJob> = (0..N)
+                .map(|i| NewJob::new(format!("{jobtype}-{i:05}"), &jobtype, "x"))
+                .collect();
+            s.add_jobs(&new, T0).await.unwrap();
+            let ids: Vec<String> = s
+                .claim_jobs(&jobtype, N, "owner", MIN, T0)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|j| j.id)
+                .collect();
+            assert_eq!(ids.len(), N);
+            let start = std::time::Instant::now();
+            let released = match way {
+                0 => {
+                    let releases: Vec<JobRelease> = ids
+                        .iter()
+                        .enumerate()
+                        .map(|(i, id)| JobRelease::new(id, Release::Archive(result(i))))
+                        .collect();
+                    s.release_jobs(&releases, "owner", T0 + 1)
+                        .await
+                        .unwrap()
+                        .len()
+                }
+                1 => {
+                    let mut n = 0;
+                    for (i, id) in ids.iter().enumerate() {
+                        let r = result(i);
+                        let update = doc! { "$set": {
+                            "lock": "__done", "done_dt": T0 + 1,
+                            "result": { "code": r.code.as_str(), "status": i32::from(r.status),
+                                        "output": mongodb::bson::Binary {
+                                            subtype: mongodb::bson::spec::BinarySubtype::Generic,
+                                            bytes: r.output.clone() } },
+                        } };
+                        n += jobs
+                            .update_many(doc! { "_id": { "$in": [id] }, "lock": "owner" }, update)
+                            .await
+                            .unwrap()
+                            .matched_count as usize;
+                    }
+                    n
+                }
+                _ => s
+                    .release_all(&ids, "owner", &Release::Archive(result(0)), T0 + 1)
+                    .await
+                    .unwrap()
+                    .len(),
+            };
+            times.push(start.elapsed().as_secs_f64() * 1000.0);
+            assert_eq!(released, N);
+        }
+    }
+    for (what, mut times) in figures {
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{N} jobs, {what}: median {:.0} ms ({:.0} jobs/s)",
+            times[ROUNDS / 2],
+            N as f64 / times[ROUNDS / 2] * 1000.0
+        );
+    }
+    // The alternative the store does not use: a pipeline update choosing
+    // each job's values with $switch on _id.
+    let pipeline = vec![doc! { "$set": { "lock": { "$switch": {
+        "branches": [{ "case": { "$eq": ["$_id", "x"] }, "then": "__done" }],
+        "default": "$lock",
+    } } } }];
+    match jobs
+        .update_many(doc! { "_id": { "$in": ["x"] } }, pipeline)
+        .await
+    {
+        Ok(r) => println!("pipeline update with $switch: accepted ({r:?})"),
+        Err(e) => println!("pipeline update with $switch: refused: {e}"),
+    }
+    s.database().drop().await.unwrap();
 }

@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jobstore_api::{JobResult, JobStore, NewJob, Release};
+use jobstore_api::{JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release};
 use jobstore_postgres::{PgStore, PgStoreOptions};
 
 const T0: i64 = 1_700_000_000_000;
@@ -120,14 +120,14 @@ async fn drain(store: &Arc<PgStore>, claimers: usize, size: usize) -> (usize, f6
                 if got.is_empty() {
                     return done;
                 }
-                let ids: Vec<String> = got.into_iter().map(|j| j.id).collect();
+                // One per-job release for the whole batch, as the daemon
+                // finishes its jobs (here all with the same result).
+                let releases: Vec<JobRelease> = got
+                    .into_iter()
+                    .map(|j| JobRelease::new(j.id, Release::Archive(JobResult::from_status(200))))
+                    .collect();
                 let rel = store
-                    .release_jobs(
-                        &ids,
-                        &owner,
-                        &Release::Archive(JobResult::from_status(200)),
-                        T0 + 2,
-                    )
+                    .release_jobs(&releases, &owner, T0 + 2)
                     .await
                     .expect("archive");
                 done += rel.len();
@@ -155,7 +155,7 @@ async fn claim_latency(store: &PgStore, samples: usize, size: usize) -> (Duratio
         assert_eq!(got.len(), size);
         let ids: Vec<String> = got.into_iter().map(|j| j.id).collect();
         store
-            .release_jobs(
+            .release_all(
                 &ids,
                 "lat",
                 &Release::Archive(JobResult::from_status(200)),

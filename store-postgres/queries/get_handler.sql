@@ -1,5 +1,6 @@
 -- The newest version: greatest dt, then the last set. $1 jobtype.
-SELECT seq, jobtype, dt, lang, body, eid, before, before_each, after_each
+SELECT seq, jobtype, dt, lang, body, eid, before, before_each, after_each,
+       max_attempts, max_age_ms, time_limit_ms, concurrency, backoff_base_ms, backoff_max_ms
 FROM handlers
 WHERE jobtype = $1
 ORDER BY dt DESC, seq DESC

@@ -4,9 +4,7 @@
 pub(crate) const ADD_JOBS: &str = include_str!("../queries/add_jobs.sql");
 pub(crate) const CLAIM_JOBS: &str = include_str!("../queries/claim_jobs.sql");
 pub(crate) const RENEW_LOCKS: &str = include_str!("../queries/renew_locks.sql");
-pub(crate) const RELEASE_FREE: &str = include_str!("../queries/release_free.sql");
-pub(crate) const RELEASE_ARCHIVE: &str = include_str!("../queries/release_archive.sql");
-pub(crate) const RELEASE_DELETE: &str = include_str!("../queries/release_delete.sql");
+pub(crate) const RELEASE_JOBS: &str = include_str!("../queries/release_jobs.sql");
 pub(crate) const UPDATE_DATA: &str = include_str!("../queries/update_data.sql");
 pub(crate) const CANCEL_JOBS: &str = include_str!("../queries/cancel_jobs.sql");
 pub(crate) const GET_JOB: &str = include_str!("../queries/get_job.sql");

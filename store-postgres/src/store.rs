@@ -8,9 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
-    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerVersion, Job, JobCounts,
-    JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode, SysidLease, WaitingJobtype,
-    WorkWatcher, duration_ms, validate,
+    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
+    Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode,
+    SysidLease, WaitingJobtype, WorkWatcher, duration_ms, validate,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{ConnectOptions, Connection, Executor, Row};
@@ -51,6 +51,9 @@ impl PgStore {
     /// Most payload bytes sent in one add statement; larger batches are
     /// split into several statements.
     const ADD_CHUNK_BYTES: usize = 32 << 20;
+    /// Most result output bytes sent in one release statement; longer
+    /// lists are split into several statements in one transaction.
+    const RELEASE_CHUNK_BYTES: usize = 32 << 20;
 
     /// Connects to the `postgres://` URL (see the crate docs for its
     /// parameters), creates the schema if needed and runs the migrations.
@@ -128,6 +131,47 @@ impl PgStore {
             .await
             .map_err(|e| map("add_jobs", e))?;
         rows.iter().map(|r| get::<String>(r, 0)).collect()
+    }
+
+    /// The release statement for `releases` (see `queries/release_jobs.sql`).
+    fn release_query<'q>(
+        &'q self,
+        releases: &'q [JobRelease],
+        owner: &'q str,
+        now: Millis,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        let n = releases.len();
+        let mut ids: Vec<&str> = Vec::with_capacity(n);
+        let mut kinds: Vec<&str> = Vec::with_capacity(n);
+        let mut dts: Vec<Option<i64>> = Vec::with_capacity(n);
+        let mut codes: Vec<Option<&str>> = Vec::with_capacity(n);
+        let mut statuses: Vec<Option<i32>> = Vec::with_capacity(n);
+        let mut outputs: Vec<Option<&[u8]>> = Vec::with_capacity(n);
+        for r in releases {
+            ids.push(&r.id);
+            let (kind, dt, result) = match &r.how {
+                Release::Retry { delay } => ("r", Some(now + duration_ms(*delay)), None),
+                Release::Unget => ("u", Some(now), None),
+                Release::Archive(result) => ("a", None, Some(result)),
+                Release::Delete => ("d", None, None),
+            };
+            kinds.push(kind);
+            dts.push(dt);
+            codes.push(result.map(|r| r.code.as_str()));
+            statuses.push(result.map(|r| i32::from(r.status)));
+            outputs.push(result.map(|r| r.output.as_slice()));
+        }
+        sqlx::query(q::RELEASE_JOBS)
+            .bind(ids)
+            .bind(owner)
+            .bind(kinds)
+            .bind(dts)
+            .bind(codes)
+            .bind(statuses)
+            .bind(outputs)
+            .bind(now)
+            .bind(now + ARCHIVE_HORIZON_MS)
+            .bind(&self.channel)
     }
 
     async fn ids_query(
@@ -222,8 +266,35 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
     Ok(job)
 }
 
+/// Limit column `i`: `NULL` is not set; a value out of the field's range
+/// (only by editing the table by hand) is a backend error.
+fn limit<T: TryFrom<i64>>(row: &PgRow, i: usize) -> Result<Option<T>> {
+    let v: Option<i64> = get(row, i)?;
+    v.map(|v| {
+        T::try_from(v).map_err(|_| {
+            Error::backend_msg(format!(
+                "stored handler limit {v} (column {i}) is out of range"
+            ))
+        })
+    })
+    .transpose()
+}
+
+/// A limit as bound to its column (validated limits fit a `bigint`).
+fn limit_param<T: Into<u64>>(v: Option<T>) -> Option<i64> {
+    v.map(|v| i64::try_from(v.into()).unwrap_or(i64::MAX))
+}
+
 fn handler_from_row(row: &PgRow) -> Result<HandlerVersion> {
     let seq: i64 = get(row, 0)?;
+    let limits = HandlerLimits {
+        max_attempts: limit(row, 9)?,
+        max_age_ms: limit(row, 10)?,
+        time_limit_ms: limit(row, 11)?,
+        concurrency: limit(row, 12)?,
+        backoff_base_ms: limit(row, 13)?,
+        backoff_max_ms: limit(row, 14)?,
+    };
     Ok(HandlerVersion {
         id: seq.to_string(),
         jobtype: get(row, 1)?,
@@ -235,6 +306,7 @@ fn handler_from_row(row: &PgRow) -> Result<HandlerVersion> {
             before: get(row, 6)?,
             before_each: get(row, 7)?,
             after_each: get(row, 8)?,
+            limits,
         },
     })
 }
@@ -345,39 +417,53 @@ impl JobStore for PgStore {
 
     async fn release_jobs(
         &self,
-        ids: &[String],
+        releases: &[JobRelease],
         owner: &str,
-        how: &Release,
         now: Millis,
     ) -> Result<Vec<String>> {
-        validate::release(ids, owner, how, now)?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
+        validate::release(releases, owner, now)?;
+        // One statement per RELEASE_CHUNK_BYTES of result output: one for
+        // any ordinary list.
+        let mut chunks: Vec<&[JobRelease]> = Vec::new();
+        let (mut start, mut bytes) = (0, 0);
+        for (i, r) in releases.iter().enumerate() {
+            let size = match &r.how {
+                Release::Archive(result) => result.output.len(),
+                _ => 0,
+            };
+            if i > start && bytes + size > Self::RELEASE_CHUNK_BYTES {
+                chunks.push(&releases[start..i]);
+                (start, bytes) = (i, 0);
+            }
+            bytes += size;
         }
-        let query = match how {
-            Release::Retry { delay } => sqlx::query(q::RELEASE_FREE)
-                .bind(ids)
-                .bind(owner)
-                .bind(now + duration_ms(*delay))
-                .bind(false)
-                .bind(&self.channel),
-            Release::Unget => sqlx::query(q::RELEASE_FREE)
-                .bind(ids)
-                .bind(owner)
-                .bind(now)
-                .bind(true)
-                .bind(&self.channel),
-            Release::Archive(result) => sqlx::query(q::RELEASE_ARCHIVE)
-                .bind(ids)
-                .bind(owner)
-                .bind(now)
-                .bind(now + ARCHIVE_HORIZON_MS)
-                .bind(result.code.as_str())
-                .bind(i32::from(result.status))
-                .bind(result.output.as_slice()),
-            Release::Delete => sqlx::query(q::RELEASE_DELETE).bind(ids).bind(owner),
-        };
-        self.ids_query("release_jobs", query).await
+        if start < releases.len() {
+            chunks.push(&releases[start..]);
+        }
+        match chunks.as_slice() {
+            [] => Ok(Vec::new()),
+            [one] => {
+                self.ids_query("release_jobs", self.release_query(one, owner, now))
+                    .await
+            }
+            many => {
+                let m = |e| map("release_jobs", e);
+                let mut tx = self.pool.begin().await.map_err(m)?;
+                let mut released = Vec::with_capacity(releases.len());
+                for chunk in many {
+                    let rows = self
+                        .release_query(chunk, owner, now)
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(m)?;
+                    for r in &rows {
+                        released.push(get::<String>(r, 0)?);
+                    }
+                }
+                tx.commit().await.map_err(m)?;
+                Ok(released)
+            }
+        }
     }
 
     async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {
@@ -483,6 +569,12 @@ impl JobStore for PgStore {
             .bind(&handler.before)
             .bind(&handler.before_each)
             .bind(&handler.after_each)
+            .bind(limit_param(handler.limits.max_attempts))
+            .bind(limit_param(handler.limits.max_age_ms))
+            .bind(limit_param(handler.limits.time_limit_ms))
+            .bind(limit_param(handler.limits.concurrency))
+            .bind(limit_param(handler.limits.backoff_base_ms))
+            .bind(limit_param(handler.limits.backoff_max_ms))
             .fetch_one(&self.pool)
             .await
             .map_err(|e| map("set_handler", e))?;

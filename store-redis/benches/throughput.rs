@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jobstore_api::{JobResult, JobStore, NewJob, Release};
+use jobstore_api::{JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release};
 use jobstore_redis::{RedisOptions, RedisStore};
 use redis::aio::MultiplexedConnection;
 
@@ -92,18 +92,18 @@ async fn claim_archive(stores: &[Arc<RedisStore>], jobtype: &str) -> (usize, f64
                 if got.is_empty() {
                     break done;
                 }
-                let ids: Vec<String> = got.into_iter().map(|j| j.id).collect();
+                // One per-job release for the whole batch, as the daemon
+                // finishes its jobs (here all with the same result).
+                let releases: Vec<JobRelease> = got
+                    .into_iter()
+                    .map(|j| JobRelease::new(j.id, Release::Archive(JobResult::from_status(200))))
+                    .collect();
                 let n = store
-                    .release_jobs(
-                        &ids,
-                        &owner,
-                        &Release::Archive(JobResult::from_status(200)),
-                        T0 + 2,
-                    )
+                    .release_jobs(&releases, &owner, T0 + 2)
                     .await
                     .expect("archive")
                     .len();
-                assert_eq!(n, ids.len());
+                assert_eq!(n, releases.len());
                 done += n;
             }
         }));
@@ -390,7 +390,7 @@ async fn claim_latency(store: &RedisStore, jobtype: &str, rounds: usize) -> (Dur
         assert_eq!(got.len(), 100);
         let ids: Vec<String> = got.into_iter().map(|j| j.id).collect();
         store
-            .release_jobs(&ids, "lat", &Release::Unget, T0 + 1)
+            .release_all(&ids, "lat", &Release::Unget, T0 + 1)
             .await
             .expect("unget");
     }

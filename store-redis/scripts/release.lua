@@ -1,87 +1,100 @@
--- KEYS ready, sched, lock, done, codes. ARGV: job key prefix, owner, now,
--- mode (retry|unget|archive|delete), new dt (retry), result code, status,
--- output, channel, jobtype, archive dt, ids...
--- Returns pairs: id, reservation token, for every job released.
-local pre, owner, now, mode = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+-- KEYS ready, sched, lock, done, codes. ARGV: job key prefix, owner, now
+-- (15 digits), channel, jobtype, archive dt (now + 1000 years), then one
+-- group per job (each id once): id, kind, and that kind's own values:
+--   'r' retry:   new dt (15 digits)
+--   'u' unget:   -
+--   'a' archive: result code, status, output
+--   'd' delete:  -
+-- Only jobs with l == owner are touched. Returns pairs: id, reservation
+-- token (for deletes, '' otherwise), for every job released.
+local pre, owner, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local READY, SCHED, LOCK, DONEZ, CODES = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local ids, dts, prios, atts, out = {}, {}, {}, {}, {}
-if mode == 'archive' then
-  -- only the owner check: nothing else of the job is needed (dt only
-  -- for an expired lease a claim moved to ready, read by unlock then)
-  for i = 12, #ARGV do
-    local id = ARGV[i]
+-- how many values follow id and kind, per kind
+local VALUES = { r = 1, u = 0, a = 3, d = 0 }
+-- per released job: id, kind, ARGV index of its values, and (but for
+-- archives, which need only the owner check) dt, priority, attempts
+local ids, kinds, at, dts, prios, atts, out = {}, {}, {}, {}, {}, {}, {}
+local i, n = 7, #ARGV
+-- Every job is read before anything is written (see README, "Scripts that
+-- fail midway").
+while i <= n do
+  local id, kind = ARGV[i], ARGV[i + 1]
+  local values = VALUES[kind]
+  if values == nil then
+    return redis.error_reply('JSBAD unknown release kind')
+  end
+  if kind == 'a' then
+    -- dt is read by unlock, and only for an expired lease a claim had
+    -- moved to ready
     if redis.call('HGET', pre .. id, 'l') == owner then
-      ids[#ids + 1] = id
+      local k = #ids + 1
+      ids[k], kinds[k], at[k], dts[k] = id, kind, i + 2, false
       out[#out + 1] = id
       out[#out + 1] = ''
     end
-  end
-  dts = nil
-else
-  for i = 12, #ARGV do
-    local id = ARGV[i]
+  else
     local f = redis.call('HMGET', pre .. id, 'l', 'dt', 'p', 'a', 'g')
     if f[1] == owner then
-      ids[#ids + 1] = id
-      dts[#dts + 1] = tonumber(f[2])
-      prios[#prios + 1] = tonumber(f[3])
-      atts[#atts + 1] = tonumber(f[4])
+      local k = #ids + 1
+      ids[k], kinds[k], at[k] = id, kind, i + 2
+      dts[k], prios[k], atts[k] = tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
       out[#out + 1] = id
-      out[#out + 1] = f[5] or ''
+      out[#out + 1] = kind == 'd' and (f[5] or '') or ''
     end
   end
+  i = i + 2 + values
 end
 if #ids == 0 then
   return out
 end
 unlock(READY, LOCK, ids, dts, pre)
-local ready, sched, done = {}, {}, {}
-if mode == 'retry' then
-  local dt = tonumber(ARGV[5])
-  for k = 1, #ids do
-    redis.call('HSET', pre .. ids[k], 'l', '', 'dt', ARGV[5])
+local ready, sched, done, codes = {}, {}, {}, {}
+local freed = false
+for k = 1, #ids do
+  local id, kind, a = ids[k], kinds[k], at[k]
+  if kind == 'r' then
+    local dt = tonumber(ARGV[a])
+    redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[a])
     if dt <= now then
       ready[#ready + 1] = fmt(-prios[k])
-      ready[#ready + 1] = rmember(dt, ids[k])
+      ready[#ready + 1] = rmember(dt, id)
     else
-      sched[#sched + 1] = ARGV[5]
-      sched[#sched + 1] = ids[k]
+      sched[#sched + 1] = ARGV[a]
+      sched[#sched + 1] = id
     end
-  end
-elseif mode == 'unget' then
-  for k = 1, #ids do
-    local a = atts[k] - 1
-    if a < 0 then
-      a = 0
+    freed = true
+  elseif kind == 'u' then
+    local left = atts[k] - 1
+    if left < 0 then
+      left = 0
     end
-    redis.call('HSET', pre .. ids[k], 'l', '', 'dt', ARGV[3], 'a', fmt(a))
+    redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[3], 'a', fmt(left))
     ready[#ready + 1] = fmt(-prios[k])
-    ready[#ready + 1] = rmember(now, ids[k])
-  end
-elseif mode == 'archive' then
-  for k = 1, #ids do
-    if ARGV[8] == '' then
-      redis.call('HSET', pre .. ids[k], 'l', DONE, 'dt', ARGV[11], 'dd', ARGV[3],
-        'rc', ARGV[6], 'rs', ARGV[7])
+    ready[#ready + 1] = rmember(now, id)
+    freed = true
+  elseif kind == 'a' then
+    local code, output = ARGV[a], ARGV[a + 2]
+    if output == '' then
+      redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6], 'dd', ARGV[3],
+        'rc', code, 'rs', ARGV[a + 1])
     else
-      redis.call('HSET', pre .. ids[k], 'l', DONE, 'dt', ARGV[11], 'dd', ARGV[3],
-        'rc', ARGV[6], 'rs', ARGV[7], 'ro', ARGV[8])
+      redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6], 'dd', ARGV[3],
+        'rc', code, 'rs', ARGV[a + 1], 'ro', output)
     end
     done[#done + 1] = ARGV[3]
-    done[#done + 1] = ids[k]
+    done[#done + 1] = id
+    codes[code] = (codes[code] or 0) + 1
+  else
+    redis.call('DEL', pre .. id)
   end
-  redis.call('HINCRBY', CODES, ARGV[6], #ids)
-elseif mode == 'delete' then
-  for k = 1, #ids do
-    redis.call('DEL', pre .. ids[k])
-  end
-else
-  return redis.error_reply('JSBAD unknown release mode')
 end
 zadd_all(READY, ready)
 zadd_all(SCHED, sched)
 zadd_all(DONEZ, done)
-if mode == 'retry' or mode == 'unget' then
-  redis.call('PUBLISH', ARGV[9], ARGV[10])
+for code, count in pairs(codes) do
+  redis.call('HINCRBY', CODES, code, count)
+end
+if freed then
+  redis.call('PUBLISH', ARGV[4], ARGV[5])
 end
 return out

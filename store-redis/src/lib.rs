@@ -1087,24 +1087,21 @@ impl JobStore for RedisStore {
 
     async fn release_jobs(
         &self,
-        ids: &[String],
+        releases: &[JobRelease],
         owner: &str,
-        how: &Release,
         now: Millis,
     ) -> Result<Vec<String>> {
-        validate::release(ids, owner, how, now)?;
-        if ids.is_empty() {
+        validate::release(releases, owner, now)?;
+        if releases.is_empty() {
             return Ok(Vec::new());
         }
-        let (mode, new_dt, code, status, output): (&str, Millis, &str, u16, &[u8]) = match how {
-            Release::Retry { delay } => ("retry", now + duration_ms(*delay), "", 0, &[]),
-            Release::Unget => ("unget", now, "", 0, &[]),
-            Release::Archive(r) => ("archive", now, r.code.as_str(), r.status, &r.output),
-            Release::Delete => ("delete", now, "", 0, &[]),
-        };
+        let how: HashMap<&str, &Release> =
+            releases.iter().map(|r| (r.id.as_str(), &r.how)).collect();
+        let ids: Vec<String> = releases.iter().map(|r| r.id.clone()).collect();
         let channel = self.keys.channel();
+        let (now_arg, archive_dt) = (padded(now), padded(now + ARCHIVE_HORIZON_MS));
         let (released, err) = self
-            .per_jobtype_partial(ids, |jt, ids| {
+            .per_jobtype_partial(&ids, |jt, ids| {
                 let k = self.keys.jobtype(&jt);
                 let mut inv = SCRIPTS.release.prepare_invoke();
                 inv.key(&k.ready)
@@ -1114,16 +1111,31 @@ impl JobStore for RedisStore {
                     .key(&k.codes)
                     .arg(&k.job)
                     .arg(owner)
-                    .arg(now)
-                    .arg(mode)
-                    .arg(new_dt)
-                    .arg(code)
-                    .arg(status)
-                    .arg(output)
+                    .arg(&now_arg)
                     .arg(&channel)
                     .arg(&jt)
-                    .arg(now + ARCHIVE_HORIZON_MS)
-                    .arg(ids);
+                    .arg(&archive_dt);
+                // One group per job: id, kind, the kind's own values.
+                for id in &ids {
+                    inv.arg(id);
+                    match how.get(id.as_str()) {
+                        Some(Release::Retry { delay }) => {
+                            inv.arg("r").arg(padded(now + duration_ms(*delay)));
+                        }
+                        Some(Release::Unget) => {
+                            inv.arg("u");
+                        }
+                        Some(Release::Archive(r)) => {
+                            inv.arg("a")
+                                .arg(r.code.as_str())
+                                .arg(r.status)
+                                .arg(r.output.as_slice());
+                        }
+                        Some(Release::Delete) | None => {
+                            inv.arg("d");
+                        }
+                    }
+                }
                 let mut c = self.conn();
                 async move {
                     let v: Vec<String> = inv
@@ -1146,8 +1158,13 @@ impl JobStore for RedisStore {
         // Jobs deleted by the jobtypes whose script succeeded are
         // unreserved even when another jobtype failed; then the first
         // error is reported.
-        if matches!(how, Release::Delete) && !released.is_empty() {
-            let unreserved = self.unreserve(&released).await;
+        let deleted: Vec<(String, String, String)> = released
+            .iter()
+            .filter(|(id, _, _)| matches!(how.get(id.as_str()), Some(Release::Delete)))
+            .cloned()
+            .collect();
+        if !deleted.is_empty() {
+            let unreserved = self.unreserve(&deleted).await;
             if let Some(e) = err {
                 return Err(e);
             }
@@ -1157,7 +1174,7 @@ impl JobStore for RedisStore {
             return Err(e);
         }
         let done: HashSet<String> = released.into_iter().map(|(id, _, _)| id).collect();
-        Ok(in_order(ids, &done))
+        Ok(in_order(&ids, &done))
     }
 
     async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {
@@ -1490,7 +1507,23 @@ fn handler_version(jobtype: String, id: Value, dt: Value, json: Value) -> Result
 
 #[cfg(test)]
 mod tests {
-    use super::key_slot;
+    use super::{handler_version, key_slot};
+    use jobstore_api::{Handler, HandlerLimits};
+    use redis::Value;
+
+    #[test]
+    fn handlers_stored_before_limits_read_back_without_limits() {
+        let old = br#"{"lang":"process","body":"cat","eid":null,"before":null,"before_each":null,"after_each":null}"#;
+        let v = handler_version(
+            "t".into(),
+            Value::BulkString(b"v00000000000000000001".to_vec()),
+            Value::BulkString(b"5".to_vec()),
+            Value::BulkString(old.to_vec()),
+        )
+        .unwrap();
+        assert_eq!(v.handler, Handler::new("process", "cat"));
+        assert_eq!(v.handler.limits, HandlerLimits::default());
+    }
 
     #[test]
     fn slots_follow_hash_tags() {

@@ -7,7 +7,7 @@ use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use futures::FutureExt;
-use jobstore_api::{JobResult, JobStore, LOCK_DONE, NewJob, Release};
+use jobstore_api::{JobRelease, JobResult, JobStore, JobStoreExt, LOCK_DONE, NewJob, Release};
 use jobstore_redis::{RedisOptions, RedisStore};
 
 async fn factory() -> Option<TestStore> {
@@ -68,7 +68,7 @@ async fn scenario(a: &RedisStore, b: &RedisStore) {
             1
         );
         assert_eq!(
-            b.release_jobs(&x, "own-b", &Release::Delete, later)
+            b.release_all(&x, "own-b", &Release::Delete, later)
                 .await
                 .unwrap(),
             x
@@ -96,7 +96,7 @@ async fn scenario(a: &RedisStore, b: &RedisStore) {
         );
         assert_eq!(a.renew_locks(&x, "own-b", min, later).await.unwrap(), x);
         let done = Release::Archive(JobResult::from_status(200));
-        assert_eq!(a.release_jobs(&x, "own-b", &done, later).await.unwrap(), x);
+        assert_eq!(a.release_all(&x, "own-b", &done, later).await.unwrap(), x);
         let job = a.get_job("x").await.unwrap().unwrap();
         assert_eq!((job.jobtype.as_str(), job.lock.as_str()), ("t2", LOCK_DONE));
     }
@@ -211,7 +211,7 @@ fn failed_delete_in_one_jobtype_unreserves_the_others() {
             break_key(&url, &format!("{{{prefix}:u}}:lock")).await;
             let ids = vec!["x".to_owned(), "y".to_owned()];
             assert!(
-                s.release_jobs(&ids, "w", &Release::Delete, t0)
+                s.release_all(&ids, "w", &Release::Delete, t0)
                     .await
                     .is_err()
             );
@@ -238,7 +238,7 @@ fn failed_purge_in_one_jobtype_unreserves_the_others() {
                 let got = s.claim_jobs(jt, 1, "w", min, t0).await.unwrap();
                 assert_eq!(got.len(), 1);
                 let ids = vec![got[0].id.clone()];
-                assert_eq!(s.release_jobs(&ids, "w", &done, t0).await.unwrap(), ids);
+                assert_eq!(s.release_all(&ids, "w", &done, t0).await.unwrap(), ids);
             }
             break_key(&url, &format!("{{{prefix}:u}}:done")).await;
             assert!(s.purge_archived(t0 + 1).await.is_err());
@@ -371,7 +371,7 @@ fn racing_adds_leave_the_index_on_the_live_token() {
             let min = Duration::from_secs(60);
             assert_eq!(s.claim_jobs("t", 1, "w1", min, now).await.unwrap().len(), 1);
             assert_eq!(
-                s.release_jobs(&ids, "w1", &Release::Delete, now)
+                s.release_all(&ids, "w1", &Release::Delete, now)
                     .await
                     .unwrap(),
                 ids
@@ -421,7 +421,7 @@ fn add_of_an_existing_job_aligns_its_index_entry() {
             let min = Duration::from_secs(60);
             assert_eq!(s.claim_jobs("t", 1, "w1", min, now).await.unwrap().len(), 1);
             assert_eq!(
-                s.release_jobs(&ids, "w1", &Release::Delete, now)
+                s.release_all(&ids, "w1", &Release::Delete, now)
                     .await
                     .unwrap(),
                 ids
@@ -527,6 +527,42 @@ fn cancel_failing_midway_loses_no_job() {
     );
 }
 
+/// A per-job release that fails on one job's key (unreadable, as for a key
+/// being migrated) changes nothing: every job is read before the first
+/// write, so the others stay claimed by their owner, in `lock`.
+#[test]
+fn release_failing_midway_changes_nothing() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let now = 1_700_000_000_000_i64;
+            let ids = ["a", "b", "c", "d", "e"];
+            let jobs: Vec<NewJob> = ids.map(|id| NewJob::new(id, "t", "")).into();
+            assert_eq!(s.add_jobs(&jobs, now).await.unwrap().new.len(), 5);
+            let min = Duration::from_secs(60);
+            assert_eq!(s.claim_jobs("t", 5, "w1", min, now).await.unwrap().len(), 5);
+            break_key(&url, &format!("{{{prefix}:t}}:j:c")).await;
+            let releases = vec![
+                JobRelease::new("a", Release::Archive(JobResult::from_status(200))),
+                JobRelease::new("b", Release::Retry { delay: min }),
+                JobRelease::new("c", Release::Unget),
+                JobRelease::new("d", Release::Delete),
+                JobRelease::new("e", Release::Unget),
+            ];
+            assert!(s.release_jobs(&releases, "w1", now + 1).await.is_err());
+            let mut c = raw::conn(&url).await;
+            for id in ["a", "b", "d", "e"] {
+                let (sets, lock) = whereabouts(&mut c, &prefix, id).await;
+                assert_eq!(
+                    (sets, lock.as_deref()),
+                    (vec!["lock"], Some("w1")),
+                    "{id} is untouched"
+                );
+            }
+        },
+    );
+}
+
 /// The reviewer's delayed add: A reserves an id and stalls before its
 /// `add.lua`; B's add (through the store) takes the reservation over and
 /// creates the job; a worker claims and deletes it, which frees the id.
@@ -560,7 +596,7 @@ fn late_add_after_takeover_and_delete_creates_nothing() {
             let min = Duration::from_secs(60);
             assert_eq!(s.claim_jobs("t", 1, "w1", min, now).await.unwrap().len(), 1);
             assert_eq!(
-                s.release_jobs(&ids, "w1", &Release::Delete, now)
+                s.release_all(&ids, "w1", &Release::Delete, now)
                     .await
                     .unwrap(),
                 ids

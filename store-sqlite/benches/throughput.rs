@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jobstore_api::{JobResult, JobStore, NewJob, Release, now_millis};
+use jobstore_api::{JobRelease, JobResult, JobStore, NewJob, Release, now_millis};
 use jobstore_sqlite::SqliteStore;
 
 const BATCH: usize = 100;
@@ -65,14 +65,14 @@ async fn run(jobs: usize, claimers: usize, sync: &str) {
                 if got.is_empty() {
                     return done;
                 }
-                let ids: Vec<String> = got.into_iter().map(|j| j.id).collect();
+                // One per-job release for the whole batch, as the daemon
+                // finishes its jobs (here all with the same result).
+                let releases: Vec<JobRelease> = got
+                    .into_iter()
+                    .map(|j| JobRelease::new(j.id, Release::Archive(JobResult::from_status(200))))
+                    .collect();
                 let rel = store
-                    .release_jobs(
-                        &ids,
-                        &owner,
-                        &Release::Archive(JobResult::from_status(200)),
-                        now,
-                    )
+                    .release_jobs(&releases, &owner, now)
                     .await
                     .expect("archive");
                 done += rel.len();

@@ -14,9 +14,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
-    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerVersion, Job, JobCounts,
-    JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode, SysidLease, WaitingJobtype,
-    WorkNotice, WorkWatcher, duration_ms, validate,
+    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
+    Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode,
+    SysidLease, WaitingJobtype, WorkNotice, WorkWatcher, duration_ms, validate,
 };
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions, SqliteRow,
@@ -31,6 +31,12 @@ pub use options::{Durability, Location, SqliteOptions};
 /// limit of 32,766 parameters per statement).
 const ADD_CHUNK: usize = 1_000;
 const _: () = assert!(ADD_CHUNK * queries::ADD_JOBS_PARAMS_PER_ROW <= 32_766);
+
+/// Most result output (raw bytes; twice as much as hex) in one release
+/// `UPDATE`: a longer list is split into several statements in one
+/// transaction, keeping each JSON parameter far below SQLite's 1 GB limit.
+/// Ordinary lists (up to 256 outputs of the 64 KiB maximum) never split.
+const RELEASE_CHUNK_OUTPUT: usize = 16 << 20;
 
 /// The SQLite job store. Cheap to clone: clones share the connection pools
 /// (and, in memory, the database). See the crate docs for the design.
@@ -235,6 +241,70 @@ fn ids_json(ids: &[String]) -> Result<String> {
     serde_json::to_string(ids).map_err(|e| Error::backend("encoding ids as JSON", e))
 }
 
+/// Lowercase hex of `bytes`, for `unhex()` on the SQL side.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    s
+}
+
+/// The JSON object of one release entry that keeps its job (see
+/// `queries/release_keep.sql`); `None` for a delete.
+fn keep_entry(r: &JobRelease, now: Millis) -> Option<serde_json::Value> {
+    use serde_json::json;
+    Some(match &r.how {
+        Release::Retry { delay } => {
+            json!({ "id": r.id, "k": "r", "dt": now + duration_ms(*delay) })
+        }
+        Release::Unget => json!({ "id": r.id, "k": "u", "dt": now }),
+        Release::Archive(result) => json!({
+            "id": r.id,
+            "k": "a",
+            "c": result.code.as_str(),
+            "s": result.status,
+            "o": hex(&result.output),
+        }),
+        Release::Delete => return None,
+    })
+}
+
+/// Splits the entries that keep their job into JSON arrays of at most
+/// [`RELEASE_CHUNK_OUTPUT`] bytes of output each (one for any ordinary
+/// list).
+fn keep_chunks(releases: &[JobRelease], now: Millis) -> Result<Vec<String>> {
+    let mut chunks = Vec::new();
+    let mut chunk = Vec::new();
+    let mut bytes = 0;
+    for r in releases {
+        let Some(entry) = keep_entry(r, now) else {
+            continue;
+        };
+        let size = match &r.how {
+            Release::Archive(result) => result.output.len(),
+            _ => 0,
+        };
+        if !chunk.is_empty() && bytes + size > RELEASE_CHUNK_OUTPUT {
+            chunks.push(std::mem::take(&mut chunk));
+            bytes = 0;
+        }
+        bytes += size;
+        chunk.push(entry);
+    }
+    if !chunk.is_empty() {
+        chunks.push(chunk);
+    }
+    chunks
+        .into_iter()
+        .map(|c| {
+            serde_json::to_string(&c).map_err(|e| Error::backend("encoding releases as JSON", e))
+        })
+        .collect()
+}
+
 fn decode<T>(what: &str, r: std::result::Result<T, sqlx::Error>) -> Result<T> {
     r.map_err(|e| error::map(what, e))
 }
@@ -274,9 +344,36 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
     })
 }
 
+/// A stored limit column: `NULL` is not set; a value out of the field's
+/// range (only by editing the database by hand) is a backend error.
+fn limit<T: TryFrom<i64>>(row: &SqliteRow, column: &str) -> Result<Option<T>> {
+    let v: Option<i64> = row
+        .try_get(column)
+        .map_err(|e| error::map("decoding a handler", e))?;
+    v.map(|v| {
+        T::try_from(v).map_err(|_| {
+            Error::backend_msg(format!("stored handler limit {column} {v} is out of range"))
+        })
+    })
+    .transpose()
+}
+
+/// A limit as bound to its column (validated limits fit an `i64`).
+fn limit_param<T: Into<u64>>(v: Option<T>) -> Option<i64> {
+    v.map(|v| i64::try_from(v.into()).unwrap_or(i64::MAX))
+}
+
 fn handler_from_row(row: &SqliteRow) -> Result<HandlerVersion> {
     let d = |e| error::map("decoding a handler", e);
     let seq: i64 = row.try_get("seq").map_err(d)?;
+    let limits = HandlerLimits {
+        max_attempts: limit(row, "max_attempts")?,
+        max_age_ms: limit(row, "max_age_ms")?,
+        time_limit_ms: limit(row, "time_limit_ms")?,
+        concurrency: limit(row, "concurrency")?,
+        backoff_base_ms: limit(row, "backoff_base_ms")?,
+        backoff_max_ms: limit(row, "backoff_max_ms")?,
+    };
     Ok(HandlerVersion {
         id: seq.to_string(),
         jobtype: row.try_get("jobtype").map_err(d)?,
@@ -288,6 +385,7 @@ fn handler_from_row(row: &SqliteRow) -> Result<HandlerVersion> {
             before: row.try_get("before_run").map_err(d)?,
             before_each: row.try_get("before_each").map_err(d)?,
             after_each: row.try_get("after_each").map_err(d)?,
+            limits,
         },
     })
 }
@@ -442,57 +540,77 @@ impl JobStore for SqliteStore {
 
     async fn release_jobs(
         &self,
-        ids: &[String],
+        releases: &[JobRelease],
         owner: &str,
-        how: &Release,
         now: Millis,
     ) -> Result<Vec<String>> {
-        validate::release(ids, owner, how, now)?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let json = ids_json(ids)?;
-        let w = &self.inner.writer;
-        let m = |e| error::map("release_jobs", e);
-        let freed: Vec<(String, String)> = match how {
-            Release::Retry { delay } => sqlx::query_as(queries::RELEASE_RETRY)
-                .bind(now + duration_ms(*delay))
-                .bind(owner)
-                .bind(json)
-                .fetch_all(w)
-                .await
-                .map_err(m)?,
-            Release::Unget => sqlx::query_as(queries::RELEASE_UNGET)
-                .bind(now)
-                .bind(owner)
-                .bind(json)
-                .fetch_all(w)
-                .await
-                .map_err(m)?,
-            Release::Archive(result) => {
-                return sqlx::query_scalar(queries::RELEASE_ARCHIVE)
-                    .bind(now)
-                    .bind(now + ARCHIVE_HORIZON_MS)
-                    .bind(result.code.as_str())
-                    .bind(i64::from(result.status))
-                    .bind(result.output.as_slice())
-                    .bind(owner)
-                    .bind(json)
-                    .fetch_all(w)
-                    .await
-                    .map_err(m);
-            }
-            Release::Delete => {
-                return sqlx::query_scalar(queries::RELEASE_DELETE)
-                    .bind(owner)
-                    .bind(json)
-                    .fetch_all(w)
-                    .await
-                    .map_err(m);
-            }
+        validate::release(releases, owner, now)?;
+        let keep = keep_chunks(releases, now)?;
+        let deletes: Vec<&str> = releases
+            .iter()
+            .filter(|r| matches!(r.how, Release::Delete))
+            .map(|r| r.id.as_str())
+            .collect();
+        let deletes = if deletes.is_empty() {
+            None
+        } else {
+            Some(
+                serde_json::to_string(&deletes)
+                    .map_err(|e| Error::backend("encoding ids as JSON", e))?,
+            )
         };
-        let (released, jobtypes): (Vec<String>, Vec<String>) = freed.into_iter().unzip();
-        self.notify(jobtypes);
+        let m = |e| error::map("release_jobs", e);
+        let keep_query = |json: String| {
+            sqlx::query_as::<_, (String, String, String)>(queries::RELEASE_KEEP)
+                .bind(owner)
+                .bind(now)
+                .bind(now + ARCHIVE_HORIZON_MS)
+                .bind(json)
+        };
+        let delete_query = |json: String| {
+            sqlx::query_scalar::<_, String>(queries::RELEASE_DELETE)
+                .bind(owner)
+                .bind(json)
+        };
+        let mut kept: Vec<(String, String, String)> = Vec::new();
+        let mut deleted: Vec<String> = Vec::new();
+        match (keep.len(), deletes) {
+            (0, None) => return Ok(Vec::new()),
+            // One kind, one statement: autocommit.
+            (1, None) => {
+                let json = keep.into_iter().next().expect("one chunk");
+                kept = keep_query(json)
+                    .fetch_all(&self.inner.writer)
+                    .await
+                    .map_err(m)?;
+            }
+            (0, Some(json)) => {
+                deleted = delete_query(json)
+                    .fetch_all(&self.inner.writer)
+                    .await
+                    .map_err(m)?;
+            }
+            // Several statements: one transaction, one commit.
+            (_, deletes) => {
+                let mut tx = self.begin_write("release_jobs").await?;
+                for json in keep {
+                    kept.extend(keep_query(json).fetch_all(&mut *tx).await.map_err(m)?);
+                }
+                if let Some(json) = deletes {
+                    deleted = delete_query(json).fetch_all(&mut *tx).await.map_err(m)?;
+                }
+                tx.commit().await.map_err(m)?;
+            }
+        }
+        let mut released = deleted;
+        let mut freed = Vec::new();
+        for (id, jobtype, lock) in kept {
+            if lock.is_empty() {
+                freed.push(jobtype);
+            }
+            released.push(id);
+        }
+        self.notify(freed);
         Ok(released)
     }
 
@@ -599,6 +717,12 @@ impl JobStore for SqliteStore {
             .bind(handler.before.as_deref())
             .bind(handler.before_each.as_deref())
             .bind(handler.after_each.as_deref())
+            .bind(limit_param(handler.limits.max_attempts))
+            .bind(limit_param(handler.limits.max_age_ms))
+            .bind(limit_param(handler.limits.time_limit_ms))
+            .bind(limit_param(handler.limits.concurrency))
+            .bind(limit_param(handler.limits.backoff_base_ms))
+            .bind(limit_param(handler.limits.backoff_max_ms))
             .fetch_one(&self.inner.writer)
             .await
             .map_err(|e| error::map("set_handler", e))?;

@@ -4,8 +4,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use jobstore_api::limits::MAX_OUTPUT;
 use jobstore_api::limits::MAX_TIME;
-use jobstore_api::{ErrorKind, JobResult, JobStore, NewJob, Release};
+use jobstore_api::{
+    ErrorKind, Handler, HandlerLimits, JobRelease, JobResult, JobStore, JobStoreExt, NewJob,
+    Release,
+};
 use jobstore_conformance::services::unique_namespace;
 use jobstore_sqlite::SqliteStore;
 use sqlx::{ConnectOptions, Connection};
@@ -47,7 +51,7 @@ async fn archived_stays_archived(store: &SqliteStore) {
     let ok = Release::Archive(JobResult::from_status(200));
     assert_eq!(
         store
-            .release_jobs(&["a".to_owned()], "owner", &ok, T0)
+            .release_all(&["a".to_owned()], "owner", &ok, T0)
             .await
             .unwrap()
             .len(),
@@ -152,4 +156,85 @@ async fn memory_stores_are_separate() {
         .unwrap();
     assert!(a.get_job("only-a").await.unwrap().is_some());
     assert_eq!(b.get_job("only-a").await.unwrap(), None);
+}
+
+/// A release with more result output than one statement takes (16 MiB) is
+/// split over several statements in one transaction; deletes in the same
+/// list are part of it.
+#[tokio::test]
+async fn release_with_more_output_than_one_statement_is_split() {
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    let n = 300; // 300 x 64 KiB = 18.75 MiB of output
+    let jobs: Vec<NewJob> = (0..n + 2)
+        .map(|i| NewJob::new(format!("j{i:03}"), "t", "x"))
+        .collect();
+    store.add_jobs(&jobs, T0).await.unwrap();
+    assert_eq!(
+        store
+            .claim_jobs("t", n + 2, "owner", MIN, T0)
+            .await
+            .unwrap()
+            .len(),
+        n + 2
+    );
+    let result =
+        |i: usize| JobResult::from_status(200).with_output(vec![(i % 251) as u8; MAX_OUTPUT]);
+    let mut releases: Vec<JobRelease> = (0..n)
+        .map(|i| JobRelease::new(format!("j{i:03}"), Release::Archive(result(i))))
+        .collect();
+    releases.push(JobRelease::new(format!("j{n:03}"), Release::Delete));
+    releases.push(JobRelease::new(format!("j{:03}", n + 1), Release::Unget));
+    let released = store
+        .release_jobs(&releases, "owner", T0 + 1)
+        .await
+        .unwrap();
+    assert_eq!(released.len(), n + 2);
+    for i in [0, 1, 150, n - 1] {
+        let job = store.get_job(&format!("j{i:03}")).await.unwrap().unwrap();
+        assert_eq!(job.result, Some(result(i)), "j{i:03}");
+    }
+    assert_eq!(store.get_job(&format!("j{n:03}")).await.unwrap(), None);
+    let ungot = store
+        .get_job(&format!("j{:03}", n + 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((ungot.lock.as_str(), ungot.attempts), ("", 0));
+}
+
+/// Handler versions stored before the limit columns existed (rows with
+/// only the first migration's columns) read back with no limits.
+#[tokio::test]
+async fn handlers_from_before_limits_read_back_without_limits() {
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db.0)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO handlers (jobtype, dt, lang, body, eid, before_run, before_each, after_each) \
+         VALUES ('old', 5, 'process', 'cat', NULL, NULL, NULL, NULL)",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    let v = store.get_handler("old").await.unwrap().unwrap();
+    assert_eq!(v.handler, Handler::new("process", "cat"));
+    assert!(v.handler.limits.is_unset());
+    let limits = HandlerLimits {
+        max_attempts: Some(3),
+        backoff_max_ms: Some(60_000),
+        ..HandlerLimits::default()
+    };
+    store
+        .set_handler("old", &Handler::new("process", "cat").limits(limits), 6)
+        .await
+        .unwrap();
+    let listed = store.list_handlers().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].handler.limits, limits);
 }

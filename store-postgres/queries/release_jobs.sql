@@ -1,0 +1,52 @@
+-- Lets go of the jobs locked by $2, each as its own entry says, in one
+-- statement. The entries come as parallel arrays, one element per job
+-- (each id once): $1 ids, $3 kinds ('r' retry, 'u' unget, 'a' archive,
+-- 'd' delete), $4 new dt (retry: now + delay, unget: now; NULL otherwise),
+-- $5 result codes, $6 statuses, $7 outputs (archive; NULL otherwise).
+-- $8 now (done_dt), $9 now + 1000 years (dt of archived jobs), $10 channel.
+--
+-- Retry and unget update the job in place and notify the channel once per
+-- jobtype freed; archive moves it to `archive` with its own result;
+-- delete removes it. Each job is found by its primary key, locked, and
+-- re-checked on its newest version (`lock = $2`) before it changes. The
+-- two data-modifying CTEs touch disjoint rows: an id is listed once, with
+-- one kind. Returns the ids released.
+WITH r AS (
+    SELECT *
+    FROM unnest($1::text[], $3::text[], $4::int8[], $5::text[], $6::int4[], $7::bytea[])
+        AS r (id, kind, dt, code, status, output)
+), freed AS (
+    UPDATE jobs j
+    SET lock = '',
+        dt = r.dt,
+        attempts = CASE WHEN r.kind = 'u' THEN greatest(j.attempts - 1, 0) ELSE j.attempts END
+    FROM r
+    WHERE j.id = r.id AND r.kind IN ('r', 'u') AND j.lock = $2
+    RETURNING j.id, j.jobtype
+), gone AS (
+    DELETE FROM jobs j
+    USING r
+    WHERE j.id = r.id AND r.kind IN ('a', 'd') AND j.lock = $2
+    RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt,
+              r.kind, r.code, r.status, r.output
+), archived AS (
+    INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt,
+                         done_dt, code, status, output)
+    SELECT id, jobtype, data, priority, $9, attempts, create_dt, $8, code, status, output
+    FROM gone
+    WHERE kind = 'a'
+    -- add_jobs never lets an archived id back into jobs; should one get
+    -- there anyway, the newer result replaces the older instead of failing.
+    ON CONFLICT (id) DO UPDATE SET
+        jobtype = EXCLUDED.jobtype, data = EXCLUDED.data,
+        priority = EXCLUDED.priority, dt = EXCLUDED.dt,
+        attempts = EXCLUDED.attempts, create_dt = EXCLUDED.create_dt,
+        done_dt = EXCLUDED.done_dt, code = EXCLUDED.code,
+        status = EXCLUDED.status, output = EXCLUDED.output
+), notified AS (
+    SELECT count(pg_notify($10, d.jobtype)) AS n
+    FROM (SELECT DISTINCT jobtype FROM freed) d
+)
+SELECT freed.id FROM freed, notified
+UNION ALL
+SELECT id FROM gone

@@ -1,0 +1,118 @@
+//! PostgreSQL specifics of per-job releases and handler limits: a release
+//! with more result output than one statement takes, and handler versions
+//! stored before the limit columns existed.
+
+use std::future::Future;
+use std::time::Duration;
+
+use jobstore_api::limits::MAX_OUTPUT;
+use jobstore_api::{Handler, HandlerLimits, JobRelease, JobResult, JobStore, NewJob, Release};
+use jobstore_conformance::services::{postgres_url, unique_namespace};
+use jobstore_postgres::{PgStore, PgStoreOptions};
+
+const T0: i64 = 1_700_000_000_000;
+
+/// Runs `test` on a store in a fresh schema, then drops the schema.
+fn with_store<F, Fut>(test: F)
+where
+    F: FnOnce(PgStore) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    jobstore_conformance::block_on(async {
+        let Some(url) = postgres_url().await else {
+            return;
+        };
+        let opts = PgStoreOptions::from_url(&url)
+            .expect("url")
+            .schema(unique_namespace())
+            .max_connections(2);
+        let store = PgStore::connect_with(opts).await.expect("connect");
+        let schema = store.schema().to_owned();
+        let pool = store.pool().clone();
+        let outcome = tokio::spawn(test(store)).await;
+        let drop = format!("DROP SCHEMA \"{schema}\" CASCADE");
+        sqlx::query(sqlx::AssertSqlSafe(drop))
+            .execute(&pool)
+            .await
+            .expect("drop schema");
+        if let Err(e) = outcome {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    });
+}
+
+/// More than 32 MiB of result output in one list is split over several
+/// statements in one transaction; every entry is applied as it says.
+#[test]
+fn release_with_more_output_than_one_statement_is_split() {
+    with_store(|store| async move {
+        let n = 520; // 520 x 64 KiB = 32.5 MiB of output
+        let jobs: Vec<NewJob> = (0..n + 2)
+            .map(|i| NewJob::new(format!("j{i:03}"), "t", "x"))
+            .collect();
+        store.add_jobs(&jobs, T0).await.unwrap();
+        let got = store
+            .claim_jobs("t", n + 2, "owner", Duration::from_secs(60), T0)
+            .await
+            .unwrap();
+        assert_eq!(got.len(), n + 2);
+        let result =
+            |i: usize| JobResult::from_status(500).with_output(vec![(i % 251) as u8; MAX_OUTPUT]);
+        let mut releases: Vec<JobRelease> = (0..n)
+            .map(|i| JobRelease::new(format!("j{i:03}"), Release::Archive(result(i))))
+            .collect();
+        releases.push(JobRelease::new(format!("j{n:03}"), Release::Delete));
+        releases.push(JobRelease::new(
+            format!("j{:03}", n + 1),
+            Release::Retry {
+                delay: Duration::from_secs(5),
+            },
+        ));
+        let released = store
+            .release_jobs(&releases, "owner", T0 + 1)
+            .await
+            .unwrap();
+        assert_eq!(released.len(), n + 2);
+        for i in [0, 1, 300, n - 1] {
+            let job = store.get_job(&format!("j{i:03}")).await.unwrap().unwrap();
+            assert_eq!(job.result, Some(result(i)), "j{i:03}");
+        }
+        assert_eq!(store.get_job(&format!("j{n:03}")).await.unwrap(), None);
+        let retried = store
+            .get_job(&format!("j{:03}", n + 1))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((retried.lock.as_str(), retried.dt), ("", T0 + 1 + 5_000));
+    });
+}
+
+/// Handler versions stored before migration 3 (rows without the limit
+/// columns set) read back with no limits.
+#[test]
+fn handlers_from_before_limits_read_back_without_limits() {
+    with_store(|store| async move {
+        sqlx::query(
+            "INSERT INTO handlers (jobtype, dt, lang, body, eid, before, before_each, after_each) \
+             VALUES ('old', 5, 'process', 'cat', NULL, NULL, NULL, NULL)",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let v = store.get_handler("old").await.unwrap().unwrap();
+        assert_eq!(v.handler, Handler::new("process", "cat"));
+        assert!(v.handler.limits.is_unset());
+        let limits = HandlerLimits {
+            time_limit_ms: Some(1_000),
+            concurrency: Some(2),
+            ..HandlerLimits::default()
+        };
+        store
+            .set_handler("old", &Handler::new("process", "cat").limits(limits), 6)
+            .await
+            .unwrap();
+        let listed = store.list_handlers().await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].handler.limits, limits);
+    });
+}

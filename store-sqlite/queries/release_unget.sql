@@ -1,4 +1,0 @@
--- ?1 now, ?2 owner, ?3 JSON array of ids
-UPDATE jobs SET lock = '', dt = ?1, attempts = MAX(attempts - 1, 0)
-WHERE lock = ?2 AND id IN (SELECT value FROM json_each(?3))
-RETURNING id, jobtype
