@@ -12,6 +12,8 @@ use clap::{Args, ValueEnum};
 use serde::Deserialize;
 
 use crate::auth::{AuthConfig, TokenHash};
+use crate::executor::{ExecSettings, Limits};
+use crate::scheduler::SchedulerConfig;
 use crate::tenant::Client;
 
 /// Log output format.
@@ -102,6 +104,51 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, env = "JOBSTORE_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
+    /// Accept and store jobs, but run none (an intake-only daemon).
+    #[arg(long)]
+    pub no_execute: bool,
+    /// Most jobs running at once on this daemon [default: 64].
+    #[arg(long, value_name = "N")]
+    pub max_running: Option<u32>,
+    /// Most jobs of one client running at once [default: no cap].
+    #[arg(long, value_name = "N")]
+    pub max_running_per_client: Option<u32>,
+    /// Most jobs of one jobtype running at once, unless its handler sets
+    /// `concurrency` [default: 3/4 of --max-running].
+    #[arg(long, value_name = "N")]
+    pub max_running_per_jobtype: Option<u32>,
+    /// Most jobs claimed at once [default: 32].
+    #[arg(long, value_name = "N")]
+    pub claim_batch: Option<u32>,
+    /// Lease of a claimed job, renewed every third of it; a crashed
+    /// daemon's jobs run elsewhere after one lease [default: 30s].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub lease: Option<Duration>,
+    /// How long archived jobs are kept; 0s deletes ok jobs at completion
+    /// [default: 7days].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub retention: Option<Duration>,
+    /// Hand-outs before a job that keeps failing is archived as timeout,
+    /// unless its handler says otherwise [default: 10].
+    #[arg(long, value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// Age after which a job that keeps failing is archived as timeout
+    /// [default: 7days].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub max_age: Option<Duration>,
+    /// Longest one run may take [default: 10m].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub time_limit: Option<Duration>,
+    /// First retry delay; doubles per attempt, with jitter [default: 1s].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub backoff_base: Option<Duration>,
+    /// Longest retry delay [default: 1h].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub backoff_max: Option<Duration>,
+    /// Longest wait between two looks at the store for due work, when no
+    /// notification comes [default: 1s].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub poll: Option<Duration>,
 }
 
 /// The TOML config file. Every key is optional.
@@ -155,6 +202,39 @@ pub struct FileConfig {
     pub shutdown_grace: Option<Duration>,
     /// See [`ServeArgs::log_format`].
     pub log_format: Option<LogFormat>,
+    /// See [`ServeArgs::no_execute`].
+    pub no_execute: Option<bool>,
+    /// See [`ServeArgs::max_running`].
+    pub max_running: Option<u32>,
+    /// See [`ServeArgs::max_running_per_client`].
+    pub max_running_per_client: Option<u32>,
+    /// See [`ServeArgs::max_running_per_jobtype`].
+    pub max_running_per_jobtype: Option<u32>,
+    /// See [`ServeArgs::claim_batch`].
+    pub claim_batch: Option<u32>,
+    /// See [`ServeArgs::lease`].
+    #[serde(default, with = "opt_duration")]
+    pub lease: Option<Duration>,
+    /// See [`ServeArgs::retention`].
+    #[serde(default, with = "opt_duration")]
+    pub retention: Option<Duration>,
+    /// See [`ServeArgs::max_attempts`].
+    pub max_attempts: Option<u32>,
+    /// See [`ServeArgs::max_age`].
+    #[serde(default, with = "opt_duration")]
+    pub max_age: Option<Duration>,
+    /// See [`ServeArgs::time_limit`].
+    #[serde(default, with = "opt_duration")]
+    pub time_limit: Option<Duration>,
+    /// See [`ServeArgs::backoff_base`].
+    #[serde(default, with = "opt_duration")]
+    pub backoff_base: Option<Duration>,
+    /// See [`ServeArgs::backoff_max`].
+    #[serde(default, with = "opt_duration")]
+    pub backoff_max: Option<Duration>,
+    /// See [`ServeArgs::poll`].
+    #[serde(default, with = "opt_duration")]
+    pub poll: Option<Duration>,
     /// Tokens.
     #[serde(default)]
     pub auth: FileAuth,
@@ -264,6 +344,10 @@ pub struct Config {
     pub journal_segment_bytes: u64,
     /// Log format (used by the binary's tracing setup).
     pub log_format: LogFormat,
+    /// Run jobs (false: intake only).
+    pub execute: bool,
+    /// How jobs run.
+    pub exec: ExecSettings,
 }
 
 impl fmt::Debug for Config {
@@ -283,6 +367,8 @@ impl fmt::Debug for Config {
             .field("idempotent_wait", &self.idempotent_wait)
             .field("ingest_batch", &self.ingest_batch)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("execute", &self.execute)
+            .field("exec", &self.exec)
             .finish_non_exhaustive()
     }
 }
@@ -321,6 +407,8 @@ impl Config {
             shutdown_grace: Duration::from_secs(30),
             journal_segment_bytes: 64 << 20,
             log_format: LogFormat::Human,
+            execute: true,
+            exec: ExecSettings::default(),
         }
     }
 
@@ -411,6 +499,56 @@ impl Config {
                 .or(file.shutdown_grace)
                 .unwrap_or(d.shutdown_grace),
             log_format: args.log_format.or(file.log_format).unwrap_or_default(),
+            execute: !(args.no_execute || file.no_execute.unwrap_or(false)),
+            exec: {
+                let e = ExecSettings::default();
+                let max_running = args
+                    .max_running
+                    .or(file.max_running)
+                    .unwrap_or(e.scheduler.max_running);
+                let dl = e.limits;
+                ExecSettings {
+                    lease: args.lease.or(file.lease).unwrap_or(e.lease),
+                    scheduler: SchedulerConfig {
+                        max_running,
+                        max_running_per_tenant: args
+                            .max_running_per_client
+                            .or(file.max_running_per_client),
+                        max_running_per_jobtype: args
+                            .max_running_per_jobtype
+                            .or(file.max_running_per_jobtype)
+                            .or(SchedulerConfig::with_slots(max_running).max_running_per_jobtype),
+                        max_batch: args
+                            .claim_batch
+                            .or(file.claim_batch)
+                            .unwrap_or(e.scheduler.max_batch),
+                        ..SchedulerConfig::with_slots(max_running)
+                    },
+                    limits: Limits {
+                        max_attempts: args
+                            .max_attempts
+                            .or(file.max_attempts)
+                            .unwrap_or(dl.max_attempts),
+                        max_age: args.max_age.or(file.max_age).unwrap_or(dl.max_age),
+                        time_limit: args.time_limit.or(file.time_limit).unwrap_or(dl.time_limit),
+                        backoff_base: args
+                            .backoff_base
+                            .or(file.backoff_base)
+                            .unwrap_or(dl.backoff_base),
+                        backoff_max: args
+                            .backoff_max
+                            .or(file.backoff_max)
+                            .unwrap_or(dl.backoff_max),
+                    },
+                    retention: Some(
+                        args.retention
+                            .or(file.retention)
+                            .unwrap_or(e.retention.unwrap_or(Duration::from_secs(7 * 24 * 3600))),
+                    ),
+                    poll: args.poll.or(file.poll).unwrap_or(e.poll),
+                    ..e
+                }
+            },
             ..d
         };
         config.check()?;
@@ -445,6 +583,38 @@ impl Config {
         {
             return Err(ConfigError::Invalid(
                 "sysid_ttl must be within 1s..=7days".into(),
+            ));
+        }
+        let e = &self.exec;
+        if e.scheduler.max_running == 0 || e.scheduler.max_batch == 0 {
+            return Err(ConfigError::Invalid(
+                "max_running and claim_batch must be above 0".into(),
+            ));
+        }
+        if e.scheduler.max_batch as usize > jobstore_api::limits::MAX_CLAIM {
+            return Err(ConfigError::Invalid(format!(
+                "claim_batch must be at most {}",
+                jobstore_api::limits::MAX_CLAIM
+            )));
+        }
+        if e.lease < Duration::from_millis(300) || e.lease > jobstore_api::limits::MAX_LEASE {
+            return Err(ConfigError::Invalid(
+                "lease must be within 300ms..=7days".into(),
+            ));
+        }
+        if e.limits.max_attempts == 0 {
+            return Err(ConfigError::Invalid("max_attempts must be above 0".into()));
+        }
+        if e.limits.backoff_base > e.limits.backoff_max
+            || e.limits.backoff_max > jobstore_api::limits::MAX_DELAY
+        {
+            return Err(ConfigError::Invalid(
+                "backoff_base must not exceed backoff_max, nor backoff_max 100 years".into(),
+            ));
+        }
+        if e.limits.time_limit.is_zero() || e.poll.is_zero() {
+            return Err(ConfigError::Invalid(
+                "time_limit and poll must be above 0".into(),
             ));
         }
         if let Some(sysid) = &self.sysid {

@@ -10,10 +10,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, redact_url};
+use crate::executor::{ExecSettings, Executor};
 use crate::http::{AppState, Shared};
 use crate::ingest::{Ingest, Outcomes};
 use crate::journal::{Journal, JournalOptions};
 use crate::metrics::{MeteredStore, Metrics, StoreHealth};
+use crate::runner::Runners;
 use crate::sysid::{self, SysidKeeper};
 use crate::{factory, http};
 
@@ -174,7 +176,7 @@ impl Daemon {
                 journal: journal.clone(),
                 store: store.clone(),
                 outcomes,
-                metrics,
+                metrics: metrics.clone(),
                 batch: config.ingest_batch,
                 reserve_timeout: config.ingest_reserve_timeout,
                 rejected_file: config.data_dir.join("rejected.jsonl"),
@@ -182,7 +184,27 @@ impl Daemon {
             .run(ingest_stop.clone(), ingest_drain.clone()),
         );
         let sysid_stop = CancellationToken::new();
+        let sysid_handle = keeper.handle();
         let sysid_task = tokio::spawn(keeper.run(sysid_stop.clone()));
+
+        // Jobs run until shutdown, then stop gracefully.
+        let exec_stop = CancellationToken::new();
+        let executor = config.execute.then(|| {
+            tokio::spawn(
+                Executor {
+                    store: store.clone(),
+                    journal: journal.clone(),
+                    sysid: sysid_handle,
+                    runners: Arc::new(Runners::new(config.http_allow_hosts.clone())),
+                    settings: ExecSettings {
+                        shutdown_grace: config.shutdown_grace,
+                        ..config.exec.clone()
+                    },
+                    metrics: metrics.clone(),
+                }
+                .run(exec_stop.clone()),
+            )
+        });
 
         let app = http::router(state);
         tracing::info!(%addr, sysid = %sysid_name, store = %url_for_log, "jobstore listening");
@@ -205,12 +227,26 @@ impl Daemon {
                     shutdown.cancelled().await;
                     tokio::time::sleep(config.shutdown_grace).await;
                 };
-                tokio::select! {
-                    r = serve => if let Err(e) = r {
-                        tracing::error!(error = %e, "HTTP server failed");
-                    },
-                    _ = deadline => tracing::warn!("requests still in flight at the end of the grace period"),
-                }
+                let http = async {
+                    tokio::select! {
+                        r = serve => if let Err(e) = r {
+                            tracing::error!(error = %e, "HTTP server failed");
+                        },
+                        _ = deadline => tracing::warn!("requests still in flight at the end of the grace period"),
+                    }
+                };
+                let jobs = async {
+                    shutdown.cancelled().await;
+                    exec_stop.cancel();
+                    if let Some(executor) = executor
+                        && executor.await.is_err()
+                    {
+                        tracing::error!("executor failed");
+                    }
+                };
+                // Requests and running jobs end side by side; jobs that
+                // runs asked for are in the journal once both are done.
+                tokio::join!(http, jobs);
                 // Everything acknowledged is in the journal; move what is
                 // left into the store within the grace period.
                 ingest_stop.cancel();

@@ -43,10 +43,11 @@ pub struct ErrorLabels {
     pub kind: String,
 }
 
-/// Labels of ingest outcomes.
+/// Labels of outcomes (ingest: `new`, `existing`, `rejected`; runs: see
+/// [`Metrics::jobs_finished`]).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
-    /// `new`, `existing`, `rejected`.
+    /// The outcome.
     pub outcome: &'static str,
 }
 
@@ -66,6 +67,13 @@ pub struct Metrics {
     pub jobs_acknowledged: Counter,
     /// Jobs moved from the journal into the store, by outcome.
     pub jobs_ingested: Family<OutcomeLabels, Counter>,
+    /// Jobs handed to runners.
+    pub jobs_started: Counter,
+    /// Jobs whose run ended, by what became of them (`ok`, `failed`,
+    /// `retry`, `error`, `timeout`, `lost`, `not_started`, `stopped`).
+    pub jobs_finished: Family<OutcomeLabels, Counter>,
+    /// Time from a job's insert into the store to its first start.
+    pub start_delay: Histogram,
     /// How long the oldest record still in the journal has been waiting
     /// for ingest (0 when the journal is drained).
     pub ingest_lag_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
@@ -107,6 +115,9 @@ impl Metrics {
             requests: Family::default(),
             jobs_acknowledged: Counter::default(),
             jobs_ingested: Family::default(),
+            jobs_started: Counter::default(),
+            jobs_finished: Family::default(),
+            start_delay: latency_histogram(),
             ingest_lag_seconds: Gauge::default(),
             store_latency: Family::new_with_constructor(latency_histogram),
             errors: Family::default(),
@@ -137,6 +148,21 @@ impl Metrics {
             "jobs_ingested",
             "Journal records added to the store, by outcome (new, existing, rejected)",
             m.jobs_ingested.clone(),
+        );
+        r.register(
+            "jobs_started",
+            "Jobs handed to runners",
+            m.jobs_started.clone(),
+        );
+        r.register(
+            "jobs_finished",
+            "Jobs whose run ended, by what became of them",
+            m.jobs_finished.clone(),
+        );
+        r.register(
+            "job_start_delay_seconds",
+            "Time from a job's insert into the store to its first start",
+            m.start_delay.clone(),
         );
         r.register(
             "ingest_lag_seconds",
@@ -359,15 +385,14 @@ impl JobStore for MeteredStore {
     }
     async fn release_jobs(
         &self,
-        ids: &[String],
+        releases: &[JobRelease],
         owner: &str,
-        how: &Release,
         now: Millis,
     ) -> Result<Vec<String>> {
         metered!(
             self,
             "release_jobs",
-            self.inner.release_jobs(ids, owner, how, now)
+            self.inner.release_jobs(releases, owner, now)
         )
     }
     async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {

@@ -53,7 +53,7 @@ fn ok(o: Output) -> String {
 #[test]
 fn client_commands() {
     let dir = tempfile::tempdir().unwrap();
-    let d = DaemonProc::start(dir.path(), &Start::store(None));
+    let d = DaemonProc::start(dir.path(), &Start::intake(None));
     let u = d.url.as_str();
 
     // Payloads as arguments: one id per line.
@@ -198,7 +198,7 @@ fn tokens_and_auth_exit_codes() {
     .unwrap();
     let d = DaemonProc::start(
         &dir.path().join("data"),
-        &Start::store(None)
+        &Start::intake(None)
             .arg("--config")
             .arg(cfg.to_str().unwrap()),
     );

@@ -24,7 +24,7 @@ fn adds_over_both_body_forms_reach_the_store(#[case] backend: &'static str) {
             return;
         };
         let dir = tempfile::tempdir().unwrap();
-        let mut d = DaemonProc::start(dir.path(), &Start::store(be.url.as_deref()));
+        let mut d = DaemonProc::start(dir.path(), &Start::intake(be.url.as_deref()));
         let c = http();
 
         // Line form: one payload a line, CR dropped, empty lines skipped.
@@ -113,7 +113,7 @@ fn adds_over_both_body_forms_reach_the_store(#[case] backend: &'static str) {
         // A clean stop exits 0 and a restart still has everything.
         assert!(d.terminate().success(), "{}", d.log());
         if backend != "memory" {
-            let d2 = DaemonProc::start(dir.path(), &Start::store(be.url.as_deref()));
+            let d2 = DaemonProc::start(dir.path(), &Start::intake(be.url.as_deref()));
             let (s, v) = json(c.get(format!("{}/acme/jobs/order-3", d2.url))).await;
             assert_eq!(s, 200, "{v}");
         }
@@ -127,7 +127,7 @@ fn every_endpoint_and_its_errors() {
         let dir = tempfile::tempdir().unwrap();
         let d = DaemonProc::start(
             dir.path(),
-            &Start::store(None).arg("--max-body-bytes").arg("4096"),
+            &Start::intake(None).arg("--max-body-bytes").arg("4096"),
         );
         let c = http();
         let u = &d.url;
@@ -502,7 +502,7 @@ fn tokens_isolate_tenants() {
         let cfg = config_file(dir.path());
         let d = DaemonProc::start(
             &dir.path().join("data"),
-            &Start::store(None)
+            &Start::intake(None)
                 .arg("--config")
                 .arg(cfg.to_str().unwrap()),
         );
@@ -630,7 +630,7 @@ fn a_sysid_held_by_a_live_daemon_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shared.db");
     let store = format!("sqlite://{}", db.display());
-    let how = Start::store(Some(&store)).arg("--sysid").arg("node-1");
+    let how = Start::intake(Some(&store)).arg("--sysid").arg("node-1");
     let mut a = DaemonProc::start(&dir.path().join("a"), &how);
     let err = DaemonProc::try_start(&dir.path().join("b"), &how)
         .err()
@@ -647,7 +647,7 @@ fn a_sysid_held_by_a_live_daemon_is_refused() {
 fn sigterm_answers_in_flight_and_ingests_what_is_left() {
     block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let mut d = DaemonProc::start(dir.path(), &Start::store(None));
+        let mut d = DaemonProc::start(dir.path(), &Start::intake(None));
         let c = http();
         let mut acked: Vec<String> = Vec::new();
         let body: String = (0..200).map(|i| format!("job {i}\n")).collect();

@@ -320,6 +320,10 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 type Lines = Box<dyn Iterator<Item = std::io::Result<Vec<u8>>> + Send>;
 
 fn tokio_stream_from<T: Send + 'static>(
@@ -353,6 +357,14 @@ pub async fn handler(cmd: HandlerCommand) -> Result<(), CliError> {
                 before: h.before,
                 before_each: h.before_each,
                 after_each: h.after_each,
+                limits: crate::http::handlers::LimitsSpec {
+                    max_attempts: h.max_attempts,
+                    max_age_ms: h.max_age.map(ms),
+                    time_limit_ms: h.time_limit.map(ms),
+                    concurrency: h.concurrency,
+                    backoff_base_ms: h.backoff_base.map(ms),
+                    backoff_max_ms: h.backoff_max.map(ms),
+                },
             };
             let req = api
                 .request(

@@ -35,7 +35,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Add jobs: payloads from arguments, a file (--file) or stdin.
     Add(AddArgs),
     /// Set, show, list or delete handlers.
@@ -89,7 +89,7 @@ pub struct AddArgs {
 #[derive(Debug, Subcommand)]
 pub enum HandlerCommand {
     /// Set a jobtype's handler.
-    Set(HandlerSetArgs),
+    Set(Box<HandlerSetArgs>),
     /// Show a jobtype's handler.
     Get(HandlerRef),
     /// Delete a jobtype's handler.
@@ -125,6 +125,24 @@ pub struct HandlerSetArgs {
     /// Run after each batch.
     #[arg(long)]
     after_each: Option<String>,
+    /// Hand-outs before a failing job is archived as timeout.
+    #[arg(long)]
+    max_attempts: Option<u32>,
+    /// Age after which a failing job is archived as timeout (e.g. 2d).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    max_age: Option<Duration>,
+    /// Longest one run may take (e.g. 30s).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    time_limit: Option<Duration>,
+    /// Most jobs of the jobtype running at once per daemon.
+    #[arg(long)]
+    concurrency: Option<u32>,
+    /// First retry delay (e.g. 500ms).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    backoff_base: Option<Duration>,
+    /// Longest retry delay (e.g. 10m).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    backoff_max: Option<Duration>,
 }
 
 /// A client and a jobtype.

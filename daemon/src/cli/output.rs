@@ -89,6 +89,22 @@ pub fn handler(h: &HandlerView) -> Table {
             t.add_row(vec![k.to_owned(), clip(v)]);
         }
     }
+    let l = &h.handler.limits;
+    let ms = |v: Option<u64>| {
+        v.map(|v| humantime::format_duration(std::time::Duration::from_millis(v)).to_string())
+    };
+    for (k, v) in [
+        ("max attempts", l.max_attempts.map(|v| v.to_string())),
+        ("max age", ms(l.max_age_ms)),
+        ("time limit", ms(l.time_limit_ms)),
+        ("concurrency", l.concurrency.map(|v| v.to_string())),
+        ("backoff base", ms(l.backoff_base_ms)),
+        ("backoff max", ms(l.backoff_max_ms)),
+    ] {
+        if let Some(v) = v {
+            t.add_row(vec![k.to_owned(), v]);
+        }
+    }
     t.add_row(vec!["version".to_owned(), h.version.clone()]);
     t.add_row(vec!["set at".to_owned(), time(h.set_at)]);
     t

@@ -8,7 +8,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use jobstore_api::{Handler, HandlerVersion, now_millis};
+use jobstore_api::{Handler, HandlerLimits, HandlerVersion, now_millis};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -37,6 +37,95 @@ pub struct HandlerQuery {
     pub before_each: Option<String>,
     /// Run after each batch.
     pub after_each: Option<String>,
+    /// Hand-outs before a failing job is archived as timeout.
+    pub max_attempts: Option<u32>,
+    /// Age (ms) after which a failing job is archived as timeout.
+    pub max_age_ms: Option<u64>,
+    /// Longest one run may take (ms).
+    pub time_limit_ms: Option<u64>,
+    /// Most jobs of the jobtype running at once per daemon.
+    pub concurrency: Option<u32>,
+    /// First retry delay (ms); doubles per attempt.
+    pub backoff_base_ms: Option<u64>,
+    /// Longest retry delay (ms).
+    pub backoff_max_ms: Option<u64>,
+}
+
+impl HandlerQuery {
+    fn limits(&self) -> LimitsSpec {
+        LimitsSpec {
+            max_attempts: self.max_attempts,
+            max_age_ms: self.max_age_ms,
+            time_limit_ms: self.time_limit_ms,
+            concurrency: self.concurrency,
+            backoff_base_ms: self.backoff_base_ms,
+            backoff_max_ms: self.backoff_max_ms,
+        }
+    }
+
+    fn any_field(&self) -> bool {
+        self.method.is_some()
+            || self.eid.is_some()
+            || self.before.is_some()
+            || self.before_each.is_some()
+            || self.after_each.is_some()
+            || !HandlerLimits::from(self.limits()).is_unset()
+    }
+}
+
+/// A handler's limits; unset ones take the daemon's defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsSpec {
+    /// Hand-outs before a failing job is archived as `timeout`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Age (ms since it was stored) after which a failing job is archived
+    /// as `timeout`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_age_ms: Option<u64>,
+    /// Longest one run may take (ms) before it is killed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_limit_ms: Option<u64>,
+    /// Most jobs of the jobtype running at once on one daemon.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// First retry delay (ms); doubles per attempt, with jitter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff_base_ms: Option<u64>,
+    /// Longest retry delay (ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff_max_ms: Option<u64>,
+}
+
+impl From<LimitsSpec> for HandlerLimits {
+    fn from(l: LimitsSpec) -> Self {
+        HandlerLimits {
+            max_attempts: l.max_attempts,
+            max_age_ms: l.max_age_ms,
+            time_limit_ms: l.time_limit_ms,
+            concurrency: l.concurrency,
+            backoff_base_ms: l.backoff_base_ms,
+            backoff_max_ms: l.backoff_max_ms,
+        }
+    }
+}
+
+impl From<HandlerLimits> for LimitsSpec {
+    fn from(l: HandlerLimits) -> Self {
+        LimitsSpec {
+            max_attempts: l.max_attempts,
+            max_age_ms: l.max_age_ms,
+            time_limit_ms: l.time_limit_ms,
+            concurrency: l.concurrency,
+            backoff_base_ms: l.backoff_base_ms,
+            backoff_max_ms: l.backoff_max_ms,
+        }
+    }
+}
+
+fn is_unset(l: &LimitsSpec) -> bool {
+    *l == LimitsSpec::default()
 }
 
 /// A handler as JSON (request and answer).
@@ -60,6 +149,9 @@ pub struct HandlerSpec {
     /// Run after each batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_each: Option<String>,
+    /// Attempts, age, time limit, concurrency and backoff.
+    #[serde(default, skip_serializing_if = "is_unset")]
+    pub limits: LimitsSpec,
 }
 
 impl HandlerSpec {
@@ -71,6 +163,7 @@ impl HandlerSpec {
             before: self.before,
             before_each: self.before_each,
             after_each: self.after_each,
+            limits: self.limits.into(),
         }
     }
 
@@ -82,6 +175,7 @@ impl HandlerSpec {
             before: h.before.clone(),
             before_each: h.before_each.clone(),
             after_each: h.after_each.clone(),
+            limits: h.limits.into(),
         }
     }
 }
@@ -197,12 +291,7 @@ pub async fn set(
 ) -> ApiResult<Json<HandlerView>> {
     let jobtype = tenant.client.jobtype(params.get("type"))?;
     let spec = if is_json(&headers) {
-        if query.method.is_some()
-            || query.eid.is_some()
-            || query.before.is_some()
-            || query.before_each.is_some()
-            || query.after_each.is_some()
-        {
+        if query.any_field() {
             return Err(ApiError::invalid(
                 "with a JSON body, give every field in the body, not in the query",
             ));
@@ -212,6 +301,7 @@ pub async fn set(
     } else {
         let body = String::from_utf8(body.to_vec())
             .map_err(|_| ApiError::invalid("the handler body is not UTF-8").field("body"))?;
+        let limits = query.limits();
         let Some(method) = query.method else {
             return Err(ApiError::invalid(format!(
                 "the method query parameter is missing (?method={})",
@@ -226,6 +316,7 @@ pub async fn set(
             before: query.before,
             before_each: query.before_each,
             after_each: query.after_each,
+            limits,
         }
     };
     let handler = spec.into_handler();

@@ -43,6 +43,8 @@ use super::{
 
 /// Workers per context when the handler sets no concurrency.
 pub const DEFAULT_POOL: usize = 4;
+/// Most workers per context.
+pub const MAX_POOL: usize = 256;
 
 /// A context: the client, the eid and the command identify it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -180,9 +182,14 @@ impl Workers {
     }
 }
 
+/// Workers per context: the handler's `concurrency`, else
+/// [`DEFAULT_POOL`], at most [`MAX_POOL`].
 fn pool_size(handler: &Handler) -> usize {
-    let _ = handler;
-    DEFAULT_POOL
+    handler
+        .limits
+        .concurrency
+        .map_or(DEFAULT_POOL, |c| c as usize)
+        .clamp(1, MAX_POOL)
 }
 
 /// One worker process.

@@ -141,6 +141,11 @@ impl<'a> Start<'a> {
         }
     }
 
+    /// An intake-only daemon (`--no-execute`): jobs stay as added.
+    pub fn intake(store: Option<&'a str>) -> Self {
+        Start::store(store).arg("--no-execute")
+    }
+
     pub fn arg(mut self, a: impl Into<String>) -> Self {
         self.args.push(a.into());
         self

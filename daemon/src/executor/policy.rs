@@ -1,0 +1,203 @@
+//! What becomes of a job when its run ends: the outcome rules.
+//!
+//! - 2xx (ok) and 4xx (failed) are archived with their result: code,
+//!   status and output. With a retention of zero, ok jobs are deleted
+//!   instead.
+//! - 1xx (retry) and 5xx (error) are released to run again after an
+//!   exponential backoff with jitter (`base * 2^(attempt-1)`, capped, then
+//!   a random 50–100 % of it; a runner's own wish such as HTTP
+//!   `Retry-After` wins), until the job has been handed out `max_attempts`
+//!   times or is older than `max_age`: then it is archived as `timeout`
+//!   with the last status and output.
+//! - A job of a jobtype with no handler is released as retry by the same
+//!   rules, until it times out.
+
+use std::time::Duration;
+
+use jobstore_api::{HandlerLimits, JobResult, Millis, Release, ResultCode};
+
+use crate::runner::{Class, Outcome};
+
+/// The daemon's defaults for what a handler leaves unset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Hand-outs before `timeout`.
+    pub max_attempts: u32,
+    /// Age before `timeout`.
+    pub max_age: Duration,
+    /// Longest run.
+    pub time_limit: Duration,
+    /// First retry delay.
+    pub backoff_base: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_attempts: 10,
+            max_age: Duration::from_secs(7 * 24 * 3600),
+            time_limit: Duration::from_secs(600),
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl Limits {
+    /// These defaults overridden by what `h` sets.
+    pub fn with(&self, h: &HandlerLimits) -> Limits {
+        let ms = Duration::from_millis;
+        Limits {
+            max_attempts: h.max_attempts.unwrap_or(self.max_attempts),
+            max_age: h.max_age_ms.map_or(self.max_age, ms),
+            time_limit: h.time_limit_ms.map_or(self.time_limit, ms),
+            backoff_base: h.backoff_base_ms.map_or(self.backoff_base, ms),
+            backoff_max: h.backoff_max_ms.map_or(self.backoff_max, ms),
+        }
+    }
+
+    /// The backoff before run `attempt + 1`, without jitter.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let exp = attempt.saturating_sub(1).min(32);
+        self.backoff_base
+            .saturating_mul(1u32 << exp.min(31))
+            .min(self.backoff_max)
+    }
+}
+
+/// A delay scaled by a random 50–100 %, so retries of many jobs that failed
+/// together spread out.
+pub fn jitter(d: Duration) -> Duration {
+    d.mul_f64(rand::random_range(0.5..=1.0))
+}
+
+/// How to release a job whose run ended with `outcome`: its `attempt`-th
+/// hand-out, created at `created`, at `now`.
+pub fn release_for(
+    outcome: &Outcome,
+    limits: &Limits,
+    attempt: u32,
+    created: Millis,
+    now: Millis,
+    delete_ok: bool,
+) -> Release {
+    let result = |code: ResultCode| JobResult {
+        code,
+        status: outcome.status,
+        output: outcome.output.clone(),
+    };
+    match outcome.class {
+        Class::Ok if delete_ok => Release::Delete,
+        Class::Ok => Release::Archive(result(ResultCode::Ok)),
+        Class::Failed => Release::Archive(result(ResultCode::Failed)),
+        Class::Retry | Class::Error => {
+            if out_of_limits(limits, attempt, created, now) {
+                Release::Archive(result(ResultCode::Timeout))
+            } else {
+                let delay = outcome
+                    .retry_after
+                    .unwrap_or_else(|| jitter(limits.backoff(attempt)));
+                Release::Retry {
+                    delay: delay.min(jobstore_api::limits::MAX_DELAY),
+                }
+            }
+        }
+    }
+}
+
+/// Whether a job may not run again: handed out `max_attempts` times, or
+/// older than `max_age`.
+pub fn out_of_limits(limits: &Limits, attempt: u32, created: Millis, now: Millis) -> bool {
+    let age = u64::try_from(now.saturating_sub(created)).unwrap_or(0);
+    attempt >= limits.max_attempts || Duration::from_millis(age) >= limits.max_age
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::Parsed;
+
+    fn outcome(status: u16) -> Outcome {
+        Outcome::new(
+            status,
+            Parsed {
+                output: b"out".to_vec(),
+                ..Parsed::default()
+            },
+        )
+    }
+
+    #[test]
+    fn classes_end_as_specified() {
+        let l = Limits::default();
+        let ok = release_for(&outcome(200), &l, 1, 0, 10, false);
+        assert!(
+            matches!(&ok, Release::Archive(r) if r.code == ResultCode::Ok && r.status == 200 && r.output == b"out")
+        );
+        assert_eq!(
+            release_for(&outcome(201), &l, 1, 0, 10, true),
+            Release::Delete
+        );
+        let failed = release_for(&outcome(404), &l, 1, 0, 10, true);
+        assert!(
+            matches!(&failed, Release::Archive(r) if r.code == ResultCode::Failed && r.status == 404)
+        );
+        for s in [101, 500, 302] {
+            assert!(matches!(
+                release_for(&outcome(s), &l, 1, 0, 10, false),
+                Release::Retry { .. }
+            ));
+        }
+        let out = release_for(&outcome(500), &l, 10, 0, 10, false);
+        assert!(
+            matches!(&out, Release::Archive(r) if r.code == ResultCode::Timeout && r.status == 500)
+        );
+        let old = release_for(&outcome(102), &l, 1, 0, l.max_age.as_millis() as i64, false);
+        assert!(matches!(&old, Release::Archive(r) if r.code == ResultCode::Timeout));
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_up_to_the_cap() {
+        let l = Limits {
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_millis(1000),
+            ..Limits::default()
+        };
+        assert_eq!(l.backoff(1), Duration::from_millis(100));
+        assert_eq!(l.backoff(2), Duration::from_millis(200));
+        assert_eq!(l.backoff(4), Duration::from_millis(800));
+        assert_eq!(l.backoff(5), Duration::from_millis(1000));
+        assert_eq!(l.backoff(1000), Duration::from_millis(1000));
+        for attempt in 1..6 {
+            match release_for(&outcome(500), &l, attempt, 0, 1, false) {
+                Release::Retry { delay } => {
+                    assert!(delay <= l.backoff(attempt) && delay >= l.backoff(attempt) / 2)
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let mut o = outcome(429);
+        o.class = Class::Retry;
+        o.retry_after = Some(Duration::from_secs(7));
+        assert_eq!(
+            release_for(&o, &l, 1, 0, 1, false),
+            Release::Retry {
+                delay: Duration::from_secs(7)
+            }
+        );
+    }
+
+    #[test]
+    fn handler_limits_override_defaults() {
+        let l = Limits::default().with(&HandlerLimits {
+            max_attempts: Some(2),
+            time_limit_ms: Some(1500),
+            ..HandlerLimits::default()
+        });
+        assert_eq!(l.max_attempts, 2);
+        assert_eq!(l.time_limit, Duration::from_millis(1500));
+        assert_eq!(l.max_age, Limits::default().max_age);
+    }
+}
