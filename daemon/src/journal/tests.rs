@@ -1,0 +1,1 @@
+//! Tests of the journal as a whole.
