@@ -971,6 +971,10 @@ fn garbage_after_valid_records() {
         fs::write(&path, &bytes).unwrap();
         let report = rt.block_on(async { open_nosync(copy.path()).recovery().clone() });
         assert_eq!(report.torn_tail_bytes, garbage.len() as u64, "{what}");
+        assert_eq!(
+            report.damaged_records, 0,
+            "{what}: a torn tail is not damage"
+        );
         check_recovers(&rt, copy.path(), &expected, what);
     }
 }

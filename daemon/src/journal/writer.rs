@@ -8,6 +8,13 @@
 //! the next group, so concurrent appends share fsyncs without any waiting
 //! on purpose.
 //!
+//! With [`JournalOptions::spin_fsync`](super::JournalOptions::spin_fsync),
+//! a helper thread pinned to the writer's CPU spins (yielding to anything
+//! else runnable) while the writer waits in `fdatasync`. On virtual machines
+//! whose idle vCPUs notice I/O completions late (a 0.2 ms fsync then takes
+//! a 4 ms timer tick), this keeps acknowledgements fast; it only uses CPU
+//! time that nothing else wanted.
+//!
 //! After a failed write or fsync the writer stops accepting appends: what
 //! the kernel did with the failed pages is unknown, so nothing written after
 //! them could be trusted to be readable at recovery.
@@ -15,7 +22,10 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -58,12 +68,95 @@ pub(crate) struct Writer {
     waiters: Vec<oneshot::Sender<Result<(), JournalError>>>,
     /// Why appends are refused, after a failed write or fsync.
     failed: Option<String>,
+    spinner: Option<Spinner>,
+}
+
+/// Longest a spinner spins for one fsync: past a timer tick, spinning no
+/// longer helps.
+const SPIN_LIMIT: Duration = Duration::from_millis(3);
+
+/// A thread pinned to the writer's CPU that spins while the writer is in
+/// `fdatasync`, so that the CPU is awake when the I/O completes.
+struct Spinner {
+    /// Odd while the writer is in `fdatasync`; one more at each start and
+    /// end of one.
+    epoch: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Spinner {
+    /// Pins the calling (writer) thread to the CPU it is on and starts a
+    /// spinner pinned there too. `None` where that is not possible (one
+    /// CPU, or affinity not allowed).
+    fn start() -> Option<Spinner> {
+        use nix::sched::{CpuSet, sched_getaffinity, sched_getcpu, sched_setaffinity};
+        use nix::unistd::Pid;
+        let allowed = sched_getaffinity(Pid::from_raw(0)).ok()?;
+        let cpus = (0..CpuSet::count())
+            .filter(|&c| allowed.is_set(c).unwrap_or(false))
+            .count();
+        if cpus < 2 {
+            return None;
+        }
+        let cpu = sched_getcpu().ok()?;
+        let mut only = CpuSet::new();
+        only.set(cpu).ok()?;
+        sched_setaffinity(Pid::from_raw(0), &only).ok()?;
+        let epoch = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (epoch, stop) = (epoch.clone(), stop.clone());
+            thread::Builder::new()
+                .name("journal-spin".into())
+                .spawn(move || {
+                    if sched_setaffinity(Pid::from_raw(0), &only).is_err() {
+                        return;
+                    }
+                    let mut handled = 0;
+                    while !stop.load(Ordering::Acquire) {
+                        let e = epoch.load(Ordering::Acquire);
+                        if !e.is_multiple_of(2) && e != handled {
+                            handled = e;
+                            let start = Instant::now();
+                            while epoch.load(Ordering::Acquire) == e && start.elapsed() < SPIN_LIMIT
+                            {
+                                thread::yield_now();
+                            }
+                        } else {
+                            thread::park();
+                        }
+                    }
+                })
+                .ok()?
+        };
+        Some(Spinner {
+            epoch,
+            stop,
+            thread,
+        })
+    }
+
+    /// Called as the writer enters and leaves `fdatasync`.
+    fn syncing(&self) {
+        if self.epoch.fetch_add(1, Ordering::AcqRel).is_multiple_of(2) {
+            self.thread.thread().unpark();
+        }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+    }
 }
 
 impl Writer {
     /// A writer appending to segment `seq`, open at `len`.
     pub(crate) fn new(shared: Arc<Shared>, file: File, seq: u64, len: u64) -> Self {
         Writer {
+            spinner: None,
             shared,
             file,
             seq,
@@ -77,6 +170,10 @@ impl Writer {
 
     /// Serves the channel until a `Close` or until every sender is gone.
     pub(crate) fn run(mut self, rx: Receiver<Msg>) {
+        let options = &self.shared.options;
+        if options.fsync && options.spin_fsync {
+            self.spinner = Spinner::start();
+        }
         let mut batch = Vec::new();
         let mut closers = Vec::new();
         while let Ok(first) = rx.recv() {
@@ -197,9 +294,14 @@ impl Writer {
             .write_all(&self.buf)
             .map_err(|e| io_err("writing records", &path())(e))?;
         if self.shared.options.fsync {
-            self.file
-                .sync_data()
-                .map_err(|e| io_err("fsyncing records", &path())(e))?;
+            if let Some(s) = &self.spinner {
+                s.syncing();
+            }
+            let synced = self.file.sync_data();
+            if let Some(s) = &self.spinner {
+                s.syncing();
+            }
+            synced.map_err(|e| io_err("fsyncing records", &path())(e))?;
         }
         Ok(())
     }
