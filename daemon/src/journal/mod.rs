@@ -717,8 +717,12 @@ fn recover(dir: &Path, options: &JournalOptions) -> Result<Recovered, JournalErr
     if let Some(pos) = start {
         for &seq in segs.iter().filter(|&&s| s < pos.seq) {
             let path = segment::segment_path(dir, seq);
-            fs::remove_file(&path).map_err(io_err("deleting a consumed segment", &path))?;
-            report.segments_deleted += 1;
+            match fs::remove_file(&path) {
+                Ok(()) => report.segments_deleted += 1,
+                Err(e) => {
+                    tracing::warn!(segment = %path.display(), error = %e, "journal: could not delete a consumed segment");
+                }
+            }
         }
         segs.retain(|&s| s >= pos.seq);
     }

@@ -220,10 +220,23 @@ impl State {
             return false;
         };
         self.deadlines.remove(&(r.deadline, id));
+        // Only the runs of entries not done (found damaged when read) come
+        // back, so that nothing readable-looking is empty.
         for (start, end) in r.ranges {
-            let start = start.max(self.base);
-            if start < end {
-                self.requeued.insert(start, end);
+            let mut run = None;
+            for index in start.max(self.base)..end {
+                let done = self.entry_mut(index).is_none_or(|e| e.done);
+                match (done, run) {
+                    (false, None) => run = Some(index),
+                    (true, Some(from)) => {
+                        self.requeued.insert(from, index);
+                        run = None;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(from) = run {
+                self.requeued.insert(from, end);
             }
         }
         true
@@ -250,7 +263,47 @@ impl State {
         deadline: Instant,
     ) -> Option<(u64, Vec<PlanItem>)> {
         self.expire(now);
-        let mut want = count as u64;
+        loop {
+            let ranges = self.take(count as u64);
+            if ranges.is_empty() {
+                return None;
+            }
+            let mut plan = Vec::new();
+            for &(start, end) in &ranges {
+                for index in start.max(self.base)..end {
+                    let e = self.entries[(index - self.base) as usize];
+                    if !e.done {
+                        plan.push(PlanItem {
+                            index,
+                            seq: self.seq_of(index),
+                            off: e.off,
+                            len: e.len,
+                        });
+                    }
+                }
+            }
+            if plan.is_empty() {
+                // Only done entries: nothing to hand out, look further.
+                continue;
+            }
+            let id = self.next_token;
+            self.next_token += 1;
+            self.deadlines.insert((deadline, id));
+            self.reservations.insert(
+                id,
+                Reservation {
+                    ranges,
+                    deadline,
+                    records: None,
+                },
+            );
+            return Some((id, plan));
+        }
+    }
+
+    /// Takes up to `want` readable records: requeued ones first, then never
+    /// handed out ones. Returns their index ranges.
+    fn take(&mut self, mut want: u64) -> Vec<(u64, u64)> {
         let mut ranges = Vec::new();
         while want > 0
             && let Some((start, end)) = self.requeued.pop_first()
@@ -269,35 +322,7 @@ impl State {
             ranges.push((self.frontier, self.frontier + take));
             self.frontier += take;
         }
-        let mut plan = Vec::new();
-        for &(start, end) in &ranges {
-            for index in start.max(self.base)..end {
-                let e = self.entries[(index - self.base) as usize];
-                if !e.done {
-                    plan.push(PlanItem {
-                        index,
-                        seq: self.seq_of(index),
-                        off: e.off,
-                        len: e.len,
-                    });
-                }
-            }
-        }
-        if ranges.is_empty() {
-            return None;
-        }
-        let id = self.next_token;
-        self.next_token += 1;
-        self.deadlines.insert((deadline, id));
-        self.reservations.insert(
-            id,
-            Reservation {
-                ranges,
-                deadline,
-                records: None,
-            },
-        );
-        Some((id, plan))
+        ranges
     }
 
     /// Stores the records read for reservation `id`, and marks `damaged`
@@ -573,5 +598,21 @@ mod tests {
         assert!(s.release(b));
         let (_, plan) = s.reserve(3, now, later).unwrap();
         assert_eq!(indexes(&plan), [1, 2]);
+    }
+
+    #[test]
+    fn damaged_entries_behind_a_live_reservation_are_not_readable() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(60);
+        let mut s = state(3);
+        let (_a, _) = s.reserve(1, now, later).unwrap();
+        let (b, plan) = s.reserve(2, now, later).unwrap();
+        assert_eq!(indexes(&plan), [1, 2]);
+        // Both of b's records are found damaged when read; b is given back.
+        s.loaded(b, vec![], &[1, 2]);
+        assert!(s.release(b));
+        assert_eq!(s.readiness(now), Readiness::Wait(Some(later)));
+        assert!(s.reserve(10, now, later).is_none());
+        assert_eq!(s.backlog_records, 1);
     }
 }
