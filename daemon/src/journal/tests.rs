@@ -210,7 +210,7 @@ async fn readable_wakes_on_expiry() {
     let j = open_nosync(dir.path());
     j.append(recs(0..1)).await.unwrap();
     let t = j
-        .reserve(1, Duration::from_millis(200))
+        .reserve(1, Duration::from_millis(500))
         .await
         .unwrap()
         .unwrap();
@@ -224,7 +224,7 @@ async fn readable_wakes_on_expiry() {
     tokio::time::timeout(Duration::from_secs(5), j.readable())
         .await
         .expect("readable() woke on expiry");
-    assert!(start.elapsed() >= Duration::from_millis(140));
+    assert!(start.elapsed() >= Duration::from_millis(400));
     let again = j.reserve(1, LONG).await.unwrap().unwrap();
     assert_eq!(j.read(again).unwrap(), recs(0..1));
     assert!(!j.sync(t).await.unwrap());
