@@ -532,6 +532,12 @@ mod tests {
     }
 
     proptest! {
+        // No regression files: they would land outside this module.
+        #![proptest_config(ProptestConfig {
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
         #[test]
         fn arbitrary_records_round_trip(
             id in name(),

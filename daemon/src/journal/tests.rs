@@ -980,7 +980,12 @@ fn garbage_after_valid_records() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    // No regression files: they would land outside this module.
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn random_garbage_tails(garbage in proptest::collection::vec(any::<u8>(), 1..300)) {
