@@ -1,0 +1,585 @@
+//! Record lines: encoding, payload escaping, and verification.
+//!
+//! A record is one line:
+//!
+//! ```text
+//! <crc32c of body, 8 lowercase hex> <body length in bytes, decimal> <body>\n
+//! ```
+//!
+//! where the body is `id|jobtype|priority|run_at|payload` (`run_at` empty
+//! when `None`). The payload is escaped so that the line holds any bytes:
+//! `\` → `\\`, newline → `\n`, CR → `\r`, every byte that is not part of
+//! valid UTF-8 → `\xHH` (lowercase hex); everything else is copied verbatim,
+//! so text payloads stay readable.
+
+use std::io::Write as _;
+
+use super::{JournalError, Record};
+
+/// The longest body a record line may have, in bytes (after escaping).
+pub(crate) const MAX_BODY_LEN: usize = 1 << 30;
+
+/// Most decimal digits a body length can have ([`MAX_BODY_LEN`] has 10).
+const MAX_LEN_DIGITS: usize = 10;
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Why a line is not a record. Static so that recording it costs nothing.
+pub(crate) type Damage = &'static str;
+
+/// Checks that an id or jobtype can be written: not empty, no `|`, no
+/// control characters (which covers `\n` and `\r`).
+fn check_name(field: &str, value: &str) -> Result<(), JournalError> {
+    if value.is_empty() {
+        return Err(JournalError::InvalidRecord {
+            message: format!("{field} is empty"),
+        });
+    }
+    if let Some(c) = value.chars().find(|&c| c == '|' || c.is_control()) {
+        return Err(JournalError::InvalidRecord {
+            message: format!("{field} {value:?} contains {c:?}, which the journal cannot hold"),
+        });
+    }
+    Ok(())
+}
+
+/// Whether a decoded id or jobtype is one that [`encode_into`] could have
+/// written.
+fn name_ok(value: &str) -> bool {
+    !value.is_empty() && !value.chars().any(|c| c == '|' || c.is_control())
+}
+
+/// The escaped length of a payload.
+fn escaped_len(payload: &[u8]) -> usize {
+    let mut n = 0;
+    for chunk in payload.utf8_chunks() {
+        let valid = chunk.valid().as_bytes();
+        n += valid.len()
+            + valid
+                .iter()
+                .filter(|&&b| matches!(b, b'\\' | b'\n' | b'\r'))
+                .count();
+        n += 4 * chunk.invalid().len();
+    }
+    n
+}
+
+/// Appends the escaped payload to `out`.
+fn escape_into(payload: &[u8], out: &mut Vec<u8>) {
+    for chunk in payload.utf8_chunks() {
+        let valid = chunk.valid().as_bytes();
+        let mut copied = 0;
+        for (i, &b) in valid.iter().enumerate() {
+            let escape: &[u8] = match b {
+                b'\\' => b"\\\\",
+                b'\n' => b"\\n",
+                b'\r' => b"\\r",
+                _ => continue,
+            };
+            out.extend_from_slice(&valid[copied..i]);
+            out.extend_from_slice(escape);
+            copied = i + 1;
+        }
+        out.extend_from_slice(&valid[copied..]);
+        for &b in chunk.invalid() {
+            out.extend_from_slice(&[
+                b'\\',
+                b'x',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]);
+        }
+    }
+}
+
+/// Appends the unescaped payload to `out`; fails on an escape that
+/// [`escape_into`] never writes (or a raw CR, which it always escapes).
+fn unescape_into(escaped: &[u8], out: &mut Vec<u8>) -> Result<(), Damage> {
+    out.reserve(escaped.len());
+    let mut i = 0;
+    while i < escaped.len() {
+        let Some(rel) = escaped[i..].iter().position(|&b| b == b'\\' || b == b'\r') else {
+            out.extend_from_slice(&escaped[i..]);
+            break;
+        };
+        out.extend_from_slice(&escaped[i..i + rel]);
+        i += rel;
+        if escaped[i] == b'\r' {
+            return Err("raw carriage return in the payload");
+        }
+        match escaped.get(i + 1) {
+            Some(b'\\') => {
+                out.push(b'\\');
+                i += 2;
+            }
+            Some(b'n') => {
+                out.push(b'\n');
+                i += 2;
+            }
+            Some(b'r') => {
+                out.push(b'\r');
+                i += 2;
+            }
+            Some(b'x') => {
+                let (Some(hi), Some(lo)) = (
+                    escaped.get(i + 2).and_then(|&b| hex_digit(b)),
+                    escaped.get(i + 3).and_then(|&b| hex_digit(b)),
+                ) else {
+                    return Err("bad \\x escape in the payload");
+                };
+                out.push(hi << 4 | lo);
+                i += 4;
+            }
+            _ => return Err("bad escape in the payload"),
+        }
+    }
+    Ok(())
+}
+
+/// The value of one lowercase hex digit.
+fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    }
+}
+
+/// Appends the line of `record` (with its trailing newline) to `out` and
+/// returns the line's length. Leaves `out` as it was on error.
+pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, JournalError> {
+    check_name("id", &record.id)?;
+    check_name("jobtype", &record.jobtype)?;
+    let start = out.len();
+    let payload_len = escaped_len(&record.data);
+    // The body's numeric fields are formatted straight into `out` (no
+    // temporary strings); their lengths are measured from what was written.
+    out.extend_from_slice(b"00000000 ");
+    let len_at = out.len();
+    // Reserve room for the longest length; shifted down once it is known.
+    out.extend_from_slice(&[b' '; MAX_LEN_DIGITS + 1]);
+    let body_at = out.len();
+    out.extend_from_slice(record.id.as_bytes());
+    out.push(b'|');
+    out.extend_from_slice(record.jobtype.as_bytes());
+    out.push(b'|');
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, "{}|", record.priority);
+    if let Some(run_at) = record.run_at {
+        let _ = write!(out, "{run_at}");
+    }
+    out.push(b'|');
+    out.reserve(payload_len + 1);
+    escape_into(&record.data, out);
+    let body_len = out.len() - body_at;
+    if body_len > MAX_BODY_LEN {
+        out.truncate(start);
+        return Err(JournalError::InvalidRecord {
+            message: format!(
+                "record {:?} is too large: {body_len} bytes escaped, the limit is {MAX_BODY_LEN}",
+                record.id
+            ),
+        });
+    }
+    let crc = crc32c::crc32c(&out[body_at..]);
+    for (i, slot) in out[start..start + 8].iter_mut().enumerate() {
+        *slot = HEX[((crc >> (28 - 4 * i)) & 0xf) as usize];
+    }
+    // Write the length, then close the gap left by the reserved room.
+    let mut digits = [0u8; MAX_LEN_DIGITS];
+    let mut n = body_len;
+    let mut k = MAX_LEN_DIGITS;
+    loop {
+        k -= 1;
+        digits[k] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let len_digits = &digits[k..];
+    out[len_at..len_at + len_digits.len()].copy_from_slice(len_digits);
+    out[len_at + len_digits.len()] = b' ';
+    let gap = MAX_LEN_DIGITS + 1 - (len_digits.len() + 1);
+    out.copy_within(body_at.., body_at - gap);
+    out.truncate(out.len() - gap);
+    out.push(b'\n');
+    Ok(out.len() - start)
+}
+
+/// The parsed header of a line: `(crc, offset of the body, declared body
+/// length)`.
+fn parse_header(line: &[u8]) -> Result<(u32, usize, usize), Damage> {
+    if line.len() < 11 {
+        return Err("line too short for a record");
+    }
+    let mut crc = 0u32;
+    for &b in &line[..8] {
+        let Some(d) = hex_digit(b) else {
+            return Err("bad checksum field");
+        };
+        crc = crc << 4 | u32::from(d);
+    }
+    if line[8] != b' ' {
+        return Err("bad checksum field");
+    }
+    let digits = line[9..]
+        .iter()
+        .take(MAX_LEN_DIGITS + 1)
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    if digits == 0
+        || digits > MAX_LEN_DIGITS
+        || (digits > 1 && line[9] == b'0')
+        || line.get(9 + digits) != Some(&b' ')
+    {
+        return Err("bad length field");
+    }
+    let len = line[9..9 + digits]
+        .iter()
+        .fold(0usize, |n, &b| n * 10 + usize::from(b - b'0'));
+    Ok((crc, 9 + digits + 1, len))
+}
+
+/// A verified record line, borrowing from it.
+#[derive(Debug)]
+pub(crate) struct Fields<'a> {
+    id: &'a str,
+    jobtype: &'a str,
+    priority: i32,
+    run_at: Option<i64>,
+}
+
+/// Verifies a line (without its trailing newline): length, checksum, and
+/// every field, including the payload's escapes. `scratch` is reused for
+/// the unescaped payload.
+pub(crate) fn parse_line<'a>(line: &'a [u8], scratch: &mut Vec<u8>) -> Result<Fields<'a>, Damage> {
+    let (crc, body_at, len) = parse_header(line)?;
+    let body = &line[body_at..];
+    if body.len() != len {
+        return Err(if body.len() > len {
+            "line longer than its length field (a lost newline?)"
+        } else {
+            "line shorter than its length field"
+        });
+    }
+    if crc32c::crc32c(body) != crc {
+        return Err("checksum mismatch");
+    }
+    let mut parts = body.splitn(5, |&b| b == b'|');
+    let (Some(id), Some(jobtype), Some(priority), Some(run_at), Some(payload)) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return Err("missing fields");
+    };
+    let id = std::str::from_utf8(id).map_err(|_| "id is not UTF-8")?;
+    let jobtype = std::str::from_utf8(jobtype).map_err(|_| "jobtype is not UTF-8")?;
+    if !name_ok(id) {
+        return Err("bad id");
+    }
+    if !name_ok(jobtype) {
+        return Err("bad jobtype");
+    }
+    let priority = std::str::from_utf8(priority)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok())
+        .ok_or("bad priority")?;
+    let run_at = if run_at.is_empty() {
+        None
+    } else {
+        Some(
+            std::str::from_utf8(run_at)
+                .ok()
+                .and_then(|r| r.parse::<i64>().ok())
+                .ok_or("bad run_at")?,
+        )
+    };
+    scratch.clear();
+    unescape_into(payload, scratch)?;
+    Ok(Fields {
+        id,
+        jobtype,
+        priority,
+        run_at,
+    })
+}
+
+/// Decodes a line (without its trailing newline) into a record.
+pub(crate) fn decode_line(line: &[u8]) -> Result<Record, Damage> {
+    let mut data = Vec::new();
+    let fields = parse_line(line, &mut data)?;
+    Ok(Record {
+        id: fields.id.to_owned(),
+        jobtype: fields.jobtype.to_owned(),
+        priority: fields.priority,
+        run_at: fields.run_at,
+        data,
+    })
+}
+
+/// Where, in a damaged line, the next record may start when the line is two
+/// lines whose newline was lost: just past the body that the line's own
+/// header declares, if that is inside the line. Only that one place is
+/// tried, so text inside a payload is never taken for a record.
+pub(crate) fn resync_offset(line: &[u8]) -> Option<usize> {
+    let (_, body_at, len) = parse_header(line).ok()?;
+    let next = body_at.checked_add(len)?.checked_add(1)?;
+    (next < line.len()).then_some(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn rec(id: &str, data: &[u8]) -> Record {
+        Record {
+            id: id.to_owned(),
+            jobtype: "mail".to_owned(),
+            priority: 5,
+            run_at: None,
+            data: data.to_vec(),
+        }
+    }
+
+    fn line_of(r: &Record) -> Vec<u8> {
+        let mut out = Vec::new();
+        let n = encode_into(r, &mut out).unwrap();
+        assert_eq!(n, out.len());
+        out
+    }
+
+    fn round_trip(r: &Record) {
+        let line = line_of(r);
+        assert_eq!(line.last(), Some(&b'\n'));
+        assert_eq!(
+            line.iter().filter(|&&b| b == b'\n').count(),
+            1,
+            "one record is one line"
+        );
+        assert!(!line.contains(&b'\r'));
+        let back = decode_line(&line[..line.len() - 1]).unwrap();
+        assert_eq!(&back, r);
+    }
+
+    #[test]
+    fn exact_format() {
+        let r = Record {
+            id: "j1".into(),
+            jobtype: "mail".into(),
+            priority: -3,
+            run_at: Some(1_700_000_000_000),
+            data: b"a\\b\nc\rd\xffe|f".to_vec(),
+        };
+        let line = line_of(&r);
+        let body = b"j1|mail|-3|1700000000000|a\\\\b\\nc\\rd\\xffe|f";
+        let expected = format!(
+            "{:08x} {} {}\n",
+            crc32c::crc32c(body),
+            body.len(),
+            std::str::from_utf8(body).unwrap()
+        );
+        assert_eq!(std::str::from_utf8(&line).unwrap(), expected);
+        round_trip(&r);
+    }
+
+    #[test]
+    fn run_at_none_is_empty_and_text_is_verbatim() {
+        let r = rec("x", "héllo wörld ✓ \t\0".as_bytes());
+        let line = line_of(&r);
+        let text = std::str::from_utf8(&line).unwrap();
+        assert!(
+            text.ends_with(" x|mail|5||héllo wörld ✓ \t\0\n"),
+            "{text:?}"
+        );
+        round_trip(&r);
+    }
+
+    #[test]
+    fn every_byte_value_and_edge_payloads() {
+        let all: Vec<u8> = (0..=255u8).collect();
+        round_trip(&rec("all", &all));
+        round_trip(&rec("empty", b""));
+        round_trip(&rec("nl", b"\n\n\r\n\\\\n\\x41"));
+        round_trip(&rec(
+            "bad-utf8",
+            b"\xc3\x28\xa0\xa1\xe2\x28\xa1\xf0\x90\x28\xbc",
+        ));
+        round_trip(&rec("truncated-utf8", "✓".as_bytes().split_at(2).0));
+        let big: Vec<u8> = (0..1u64 << 20).map(|i| (i * 7919 % 251) as u8).collect();
+        round_trip(&rec("big", &big));
+    }
+
+    #[test]
+    fn extreme_numbers() {
+        for (priority, run_at) in [
+            (i32::MIN, Some(i64::MIN)),
+            (i32::MAX, Some(i64::MAX)),
+            (0, Some(0)),
+            (0, None),
+        ] {
+            round_trip(&Record {
+                id: "n".into(),
+                jobtype: "t".into(),
+                priority,
+                run_at,
+                data: vec![],
+            });
+        }
+    }
+
+    #[test]
+    fn invalid_names_are_refused() {
+        for (id, jobtype) in [
+            ("", "t"),
+            ("a", ""),
+            ("a|b", "t"),
+            ("a", "t|u"),
+            ("a\nb", "t"),
+            ("a", "t\r"),
+            ("a\u{1}", "t"),
+            ("a", "t\u{7f}"),
+            ("a\u{85}", "t"),
+        ] {
+            let r = Record {
+                id: id.into(),
+                jobtype: jobtype.into(),
+                priority: 0,
+                run_at: None,
+                data: vec![],
+            };
+            let mut out = b"keep".to_vec();
+            let err = encode_into(&r, &mut out).unwrap_err();
+            assert!(
+                matches!(err, JournalError::InvalidRecord { .. }),
+                "{id:?} {jobtype:?}: {err}"
+            );
+            assert_eq!(out, b"keep", "nothing written on error");
+        }
+    }
+
+    #[test]
+    fn damaged_lines_are_refused() {
+        let r = rec("id", b"payload");
+        let line = line_of(&r);
+        let line = &line[..line.len() - 1];
+        let text = std::str::from_utf8(line).unwrap();
+        let with = |body: &str| {
+            format!(
+                "{:08x} {} {body}",
+                crc32c::crc32c(body.as_bytes()),
+                body.len()
+            )
+            .into_bytes()
+        };
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (b"".to_vec(), "empty"),
+            (line[..line.len() - 1].to_vec(), "short"),
+            ([line, b"x"].concat(), "long"),
+            (text.replacen(&text[..8], "00000000", 1).into_bytes(), "crc"),
+            (text.to_uppercase().into_bytes(), "upper hex"),
+            (with("id|mail|5|"), "fields missing"),
+            (with("id|mail|x||p"), "priority"),
+            (with("id|mail|1|y|p"), "run_at"),
+            (with("|mail|1||p"), "empty id"),
+            (with("id||1||p"), "empty jobtype"),
+            (with("id|mail|1||a\\qb"), "bad escape"),
+            (with("id|mail|1||a\\x4"), "short hex escape"),
+            (with("id|mail|1||a\\xAB"), "uppercase hex escape"),
+            (with("id|mail|1||a\\"), "trailing backslash"),
+            (with("id|mail|1||a\rb"), "raw CR"),
+            (with("i\u{1}d|mail|1||p"), "control char in id"),
+        ];
+        for (bad, what) in cases {
+            assert!(
+                decode_line(&bad).is_err(),
+                "{what}: {:?}",
+                String::from_utf8_lossy(&bad)
+            );
+        }
+        // Leading zeros in the length are not canonical.
+        let zero = format!("{} 0{}", &text[..8], &text[9..]);
+        assert!(decode_line(zero.as_bytes()).is_err());
+        assert_eq!(decode_line(line).unwrap(), r, "the original still decodes");
+        // A body containing `|` in the payload is fine.
+        assert_eq!(
+            decode_line(&with("id|mail|1||a|b|c")).unwrap().data,
+            b"a|b|c"
+        );
+    }
+
+    #[test]
+    fn resync_finds_the_second_of_two_merged_lines() {
+        let a = line_of(&rec("a", b"first"));
+        let b = line_of(&rec("b", b"second"));
+        let mut merged = a.clone();
+        *merged.last_mut().unwrap() = b'N';
+        merged.extend_from_slice(&b[..b.len() - 1]);
+        assert!(decode_line(&merged).is_err());
+        let at = resync_offset(&merged).unwrap();
+        assert_eq!(at, a.len());
+        assert_eq!(decode_line(&merged[at..]).unwrap().id, "b");
+        assert_eq!(resync_offset(&b[..b.len() - 1]), None);
+    }
+
+    fn name() -> impl Strategy<Value = String> {
+        "[^|\\p{Cc}]{1,40}"
+    }
+
+    proptest! {
+        // No regression files: they would land outside this module.
+        #![proptest_config(ProptestConfig {
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn arbitrary_records_round_trip(
+            id in name(),
+            jobtype in name(),
+            priority in any::<i32>(),
+            run_at in any::<Option<i64>>(),
+            data in proptest::collection::vec(any::<u8>(), 0..600),
+        ) {
+            let r = Record { id, jobtype, priority, run_at, data };
+            let line = line_of(&r);
+            prop_assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
+            prop_assert!(!line.contains(&b'\r'));
+            prop_assert_eq!(decode_line(&line[..line.len() - 1]).unwrap(), r);
+        }
+
+        #[test]
+        fn text_payloads_stay_readable(text in "\\PC{0,200}") {
+            let r = rec("t", text.as_bytes());
+            let line = line_of(&r);
+            let shown = std::str::from_utf8(&line).unwrap();
+            let expected = text.replace('\\', "\\\\").replace('\n', "\\n").replace('\r', "\\r");
+            let tail = format!("|{expected}\n");
+            prop_assert!(shown.ends_with(&tail));
+        }
+
+        #[test]
+        fn arbitrary_lines_never_panic(line in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode_line(&line);
+            let _ = resync_offset(&line);
+        }
+
+        #[test]
+        fn any_single_byte_change_is_caught(
+            data in proptest::collection::vec(any::<u8>(), 0..100),
+            at in any::<prop::sample::Index>(),
+            xor in 1..=255u8,
+        ) {
+            let line = line_of(&rec("p", &data));
+            let mut bad = line[..line.len() - 1].to_vec();
+            let i = at.index(bad.len());
+            bad[i] ^= xor;
+            prop_assert!(decode_line(&bad).is_err());
+        }
+    }
+}
