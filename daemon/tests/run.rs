@@ -161,7 +161,11 @@ esac"#,
 
         let chain = api.add("acme", "chain", &["5"]).await;
         let status = api
-            .add("acme", "status", &["ok", "failed", "flaky", "broken", "slow"])
+            .add(
+                "acme",
+                "status",
+                &["ok", "failed", "flaky", "broken", "slow"],
+            )
             .await;
         let sneaky = api.add("acme", "sneaky", &["go"]).await;
 
@@ -178,12 +182,27 @@ esac"#,
         assert_eq!(by["failed"]["attempts"], 1, "failed is not retried");
         assert_eq!(by["flaky"]["result"]["code"], "ok", "{}", by["flaky"]);
         assert_eq!(by["flaky"]["attempts"], 2, "retry, then ok");
-        assert_eq!(by["broken"]["result"]["code"], "timeout", "{}", by["broken"]);
+        assert_eq!(
+            by["broken"]["result"]["code"], "timeout",
+            "{}",
+            by["broken"]
+        );
         assert_eq!(by["broken"]["result"]["status"], 500);
-        assert_eq!(by["broken"]["attempts"], 3, "errors until the attempt limit");
-        assert!(by["broken"]["result"]["output"].as_str().unwrap().contains("always broken"));
+        assert_eq!(
+            by["broken"]["attempts"], 3,
+            "errors until the attempt limit"
+        );
+        assert!(
+            by["broken"]["result"]["output"]
+                .as_str()
+                .unwrap()
+                .contains("always broken")
+        );
         assert_eq!(by["slow"]["result"]["code"], "ok", "{}", by["slow"]);
-        assert_eq!(by["slow"]["attempts"], 2, "killed at the time limit, then retried");
+        assert_eq!(
+            by["slow"]["attempts"], 2,
+            "killed at the time limit, then retried"
+        );
 
         api.archived("acme", &chain).await;
         api.archived("acme", &sneaky).await;
@@ -207,12 +226,18 @@ esac"#,
                 .then_some(types)
         })
         .await;
-        assert!(!acme_types.iter().any(|t| t.contains("etc")), "{acme_types:?}");
+        assert!(
+            !acme_types.iter().any(|t| t.contains("etc")),
+            "{acme_types:?}"
+        );
         let globex = api.stats("globex").await;
         assert_eq!(globex["jobtypes"], json!([]), "no job of another client");
         let sneaky_job = api.job("acme", &sneaky[0]).await;
         assert!(
-            sneaky_job["result"]["output"].as_str().unwrap().contains("J: line dropped"),
+            sneaky_job["result"]["output"]
+                .as_str()
+                .unwrap()
+                .contains("J: line dropped"),
             "{sneaky_job}"
         );
     });
@@ -223,16 +248,18 @@ esac"#,
 fn jobs_without_a_handler_time_out() {
     block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let d = DaemonProc::start(
-            dir.path(),
-            &runner(None).arg("--max-attempts").arg("3"),
-        );
+        let d = DaemonProc::start(dir.path(), &runner(None).arg("--max-attempts").arg("3"));
         let api = Api::new(&d.url);
         let ids = api.add("acme", "nobody", &["x"]).await;
         let done = api.archived("acme", &ids).await;
         assert_eq!(done[0]["result"]["code"], "timeout");
         assert_eq!(done[0]["attempts"], 3);
-        assert!(done[0]["result"]["output"].as_str().unwrap().contains("no handler"));
+        assert!(
+            done[0]["result"]["output"]
+                .as_str()
+                .unwrap()
+                .contains("no handler")
+        );
     });
 }
 
@@ -278,18 +305,40 @@ fn a_long_lived_worker_serves_many_jobs(#[case] backend: &'static str) {
             .iter()
             .map(|j| {
                 assert_eq!(j["result"]["code"], "ok", "{j}");
-                j["result"]["output"].as_str().unwrap().split_whitespace().nth(1).unwrap().to_owned()
+                j["result"]["output"]
+                    .as_str()
+                    .unwrap()
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap()
+                    .to_owned()
             })
             .collect();
-        assert_eq!(pids.len(), 1, "one worker process served every job: {pids:?}");
+        assert_eq!(
+            pids.len(),
+            1,
+            "one worker process served every job: {pids:?}"
+        );
         let befores = std::fs::read_to_string(&marker).unwrap();
         assert_eq!(befores.lines().count(), 1, "before ran once");
         let max_n = done
             .iter()
-            .map(|j| j["result"]["output"].as_str().unwrap().split_whitespace().nth(3).unwrap().parse::<u32>().unwrap())
+            .map(|j| {
+                j["result"]["output"]
+                    .as_str()
+                    .unwrap()
+                    .split_whitespace()
+                    .nth(3)
+                    .unwrap()
+                    .parse::<u32>()
+                    .unwrap()
+            })
             .max()
             .unwrap();
-        assert_eq!(max_n, 200, "the worker kept its state across jobs and batches");
+        assert_eq!(
+            max_n, 200,
+            "the worker kept its state across jobs and batches"
+        );
     });
 }
 
@@ -327,8 +376,14 @@ fn sigterm_mid_run_loses_nothing() {
         .await
         .unwrap();
         assert!(status.success(), "{text}");
-        let ran_before = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
-        assert!(ran_before > 0 && ran_before < 20, "stopped mid-run: {ran_before} ran");
+        let ran_before = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        assert!(
+            ran_before > 0 && ran_before < 20,
+            "stopped mid-run: {ran_before} ran"
+        );
 
         let d = DaemonProc::start(dir.path(), &how);
         let api = Api::new(&d.url);
@@ -337,7 +392,10 @@ fn sigterm_mid_run_loses_nothing() {
         let ran = std::fs::read_to_string(&log).unwrap();
         let mut seen = std::collections::HashSet::new();
         for id in ran.lines() {
-            assert!(seen.insert(id.to_owned()), "job {id} ran twice across a clean stop");
+            assert!(
+                seen.insert(id.to_owned()),
+                "job {id} ran twice across a clean stop"
+            );
         }
         assert_eq!(seen.len(), 20);
         let unstarted_went_back = done.iter().all(|j| j["attempts"] == 1);
@@ -391,7 +449,10 @@ fn three_daemons_one_killed(#[case] backend: &'static str) {
         let refs: Vec<&str> = payloads.iter().map(String::as_str).collect();
         let ids = api.add("acme", "work", &refs).await;
         eventually(WAIT, "some jobs ran", || async {
-            let n = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+            let n = std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .count();
             (n >= 30).then_some(())
         })
         .await;
@@ -399,7 +460,10 @@ fn three_daemons_one_killed(#[case] backend: &'static str) {
         daemons[2].kill9();
         let survivor = Api::new(&daemons[1].url);
         let done = survivor.archived("acme", &ids).await;
-        assert!(done.iter().all(|j| j["result"]["code"] == "ok"), "every job completed");
+        assert!(
+            done.iter().all(|j| j["result"]["code"] == "ok"),
+            "every job completed"
+        );
         let ran = std::fs::read_to_string(&log).unwrap();
         let mut count: HashMap<&str, u32> = HashMap::new();
         for id in ran.lines() {
@@ -411,7 +475,10 @@ fn three_daemons_one_killed(#[case] backend: &'static str) {
             killed_at.elapsed()
         );
         assert_eq!(count.len(), 300);
-        assert!(twice <= 8, "only jobs in flight at the kill (at most 8) may run twice: {twice}");
+        assert!(
+            twice <= 8,
+            "only jobs in flight at the kill (at most 8) may run twice: {twice}"
+        );
         for d in &mut daemons[..2] {
             assert!(d.terminate().success());
         }
@@ -453,7 +520,9 @@ fn process_handlers_need_the_admin_and_the_flag() {
         // Disabled: nobody, not even the admin.
         let off = DaemonProc::start(
             &dir.path().join("off"),
-            &Start::store(None).arg("--config").arg(cfg.to_str().unwrap()),
+            &Start::store(None)
+                .arg("--config")
+                .arg(cfg.to_str().unwrap()),
         );
         assert_eq!(json(set(ADMIN, &off.url)).await.0, 403);
         assert_eq!(json(set("acme-token", &off.url)).await.0, 403);

@@ -1,0 +1,157 @@
+//! The store's server stops under load: the daemon keeps acknowledging adds
+//! into its journal, says the store is unreachable in its health, and
+//! catches up once the server is back, with nothing lost.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jobstore_conformance::servers::{PrivatePostgres, PrivateRedis};
+use jobstore_conformance::services::skip;
+use serde_json::Value;
+use support::*;
+
+/// How the test stops and starts the server.
+trait Server {
+    fn url(&self) -> String;
+    fn down(&self);
+    fn up(&self);
+}
+
+impl Server for PrivatePostgres {
+    fn url(&self) -> String {
+        with_param(&PrivatePostgres::url(self), "schema", "outage")
+    }
+    fn down(&self) {
+        self.stop("fast").expect("stop PostgreSQL");
+    }
+    fn up(&self) {
+        self.start().expect("start PostgreSQL");
+    }
+}
+
+impl Server for PrivateRedis {
+    fn url(&self) -> String {
+        with_param(&PrivateRedis::url(self), "prefix", "outage")
+    }
+    fn down(&self) {
+        self.stop().expect("stop Redis");
+    }
+    fn up(&self) {
+        self.start_again().expect("start Redis");
+    }
+}
+
+async fn health(url: &str) -> Value {
+    json(http().get(format!("{url}/health"))).await.1
+}
+
+fn outage(server: &dyn Server, backend: &str) {
+    block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let url = server.url();
+        let d = DaemonProc::start(dir.path(), &Start::intake(Some(&url)));
+        let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let load = {
+            let (acked, stop, base) = (acked.clone(), stop.clone(), d.url.clone());
+            tokio::spawn(async move {
+                let c = http();
+                let body: String = (0..50).map(|i| format!("job {i}\n")).collect();
+                while !stop.is_cancelled() {
+                    let (s, v) =
+                        json(c.post(format!("{base}/acme/job/t/add")).body(body.clone())).await;
+                    assert_eq!(s, 200, "adds are acknowledged whatever the store does: {v}");
+                    acked.lock().unwrap().extend(ids(&v));
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let before = acked.lock().unwrap().len();
+
+        server.down();
+        let down_at = Instant::now();
+        let h = eventually(
+            Duration::from_secs(30),
+            "health to see the outage",
+            || async {
+                let h = health(&d.url).await;
+                (h["store"]["reachable"] == false).then_some(h)
+            },
+        )
+        .await;
+        assert_eq!(h["status"], "degraded", "{h}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let during = acked.lock().unwrap().len() - before;
+        let backlog = health(&d.url).await["journal"]["backlog_records"]
+            .as_u64()
+            .unwrap();
+        assert!(
+            during > 0 && backlog > 0,
+            "acknowledged {during} during the outage, backlog {backlog}"
+        );
+
+        server.up();
+        let back_at = Instant::now();
+        stop.cancel();
+        load.await.unwrap();
+        eventually(Duration::from_secs(60), "ingest to catch up", || async {
+            let h = health(&d.url).await;
+            (h["journal"]["backlog_records"] == 0 && h["store"]["reachable"] == true).then_some(())
+        })
+        .await;
+        let caught_up = back_at.elapsed();
+        let acked = acked.lock().unwrap().clone();
+        let store = jobstore_daemon::factory::open(Some(&url), dir.path())
+            .await
+            .unwrap();
+        for id in &acked {
+            assert!(
+                store
+                    .get_job(&format!("acme-{id}"))
+                    .await
+                    .unwrap()
+                    .is_some(),
+                "acknowledged job {id} is missing"
+            );
+        }
+        let counts = store.job_counts(jobstore_api::now_millis()).await.unwrap();
+        let total = counts
+            .iter()
+            .find(|c| c.jobtype == "acme-t")
+            .unwrap()
+            .total();
+        assert_eq!(total, acked.len() as u64, "every acknowledged job once");
+        eprintln!(
+            "{backend}: {} jobs acknowledged, {during} during a {:?} outage; caught up {:?} after the server came back",
+            acked.len(),
+            back_at.duration_since(down_at),
+            caught_up
+        );
+    });
+}
+
+#[test]
+fn postgres_outage_under_load() {
+    let bin = match PrivatePostgres::binaries() {
+        Ok(b) => b,
+        Err(why) => {
+            skip::<()>("postgres", &why);
+            return;
+        }
+    };
+    let server = PrivatePostgres::create(bin).expect("private PostgreSQL");
+    outage(&server, "postgres");
+}
+
+#[test]
+fn redis_outage_under_load() {
+    if let Err(why) = PrivateRedis::binaries() {
+        skip::<()>("redis", &why);
+        return;
+    }
+    let server = PrivateRedis::start().expect("private Redis");
+    outage(&server, "redis");
+}
