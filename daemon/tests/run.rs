@@ -437,7 +437,7 @@ fn three_daemons_one_killed(#[case] backend: &'static str) {
                     .arg("8"),
             )
         };
-        let mut daemons = vec![start("node-a"), start("node-b"), start("node-c")];
+        let mut daemons = [start("node-a"), start("node-b"), start("node-c")];
         let api = Api::new(&daemons[0].url);
         api.handler(
             "acme",
