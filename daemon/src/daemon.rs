@@ -95,9 +95,15 @@ impl Daemon {
             source,
         })?;
 
-        let journal = Journal::open(
-            JournalOptions::new(config.journal_dir()).segment_size(config.journal_segment_bytes),
-        )?;
+        // Opening verifies the unsynced part of the journal: blocking I/O.
+        let options =
+            JournalOptions::new(config.journal_dir()).segment_size(config.journal_segment_bytes);
+        let journal = tokio::task::spawn_blocking(move || Journal::open(options))
+            .await
+            .map_err(|e| DaemonError::DataDir {
+                path: config.journal_dir().display().to_string(),
+                source: std::io::Error::other(e),
+            })??;
         let recovery = journal.recovery();
         tracing::info!(?recovery, dir = %config.journal_dir().display(), "journal open");
 
