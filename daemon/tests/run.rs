@@ -528,3 +528,93 @@ fn process_handlers_need_the_admin_and_the_flag() {
         assert_eq!(json(set("acme-token", &off.url)).await.0, 403);
     });
 }
+
+/// A daemon frozen past its lease loses its job to another daemon; once it
+/// runs again, its renewal finds the job lost, kills the run and releases
+/// nothing, so the new owner's result stands.
+#[test]
+fn a_lost_lease_stops_the_run_and_releases_nothing() {
+    block_on(async {
+        use nix::sys::signal::{Signal, kill};
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("shared.db");
+        let store = format!("sqlite://{}", db.display());
+        let ran = dir.path().join("ran.log");
+        let start = |name: &str| {
+            DaemonProc::start(
+                &dir.path().join(name),
+                &runner(Some(&store))
+                    .env("RAN", ran.to_str().unwrap())
+                    .arg("--sysid")
+                    .arg(name)
+                    .arg("--lease")
+                    .arg("1s"),
+            )
+        };
+        let a = start("node-a");
+        let api = Api::new(&a.url);
+        api.handler(
+            "acme",
+            "long",
+            json!({"method": "process", "body": "echo \"start $JOBSTORE_ATTEMPT\" >> \"$RAN\"; sleep 6; echo \"end $JOBSTORE_ATTEMPT\" >> \"$RAN\"; echo done"}),
+        )
+        .await;
+        let ids = api.add("acme", "long", &["x"]).await;
+        eventually(WAIT, "node-a runs the job", || async {
+            let v = api.job("acme", &ids[0]).await;
+            (v["state"] == "running" && v["locked_by"] == "node-a").then_some(())
+        })
+        .await;
+        kill(a.pid(), Signal::SIGSTOP).unwrap();
+        let b = start("node-b");
+        let api_b = Api::new(&b.url);
+        eventually(WAIT, "node-b takes the job over", || async {
+            let v = api_b.job("acme", &ids[0]).await;
+            (v["locked_by"] == "node-b").then_some(())
+        })
+        .await;
+        kill(a.pid(), Signal::SIGCONT).unwrap();
+        let done = api_b.archived("acme", &ids).await;
+        assert_eq!(done[0]["result"]["code"], "ok");
+        assert_eq!(done[0]["attempts"], 2);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let log = std::fs::read_to_string(&ran).unwrap();
+        assert!(
+            log.contains("start 1") && log.contains("start 2") && log.contains("end 2"),
+            "{log}"
+        );
+        assert!(
+            !log.contains("end 1"),
+            "node-a's run was killed when its lease was lost: {log}"
+        );
+        assert!(a.log().contains("lease lost"), "{}", a.log());
+    });
+}
+
+/// With a retention of zero, ok jobs are deleted at completion; failed
+/// ones are archived.
+#[test]
+fn retention_zero_deletes_ok_jobs() {
+    block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let d = DaemonProc::start(dir.path(), &runner(None).arg("--retention").arg("0s"));
+        let api = Api::new(&d.url);
+        api.handler(
+            "acme",
+            "t",
+            json!({"method": "process", "body": "read x; [ \"$x\" = bad ] && echo 'S: 400'; true"}),
+        )
+        .await;
+        let ids = api.add("acme", "t", &["good", "bad"]).await;
+        let failed = api.archived("acme", &ids[1..]).await;
+        assert_eq!(failed[0]["result"]["code"], "failed");
+        eventually(WAIT, "the ok job deleted", || async {
+            let v = api.job("acme", &ids[0]).await;
+            (v["error"]["kind"] == "not_found").then_some(())
+        })
+        .await;
+        let stats = api.stats("acme").await;
+        assert_eq!(archived_count(&stats, "t", "ok"), 0);
+        assert_eq!(archived_count(&stats, "t", "failed"), 1);
+    });
+}

@@ -99,19 +99,15 @@ impl HttpRunner {
         match answer {
             Ok((status, retry_after, body)) => {
                 let mut parser = OutputParser::default();
-                for line in body.split(|b| *b == b'\n') {
-                    if line.starts_with(b"S:") {
-                        continue;
+                let text = body.strip_suffix(b"\n").unwrap_or(&body);
+                if !text.is_empty() {
+                    for line in text.split(|b| *b == b'\n') {
+                        if !line.starts_with(b"S:") {
+                            parser.line(line);
+                        }
                     }
-                    parser.line(line);
                 }
-                let mut parsed = parser.finish();
-                // The last split piece of a body ending in a newline is empty.
-                if parsed.output.ends_with(b"\n\n") {
-                    parsed.output.pop();
-                }
-                let code = status.as_u16();
-                let mut outcome = Outcome::new(code, parsed);
+                let mut outcome = Outcome::new(status.as_u16(), parser.finish());
                 if status == StatusCode::TOO_MANY_REQUESTS
                     || status == StatusCode::SERVICE_UNAVAILABLE
                 {
@@ -126,5 +122,103 @@ impl HttpRunner {
             ))),
             Err(e) => Finished::Done(Outcome::error(&format!("calling the handler: {e}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::Router;
+    use axum::http::{HeaderMap, StatusCode as Code};
+    use axum::routing::post;
+
+    async fn hook(headers: HeaderMap, body: String) -> (Code, HeaderMap, String) {
+        let mut out = HeaderMap::new();
+        let attempt = headers["x-jobstore-attempt"].to_str().unwrap().to_owned();
+        match body.as_str() {
+            "ok" => (
+                Code::OK,
+                out,
+                format!("fine on attempt {attempt}\nJ: next|{attempt}\nS: 404\n"),
+            ),
+            "missing" => (Code::NOT_FOUND, out, "no such thing".into()),
+            "busy" => {
+                out.insert("retry-after", "7".parse().unwrap());
+                (Code::SERVICE_UNAVAILABLE, out, String::new())
+            }
+            "slow" => {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                (Code::OK, out, String::new())
+            }
+            _ => (Code::INTERNAL_SERVER_ERROR, out, "boom".into()),
+        }
+    }
+
+    async fn server() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            axum::serve(listener, Router::new().route("/hook", post(hook)))
+                .await
+                .unwrap()
+        });
+        format!("http://{addr}/hook")
+    }
+
+    fn task(data: &str) -> Task {
+        Task {
+            id: "acme-1".into(),
+            local_id: "1".into(),
+            jobtype: "acme-t".into(),
+            local_type: "t".into(),
+            client: "acme".into(),
+            attempt: 3,
+            data: data.as_bytes().to_vec(),
+            time_limit: Duration::from_millis(500),
+            lost: CancellationToken::new(),
+        }
+    }
+
+    async fn run(r: &HttpRunner, url: &str, data: &str) -> Outcome {
+        match r.run_one(url, &task(data)).await {
+            Finished::Done(o) => o,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn status_classes_retry_after_and_body_lines() {
+        let url = server().await;
+        let r = HttpRunner::new(Vec::new());
+        let o = run(&r, &url, "ok").await;
+        assert_eq!(
+            (o.status, o.class),
+            (200, Class::Ok),
+            "S: lines do not override HTTP"
+        );
+        assert_eq!(String::from_utf8_lossy(&o.output), "fine on attempt 3\n");
+        assert_eq!(o.children.len(), 1);
+        assert_eq!(o.children[0].data, b"3");
+        let o = run(&r, &url, "missing").await;
+        assert_eq!((o.status, o.class), (404, Class::Failed));
+        let o = run(&r, &url, "busy").await;
+        assert_eq!((o.status, o.class), (503, Class::Retry));
+        assert_eq!(o.retry_after, Some(Duration::from_secs(7)));
+        let o = run(&r, &url, "other").await;
+        assert_eq!((o.status, o.class), (500, Class::Error));
+        let o = run(&r, &url, "slow").await;
+        assert_eq!(o.status, 500);
+        assert!(String::from_utf8_lossy(&o.output).contains("time limit"));
+        let o = run(&r, "http://127.0.0.1:1/nothing", "ok").await;
+        assert_eq!(o.class, Class::Error, "connection refused is an error");
+    }
+
+    #[tokio::test]
+    async fn hosts_off_the_allow_list_are_not_called() {
+        let url = server().await;
+        let r = HttpRunner::new(vec!["example.com".into()]);
+        let o = run(&r, &url, "ok").await;
+        assert_eq!(o.class, Class::Error);
+        assert!(String::from_utf8_lossy(&o.output).contains("allow-list"));
     }
 }
