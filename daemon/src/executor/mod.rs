@@ -126,7 +126,11 @@ struct Loop {
     owner: String,
     sched: Scheduler,
     held: HeldMap,
-    handlers: HashMap<String, (Option<HandlerVersion>, Instant)>,
+    /// Every handler, as of `handlers_read`.
+    handlers: HashMap<String, HandlerVersion>,
+    handlers_read: Option<Instant>,
+    /// Jobtypes found without a handler, and when.
+    missing: HashMap<String, Instant>,
     done_tx: mpsc::UnboundedSender<(Task, Finished)>,
     complete_tx: mpsc::UnboundedSender<Completion>,
     batch_stop: CancellationToken,
@@ -176,6 +180,8 @@ impl Executor {
             owner,
             held,
             handlers: HashMap::new(),
+            handlers_read: None,
+            missing: HashMap::new(),
             done_tx,
             complete_tx,
             batch_stop: CancellationToken::new(),
@@ -274,6 +280,7 @@ impl Executor {
 impl Loop {
     /// Claims while the scheduler grants.
     async fn claim_round(&mut self, refresh: bool) -> jobstore_api::Result<()> {
+        self.refresh_handlers().await?;
         let now = now_millis();
         if refresh {
             let waiting = self.ex.store.waiting_jobtypes(now).await?;
@@ -289,12 +296,19 @@ impl Loop {
                     return Err(e);
                 }
             };
+            // A cap learnt just now (a handler read on its own) may be
+            // below the grant.
+            let cap = handler
+                .as_ref()
+                .and_then(|h| h.handler.limits.concurrency)
+                .unwrap_or(u32::MAX);
+            let want = grant.count.min(cap.max(1));
             let claimed = self
                 .ex
                 .store
                 .claim_jobs(
                     &grant.jobtype,
-                    grant.count as usize,
+                    want as usize,
                     &self.owner,
                     self.ex.settings.lease,
                     now_millis(),
@@ -302,6 +316,7 @@ impl Loop {
                 .await;
             match claimed {
                 Ok(jobs) => {
+                    tracing::trace!(got = jobs.len(), "claimed");
                     self.sched
                         .jobs_started(grant, jobs.len() as u32, now_millis());
                     if !jobs.is_empty() {
@@ -317,25 +332,62 @@ impl Loop {
         Ok(())
     }
 
-    /// The jobtype's newest handler, read at most once per `handler_ttl`.
-    async fn handler(&mut self, jobtype: &str) -> jobstore_api::Result<Option<HandlerVersion>> {
-        if let Some((h, at)) = self.handlers.get(jobtype)
-            && at.elapsed() < self.ex.settings.handler_ttl
+    /// Reads every handler (one `list_handlers` call) when the last read is
+    /// older than `handler_ttl`, and gives the scheduler their concurrency
+    /// caps, so that caps hold before the first claim of a jobtype.
+    async fn refresh_handlers(&mut self) -> jobstore_api::Result<()> {
+        if self
+            .handlers_read
+            .is_some_and(|at| at.elapsed() < self.ex.settings.handler_ttl)
         {
-            return Ok(h.clone());
+            return Ok(());
         }
-        let h = self.ex.store.get_handler(jobtype).await?;
-        self.sched.set_jobtype_cap(
-            jobtype,
-            h.as_ref().and_then(|v| v.handler.limits.concurrency),
-        );
-        if self.handlers.len() > 10_000 {
-            let ttl = self.ex.settings.handler_ttl;
-            self.handlers.retain(|_, (_, at)| at.elapsed() < ttl);
+        let list = self.ex.store.list_handlers().await?;
+        let mut fresh: HashMap<String, HandlerVersion> = HashMap::with_capacity(list.len());
+        for v in list {
+            self.sched
+                .set_jobtype_cap(&v.jobtype, v.handler.limits.concurrency);
+            fresh.insert(v.jobtype.clone(), v);
         }
-        self.handlers
-            .insert(jobtype.to_owned(), (h.clone(), Instant::now()));
-        Ok(h)
+        for gone in self.handlers.keys().filter(|jt| !fresh.contains_key(*jt)) {
+            self.sched.set_jobtype_cap(gone, None);
+        }
+        self.handlers = fresh;
+        self.handlers_read = Some(Instant::now());
+        self.missing.clear();
+        Ok(())
+    }
+
+    /// The jobtype's handler from the last read; a jobtype without one is
+    /// looked up on its own (once per `handler_ttl`), so a handler set just
+    /// before its jobs were added is found at once.
+    async fn handler(&mut self, jobtype: &str) -> jobstore_api::Result<Option<HandlerVersion>> {
+        if let Some(h) = self.handlers.get(jobtype) {
+            return Ok(Some(h.clone()));
+        }
+        let ttl = self.ex.settings.handler_ttl;
+        if self
+            .missing
+            .get(jobtype)
+            .is_some_and(|at| at.elapsed() < ttl)
+        {
+            return Ok(None);
+        }
+        match self.ex.store.get_handler(jobtype).await? {
+            Some(v) => {
+                self.sched
+                    .set_jobtype_cap(jobtype, v.handler.limits.concurrency);
+                self.handlers.insert(jobtype.to_owned(), v.clone());
+                Ok(Some(v))
+            }
+            None => {
+                if self.missing.len() > 10_000 {
+                    self.missing.retain(|_, at| at.elapsed() < ttl);
+                }
+                self.missing.insert(jobtype.to_owned(), Instant::now());
+                Ok(None)
+            }
+        }
     }
 
     /// Hands claimed jobs to their runner.

@@ -41,8 +41,10 @@ use super::{
     Finished, MAX_LINE, Outcome, OutputParser, Results, Task, kill_group, read_line_capped, shell,
 };
 
-/// Workers per context when the handler sets no concurrency.
-pub const DEFAULT_POOL: usize = 4;
+/// Workers per context when the handler sets no concurrency: one per CPU.
+pub fn default_pool() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
 /// Most workers per context.
 pub const MAX_POOL: usize = 256;
 
@@ -68,8 +70,10 @@ pub struct Workers {
 }
 
 impl Workers {
-    /// Runs a batch on one worker of its context: `before_each`, the jobs
-    /// one at a time, `after_each`.
+    /// Runs a batch on the workers of its context: the batch is split into
+    /// one contiguous chunk per worker (at most the pool's size), and each
+    /// worker runs `before_each`, its chunk's jobs one at a time, and
+    /// `after_each`.
     pub async fn run_batch(
         &self,
         handler: &Handler,
@@ -98,63 +102,96 @@ impl Workers {
                 })
                 .clone()
         };
-        let Ok(_slot) = pool.slots.acquire().await else {
-            return;
-        };
-        let mut worker = pool.idle.lock().await.pop();
-        let mut tasks = tasks.into_iter();
-        let mut hooks_done = false;
-        while let Some(t) = tasks.next() {
-            if stop.is_cancelled() {
-                let _ = results.send((t, Finished::NotStarted));
-                continue;
+        let parts = pool.size.min(tasks.len()).max(1);
+        let per = tasks.len().div_ceil(parts);
+        let mut chunks = Vec::with_capacity(parts);
+        let mut rest = tasks.into_iter();
+        loop {
+            let chunk: Vec<Task> = rest.by_ref().take(per).collect();
+            if chunk.is_empty() {
+                break;
             }
-            let w = match worker.take().and_then(|mut w| w.alive().then_some(w)) {
-                Some(w) => w,
-                None => match Worker::start(&key, &t.client).await {
-                    Ok(w) => w,
-                    Err(e) => {
-                        let _ = results.send((t, Finished::Done(Outcome::error(&e))));
-                        for rest in tasks.by_ref() {
-                            let _ = results.send((rest, Finished::Done(Outcome::error(&e))));
-                        }
-                        return;
-                    }
-                },
-            };
-            let mut w = w;
-            if !hooks_done {
-                hooks_done = true;
-                if let Some(code) = &handler.before_each
-                    && let Err(e) = w.hook("before_each", code).await
-                {
+            chunks.push(chunk);
+        }
+        futures::future::join_all(
+            chunks
+                .into_iter()
+                .map(|chunk| run_chunk(&key, &pool, handler, chunk, stop, results)),
+        )
+        .await;
+    }
+}
+
+/// Runs one chunk of a batch on one worker of the pool.
+async fn run_chunk(
+    key: &Key,
+    pool: &Pool,
+    handler: &Handler,
+    tasks: Vec<Task>,
+    stop: &CancellationToken,
+    results: &Results,
+) {
+    let Ok(_slot) = pool.slots.acquire().await else {
+        for t in tasks {
+            let _ = results.send((t, Finished::NotStarted));
+        }
+        return;
+    };
+    let mut worker = pool.idle.lock().await.pop();
+    let mut tasks = tasks.into_iter();
+    let mut hooks_done = false;
+    while let Some(t) = tasks.next() {
+        if stop.is_cancelled() {
+            let _ = results.send((t, Finished::NotStarted));
+            continue;
+        }
+        let w = match worker.take().and_then(|mut w| w.alive().then_some(w)) {
+            Some(w) => w,
+            None => match Worker::start(key, &t.client).await {
+                Ok(w) => w,
+                Err(e) => {
                     let _ = results.send((t, Finished::Done(Outcome::error(&e))));
                     for rest in tasks.by_ref() {
                         let _ = results.send((rest, Finished::Done(Outcome::error(&e))));
                     }
                     return;
                 }
-            }
-            let (finished, alive) = w.run(&t).await;
-            let _ = results.send((t, finished));
-            if alive {
-                worker = Some(w);
-            } else {
-                w.kill();
+            },
+        };
+        let mut w = w;
+        if !hooks_done {
+            hooks_done = true;
+            if let Some(code) = &handler.before_each
+                && let Err(e) = w.hook("before_each", code).await
+            {
+                let _ = results.send((t, Finished::Done(Outcome::error(&e))));
+                for rest in tasks.by_ref() {
+                    let _ = results.send((rest, Finished::Done(Outcome::error(&e))));
+                }
+                return;
             }
         }
-        if let (Some(code), Some(w)) = (&handler.after_each, worker.as_mut())
-            && let Err(e) = w.hook("after_each", code).await
-        {
-            tracing::warn!(error = %e, eid = %key.eid, "after_each failed");
-        }
-        if let Some(mut w) = worker
-            && w.alive()
-        {
-            pool.idle.lock().await.push(w);
+        let (finished, alive) = w.run(&t).await;
+        let _ = results.send((t, finished));
+        if alive {
+            worker = Some(w);
+        } else {
+            w.kill();
         }
     }
+    if let (Some(code), Some(w)) = (&handler.after_each, worker.as_mut())
+        && let Err(e) = w.hook("after_each", code).await
+    {
+        tracing::warn!(error = %e, eid = %key.eid, "after_each failed");
+    }
+    if let Some(mut w) = worker
+        && w.alive()
+    {
+        pool.idle.lock().await.push(w);
+    }
+}
 
+impl Workers {
     /// Stops workers idle for longer than `idle`; forgets empty contexts.
     pub async fn reap_idle(&self, idle: Duration) {
         let mut pools = self.pools.lock().await;
@@ -182,13 +219,13 @@ impl Workers {
     }
 }
 
-/// Workers per context: the handler's `concurrency`, else
-/// [`DEFAULT_POOL`], at most [`MAX_POOL`].
+/// Workers per context: the handler's `concurrency` (which also caps its
+/// jobs in flight), else one per CPU; at most [`MAX_POOL`].
 fn pool_size(handler: &Handler) -> usize {
     handler
         .limits
         .concurrency
-        .map_or(DEFAULT_POOL, |c| c as usize)
+        .map_or_else(default_pool, |c| c as usize)
         .clamp(1, MAX_POOL)
 }
 
@@ -397,10 +434,12 @@ done
         }
     }
 
+    /// A context of one worker.
     fn handler() -> Handler {
         let mut h = Handler::new("process", WORKER);
         h.eid = Some("ctx".into());
         h.before = Some("setup".into());
+        h.limits.concurrency = Some(1);
         h
     }
 
@@ -443,6 +482,22 @@ done
             "state kept across batches: {texts:?}"
         );
         assert_eq!(outcome(&second[1]).children[0].data, b"5");
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_spread_over_the_pool() {
+        let w = Workers::default();
+        let mut h = handler();
+        h.limits.concurrency = Some(3);
+        let out = run(&w, &h, (0..9).map(|i| task(i, "x")).collect()).await;
+        let pids: std::collections::BTreeSet<String> = out
+            .iter()
+            .map(|f| {
+                let text = String::from_utf8_lossy(&outcome(f).output).into_owned();
+                text.split("pid ").nth(1).unwrap().trim().to_owned()
+            })
+            .collect();
+        assert_eq!(pids.len(), 3, "three workers shared the batch: {pids:?}");
     }
 
     #[tokio::test]
