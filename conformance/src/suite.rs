@@ -1193,7 +1193,13 @@ pub async fn release_per_job_delay_too_long_releases_nothing(c: Ctx) {
 /// many different results and delays as entries), in one call.
 pub async fn release_per_job_max_batch(c: Ctx) {
     let s = &*c.store;
-    let jobtype = |i: usize| if i % 2 == 0 { "bulk-a" } else { "bulk-b" };
+    let jobtype = |i: usize| {
+        if i.is_multiple_of(2) {
+            "bulk-a"
+        } else {
+            "bulk-b"
+        }
+    };
     let jobs: Vec<NewJob> = (0..MAX_BATCH)
         .map(|i| NewJob::new(format!("j{i:05}"), jobtype(i), vec![b'x'; 8]))
         .collect();

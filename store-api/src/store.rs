@@ -188,7 +188,12 @@ pub trait JobStore: Send + Sync + Debug {
 
     /// Stores a new version of `jobtype`'s handler with its own id and
     /// `dt = now`; older versions are kept until deleted. Returns the
-    /// version stored.
+    /// version stored. Every field, [`Handler::limits`] included, reads
+    /// back exactly as given (an unset limit stays unset; a version's
+    /// limits are its own, never merged with an older version's), and a
+    /// version stored before a backend kept limits reads back with none
+    /// set. Checked by [`validate::handler`](crate::validate::handler):
+    /// field sizes and each limit's bounds.
     async fn set_handler(
         &self,
         jobtype: &str,

@@ -314,14 +314,6 @@ pub enum Release {
     Delete,
 }
 
-impl Release {
-    /// Whether the job comes out of it free again (retry or unget): work
-    /// for claimers, so stores wake their watchers.
-    pub fn frees(&self) -> bool {
-        matches!(self, Release::Retry { .. } | Release::Unget)
-    }
-}
-
 /// One job to let go of, and how; an entry of
 /// [`JobStore::release_jobs`](crate::JobStore::release_jobs).
 #[derive(Debug, Clone, PartialEq, Eq)]
