@@ -189,6 +189,7 @@ impl Executor {
         let mut refresh = true;
         let mut last_refresh = Instant::now();
         let mut store_backoff: Option<Instant> = None;
+        let mut found_work = false;
         let mut sysid_was_held = true;
         loop {
             if stop.is_cancelled() {
@@ -217,7 +218,13 @@ impl Executor {
                     last_refresh = Instant::now();
                 }
                 match l.claim_round(refresh).await {
-                    Ok(()) => store_backoff = None,
+                    Ok(claimed) => {
+                        store_backoff = None;
+                        // Only a fresh look at the store says work ran out.
+                        if refresh || claimed > 0 {
+                            found_work = claimed > 0;
+                        }
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot claim; retrying shortly");
                         store_backoff = Some(Instant::now() + Duration::from_millis(500));
@@ -225,7 +232,14 @@ impl Executor {
                 }
                 refresh = false;
             }
-            let wait = l.ex.settings.poll;
+            // While jobs are being found, look again soon: the counts the
+            // scheduler knows run out (stores cap them), and nothing else
+            // would wake the loop once the claimed jobs are done.
+            let wait = if found_work && l.sched.free() > 0 {
+                REFRESH_MIN.saturating_sub(last_refresh.elapsed())
+            } else {
+                l.ex.settings.poll
+            };
             tokio::select! {
                 Some((task, fin)) = done_rx.recv() => l.finish(task, fin),
                 w = watcher.wait(wait) => match w {
@@ -278,8 +292,9 @@ impl Executor {
 }
 
 impl Loop {
-    /// Claims while the scheduler grants.
-    async fn claim_round(&mut self, refresh: bool) -> jobstore_api::Result<()> {
+    /// Claims while the scheduler grants; returns how many jobs it claimed.
+    async fn claim_round(&mut self, refresh: bool) -> jobstore_api::Result<usize> {
+        let mut claimed_total = 0;
         self.refresh_handlers().await?;
         let now = now_millis();
         if refresh {
@@ -317,6 +332,7 @@ impl Loop {
             match claimed {
                 Ok(jobs) => {
                     tracing::trace!(got = jobs.len(), "claimed");
+                    claimed_total += jobs.len();
                     self.sched
                         .jobs_started(grant, jobs.len() as u32, now_millis());
                     if !jobs.is_empty() {
@@ -329,7 +345,7 @@ impl Loop {
                 }
             }
         }
-        Ok(())
+        Ok(claimed_total)
     }
 
     /// Reads every handler (one `list_handlers` call) when the last read is
