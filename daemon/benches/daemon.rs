@@ -53,6 +53,8 @@ impl Drop for Daemon {
     }
 }
 
+// The child is waited for when the returned `Daemon` is dropped.
+#[allow(clippy::zombie_processes)]
 fn start(dir: &Path, store: Option<&str>, args: &[&str]) -> Daemon {
     let addr_file = dir.join("addr");
     let _ = std::fs::remove_file(&addr_file);
