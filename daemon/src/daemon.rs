@@ -15,7 +15,9 @@ use crate::http::{AppState, Shared};
 use crate::ingest::{Ingest, Outcomes};
 use crate::journal::{Journal, JournalOptions};
 use crate::metrics::{MeteredStore, Metrics, StoreHealth};
+use crate::remote::WorkHub;
 use crate::runner::Runners;
+use crate::scheduler::Scheduler;
 use crate::sysid::{self, SysidKeeper};
 use crate::{factory, http};
 
@@ -162,6 +164,10 @@ impl Daemon {
         let shutdown = CancellationToken::new();
         let draining = CancellationToken::new();
         let outcomes = Arc::new(Outcomes::default());
+        let hub = Arc::new(WorkHub::new(
+            Scheduler::new(config.exec.scheduler.clone()),
+            config.exec.lease,
+        ));
         let state = AppState(Arc::new(Shared {
             store: store.clone(),
             journal: journal.clone(),
@@ -172,6 +178,7 @@ impl Daemon {
             sysid,
             draining: draining.clone(),
             max_payload,
+            hub: hub.clone(),
         }));
 
         // Ingest runs until told to stop, then drains within the grace period.
@@ -195,23 +202,22 @@ impl Daemon {
 
         // Jobs run until shutdown, then stop gracefully.
         let exec_stop = CancellationToken::new();
-        let executor = config.execute.then(|| {
-            tokio::spawn(
-                Executor {
-                    store: store.clone(),
-                    journal: journal.clone(),
-                    sysid: sysid_handle,
-                    runners: Arc::new(Runners::new(config.http_allow_hosts.clone())),
-                    settings: ExecSettings {
-                        shutdown_grace: config.shutdown_grace,
-                        ..config.exec.clone()
-                    },
-                    metrics: metrics.clone(),
-                }
-                .run(exec_stop.clone()),
-            )
-        });
-
+        let executor = tokio::spawn(
+            Executor {
+                store: store.clone(),
+                journal: journal.clone(),
+                sysid: sysid_handle,
+                runners: Arc::new(Runners::new(config.http_allow_hosts.clone())),
+                settings: ExecSettings {
+                    shutdown_grace: config.shutdown_grace,
+                    local: config.execute,
+                    ..config.exec.clone()
+                },
+                metrics: metrics.clone(),
+                hub: hub.clone(),
+            }
+            .run(exec_stop.clone()),
+        );
         let app = http::router(state);
         tracing::info!(%addr, sysid = %sysid_name, store = %url_for_log, "jobstore listening");
 
@@ -244,9 +250,7 @@ impl Daemon {
                 let jobs = async {
                     shutdown.cancelled().await;
                     exec_stop.cancel();
-                    if let Some(executor) = executor
-                        && executor.await.is_err()
-                    {
+                    if executor.await.is_err() {
                         tracing::error!("executor failed");
                     }
                 };

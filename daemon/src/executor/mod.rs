@@ -33,8 +33,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::journal::{Journal, Record};
 use crate::metrics::{Metrics, OutcomeLabels};
+use crate::remote::WorkHub;
 use crate::runner::{Finished, Outcome, OutputParser, Runners, Task};
-use crate::scheduler::{Scheduler, SchedulerConfig};
+use crate::scheduler::SchedulerConfig;
 use crate::sysid::SysidHandle;
 use crate::tenant::{self, Client};
 use completer::Completion;
@@ -65,6 +66,9 @@ pub struct ExecSettings {
     pub worker_idle: Duration,
     /// Longest wait between two looks at the store for due work.
     pub poll: Duration,
+    /// Whether this daemon's own runners claim jobs (false: intake and
+    /// remote workers only).
+    pub local: bool,
 }
 
 impl Default for ExecSettings {
@@ -80,6 +84,7 @@ impl Default for ExecSettings {
             complete_window: Duration::from_millis(2),
             worker_idle: Duration::from_secs(300),
             poll: Duration::from_secs(1),
+            local: true,
         }
     }
 }
@@ -119,12 +124,16 @@ pub struct Executor {
     pub settings: ExecSettings,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// The scheduler and the remote workers' registry.
+    pub hub: Arc<WorkHub>,
 }
 
 struct Loop {
     ex: Executor,
     owner: String,
-    sched: Scheduler,
+    hub: Arc<WorkHub>,
+    /// Jobs handed to this daemon's runners and not yet finished.
+    local_running: usize,
     held: HeldMap,
     /// Every handler, as of `handlers_read`.
     handlers: HashMap<String, HandlerVersion>,
@@ -161,6 +170,17 @@ impl Executor {
             self.metrics.clone(),
             background.clone(),
         ));
+        let sweeper = {
+            let (hub, stop) = (self.hub.clone(), background.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => hub.sweep(now_millis()),
+                    }
+                }
+            })
+        };
         let housekeeping = tokio::spawn(housekeeping(
             self.store.clone(),
             self.runners.clone(),
@@ -175,7 +195,8 @@ impl Executor {
             }
         };
         let mut l = Loop {
-            sched: Scheduler::new(self.settings.scheduler.clone()),
+            hub: self.hub.clone(),
+            local_running: 0,
             ex: self,
             owner,
             held,
@@ -212,8 +233,9 @@ impl Executor {
             // Counts the scheduler knows run out as jobs are claimed (and
             // stores may cap them): with free slots, look again, at most
             // every REFRESH_MIN while jobs keep ending.
-            refresh |= l.sched.free() > 0 && last_refresh.elapsed() >= REFRESH_MIN;
-            if held_now && store_ok && l.sched.free() > 0 {
+            let free = l.hub.sched().free();
+            refresh |= free > 0 && last_refresh.elapsed() >= REFRESH_MIN;
+            if l.ex.settings.local && held_now && store_ok && free > 0 {
                 if refresh {
                     last_refresh = Instant::now();
                 }
@@ -235,7 +257,7 @@ impl Executor {
             // While jobs are being found, look again soon: the counts the
             // scheduler knows run out (stores cap them), and nothing else
             // would wake the loop once the claimed jobs are done.
-            let wait = if found_work && l.sched.free() > 0 {
+            let wait = if found_work && l.hub.sched().free() > 0 {
                 REFRESH_MIN.saturating_sub(last_refresh.elapsed())
             } else {
                 l.ex.settings.poll
@@ -246,10 +268,16 @@ impl Executor {
                     Wakeup::Work(types) => {
                         let now = now_millis();
                         for jt in types {
-                            l.sched.hint(&jt, now);
+                            l.hub.sched().hint(&jt, now);
+                            // Long-polling fetches wait for these.
+                            let _ = l.hub.notices.send(jt);
                         }
                     }
-                    Wakeup::Unknown | Wakeup::TimedOut => refresh = true,
+                    Wakeup::Unknown => {
+                        refresh = true;
+                        let _ = l.hub.notices.send(String::new());
+                    }
+                    Wakeup::TimedOut => refresh = true,
                 },
                 _ = stop.cancelled() => break,
             }
@@ -259,7 +287,7 @@ impl Executor {
         l.batch_stop.cancel();
         let deadline = tokio::time::Instant::now() + l.ex.settings.shutdown_grace;
         let mut aborted = false;
-        while l.sched.running() > 0 {
+        while l.local_running > 0 {
             tokio::select! {
                 Some((task, fin)) = done_rx.recv() => l.finish(task, fin),
                 _ = tokio::time::sleep_until(deadline), if !aborted => {
@@ -287,6 +315,7 @@ impl Executor {
         background.cancel();
         let _ = renewer.await;
         let _ = housekeeping.await;
+        let _ = sweeper.await;
         ex.runners.shutdown().await;
     }
 }
@@ -300,17 +329,25 @@ impl Loop {
         if refresh {
             let waiting = self.ex.store.waiting_jobtypes(now).await?;
             tracing::trace!(?waiting, "waiting jobtypes");
-            self.sched.set_waiting(&waiting, now);
+            self.hub.sched().set_waiting(&waiting, now);
         }
-        while let Some(grant) = self.sched.select(now) {
+        loop {
+            let grant = self.hub.sched().select(now);
+            let Some(grant) = grant else { break };
             tracing::trace!(?grant, "claiming");
             let handler = match self.handler(&grant.jobtype).await {
                 Ok(h) => h,
                 Err(e) => {
-                    self.sched.jobs_started(grant, 0, now);
+                    self.hub.sched().jobs_started(grant, 0, now);
                     return Err(e);
                 }
             };
+            // Remote workers run it (learnt just now: the scheduler knows
+            // from here on).
+            if handler.as_ref().is_some_and(|h| h.handler.lang == "remote") {
+                self.hub.sched().jobs_started(grant, 0, now);
+                continue;
+            }
             // A cap learnt just now (a handler read on its own) may be
             // below the grant.
             let cap = handler
@@ -333,14 +370,15 @@ impl Loop {
                 Ok(jobs) => {
                     tracing::trace!(got = jobs.len(), "claimed");
                     claimed_total += jobs.len();
-                    self.sched
+                    self.hub
+                        .sched()
                         .jobs_started(grant, jobs.len() as u32, now_millis());
                     if !jobs.is_empty() {
                         self.start(jobs, handler);
                     }
                 }
                 Err(e) => {
-                    self.sched.jobs_started(grant, 0, now_millis());
+                    self.hub.sched().jobs_started(grant, 0, now_millis());
                     return Err(e);
                 }
             }
@@ -360,13 +398,16 @@ impl Loop {
         }
         let list = self.ex.store.list_handlers().await?;
         let mut fresh: HashMap<String, HandlerVersion> = HashMap::with_capacity(list.len());
-        for v in list {
-            self.sched
-                .set_jobtype_cap(&v.jobtype, v.handler.limits.concurrency);
-            fresh.insert(v.jobtype.clone(), v);
-        }
-        for gone in self.handlers.keys().filter(|jt| !fresh.contains_key(*jt)) {
-            self.sched.set_jobtype_cap(gone, None);
+        {
+            let mut sched = self.hub.sched();
+            for v in list {
+                apply_handler(&mut sched, &v);
+                fresh.insert(v.jobtype.clone(), v);
+            }
+            for gone in self.handlers.keys().filter(|jt| !fresh.contains_key(*jt)) {
+                sched.set_jobtype_cap(gone, None);
+                sched.set_remote_only(gone, false);
+            }
         }
         self.handlers = fresh;
         self.handlers_read = Some(Instant::now());
@@ -391,8 +432,7 @@ impl Loop {
         }
         match self.ex.store.get_handler(jobtype).await? {
             Some(v) => {
-                self.sched
-                    .set_jobtype_cap(jobtype, v.handler.limits.concurrency);
+                apply_handler(&mut self.hub.sched(), &v);
                 self.handlers.insert(jobtype.to_owned(), v.clone());
                 Ok(Some(v))
             }
@@ -448,6 +488,7 @@ impl Loop {
             }
         }
         self.ex.metrics.jobs_started.inc_by(tasks.len() as u64);
+        self.local_running += tasks.len();
         let done = self.done_tx.clone();
         match handler {
             None => {
@@ -475,7 +516,8 @@ impl Loop {
     /// A run ended: free its slot and queue its release.
     fn finish(&mut self, task: Task, fin: Finished) {
         let now = now_millis();
-        self.sched.jobs_stopped(&task.jobtype, 1, now);
+        self.hub.sched().jobs_stopped(&task.jobtype, 1, now);
+        self.local_running = self.local_running.saturating_sub(1);
         let (created, limits, aborted) = match lock(&self.held).get(&task.id) {
             Some(h) => (h.created, h.limits, h.aborted),
             None => {
@@ -568,6 +610,13 @@ impl Loop {
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
     }
+}
+
+/// Gives the scheduler what a handler says: its concurrency cap, and
+/// whether only remote workers run it.
+fn apply_handler(sched: &mut crate::scheduler::Scheduler, v: &HandlerVersion) {
+    sched.set_jobtype_cap(&v.jobtype, v.handler.limits.concurrency);
+    sched.set_remote_only(&v.jobtype, v.handler.lang == "remote");
 }
 
 /// Purges archived jobs past the retention, and stops idle workers.

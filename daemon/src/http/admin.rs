@@ -167,6 +167,11 @@ pub async fn metrics(
         super::handlers::delete,
         super::handlers::delete_post,
         super::handlers::list,
+        super::workers::fetch,
+        super::workers::heartbeat,
+        super::workers::finish,
+        super::workers::update,
+        super::workers::list,
         health,
         metrics,
         openapi,
@@ -175,6 +180,7 @@ pub async fn metrics(
     tags(
         (name = "jobs", description = "Add, query and cancel jobs"),
         (name = "handlers", description = "How a jobtype runs"),
+        (name = "workers", description = "Remote workers: fetch, heartbeat, finish, update"),
         (name = "admin", description = "Health, metrics, stats")
     )
 )]

@@ -18,8 +18,10 @@ use super::extract::{PathParams, QueryOf, RawBody, Tenant, is_json};
 use crate::auth::Caller;
 use crate::tenant;
 
-/// The runners this daemon has.
-pub const LANGS: [&str; 2] = ["process", "http"];
+/// The handler methods: the daemon's runners (`process`, `http`), and
+/// `remote` for jobtypes run only by remote workers (the daemon's own
+/// runners leave them alone; the handler's limits still apply).
+pub const LANGS: [&str; 3] = ["process", "http", "remote"];
 
 /// A handler's fields given in the query string (with a raw body).
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -225,10 +227,11 @@ fn authorize(state: &AppState, caller: &Caller, handler: &Handler) -> ApiResult<
             }
         }
         "http" => check_http_target(&state.config.http_allow_hosts, &handler.body)?,
+        "remote" => {}
         other => {
             return Err(ApiError::invalid(format!(
-                "unknown handler method {other:?}; this daemon runs {}",
-                LANGS.join(" and ")
+                "unknown handler method {other:?}; known are {}",
+                LANGS.join(", ")
             ))
             .field("method"));
         }

@@ -10,6 +10,7 @@ pub mod error;
 pub mod extract;
 pub mod handlers;
 pub mod jobs;
+pub mod workers;
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use crate::config::Config;
 use crate::ingest::Outcomes;
 use crate::journal::Journal;
 use crate::metrics::{Metrics, RequestLabels, StoreHealth};
+use crate::remote::WorkHub;
 use crate::sysid::SysidHandle;
 use error::ApiError;
 
@@ -51,6 +53,8 @@ pub struct Shared {
     pub draining: CancellationToken,
     /// The largest payload accepted (the store's limit).
     pub max_payload: usize,
+    /// The scheduler and the remote workers' registry.
+    pub hub: Arc<WorkHub>,
 }
 
 /// The router's state: a cheap handle on [`Shared`].
@@ -70,6 +74,11 @@ pub fn router(state: AppState) -> Router {
     let timeout = state.config.request_timeout;
     Router::new()
         .route("/{client}/job/{type}/add", post(jobs::add))
+        .route("/{client}/job/{type}/get", post(workers::fetch))
+        .route("/{client}/jobs/heartbeat", post(workers::heartbeat))
+        .route("/{client}/jobs/finish", post(workers::finish))
+        .route("/{client}/jobs/{id}/update", post(workers::update))
+        .route("/{client}/workers", get(workers::list))
         .route("/{client}/jobs/cancel", post(jobs::cancel))
         .route("/{client}/jobs/{id}", get(jobs::get))
         .route("/{client}/stats", get(jobs::client_stats))

@@ -289,6 +289,8 @@ struct JobtypeState {
     backoff_since: Option<Millis>,
     /// Its own cap.
     cap: Option<u32>,
+    /// Run by remote workers only: `select` never grants it (`admit` does).
+    remote_only: bool,
     /// Round-robin position: the tick of its last grant or its creation.
     last_served: u64,
 }
@@ -302,6 +304,7 @@ impl JobtypeState {
             hint: 0,
             backoff_since: None,
             cap: None,
+            remote_only: false,
             last_served: tick,
         }
     }
@@ -331,6 +334,7 @@ impl JobtypeState {
             && self.waiting == 0
             && self.hint == 0
             && self.cap.is_none()
+            && !self.remote_only
             && !self.backing_off(now, backoff_ms)
     }
 }
@@ -483,6 +487,22 @@ impl Scheduler {
         }
     }
 
+    /// Marks `jobtype` as run by remote workers only (its handler says so):
+    /// [`select`](Self::select) never grants it, while
+    /// [`admit`](Self::admit) still does, within the caps.
+    pub fn set_remote_only(&mut self, jobtype: &str, remote_only: bool) {
+        if remote_only {
+            let t = tenant_entry(&mut self.tenants, &mut self.tick, tenant_of(jobtype));
+            jobtype_entry(&mut t.jobtypes, &mut self.tick, jobtype).remote_only = true;
+        } else if let Some(j) = self
+            .tenants
+            .get_mut(tenant_of(jobtype))
+            .and_then(|t| t.jobtypes.get_mut(jobtype))
+        {
+            j.remote_only = false;
+        }
+    }
+
     /// Sets `tenant`'s own cap, or with `None` goes back to
     /// [`SchedulerConfig::max_running_per_tenant`]. Like a jobtype cap, a
     /// lowered cap stops nothing.
@@ -548,6 +568,9 @@ impl Scheduler {
 
     /// If `j` is eligible, its cap left and unclaimed waiting count.
     fn eligible(&self, j: &JobtypeState, now: Millis) -> Option<(u32, u64)> {
+        if j.remote_only {
+            return None;
+        }
         let unclaimed = j.unclaimed();
         if unclaimed == 0 || j.backing_off(now, self.config.empty_backoff_ms) {
             return None;

@@ -639,3 +639,23 @@ fn snapshot_reports_everything() {
     let json = serde_json::to_value(&snap).unwrap();
     assert_eq!(json["tenants"][0]["jobtypes"][1]["hinted"], true);
 }
+
+#[test]
+fn remote_only_jobtypes_are_admitted_but_never_selected() {
+    let mut s = Scheduler::new(SchedulerConfig::with_slots(8));
+    s.set_remote_only("acme-pull", true);
+    s.set_waiting(
+        &[jobstore_api::WaitingJobtype {
+            jobtype: "acme-pull".into(),
+            count: 5,
+        }],
+        0,
+    );
+    assert_eq!(s.select(0), None, "left to remote workers");
+    let g = s.admit("acme-pull", 3, 0).expect("admitted");
+    assert_eq!(g.count, 3);
+    s.jobs_started(g, 3, 0);
+    assert_eq!(s.running_of("acme-pull"), 3);
+    s.set_remote_only("acme-pull", false);
+    assert!(s.select(0).is_some(), "selectable again");
+}

@@ -1,0 +1,351 @@
+//! Remote workers: jobs handed out over the HTTP API to workers that pull
+//! them, and what the daemon shares between them and its own runners.
+//!
+//! A remote worker holds its jobs under a *lease token*,
+//! `{sysid}/{worker}/{session}`: the store's lock owner of each job it was
+//! handed. The daemon's own runners claim under the bare sysid, and every
+//! worker session has its own token, so the store's owner fencing keeps
+//! them apart: a worker cannot finish, renew or update another's jobs, nor
+//! its own once another claimer took them over after its lease ran out.
+//! The token names the daemon that handed the jobs out, so any daemon on
+//! the same store can take the worker's heartbeats and results.
+//!
+//! Fetches go through the same [`Scheduler`] as the daemon's own claims
+//! ([`Scheduler::admit`]), so remote workers are held to the same global,
+//! tenant and jobtype caps. [`WorkHub`] keeps the registry of workers seen
+//! (last seen, jobs held) and of the jobs they hold, so that finished or
+//! abandoned jobs give their slots back.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use jobstore_api::Millis;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+use utoipa::ToSchema;
+
+use crate::executor::Limits;
+use crate::scheduler::Scheduler;
+
+/// Longest worker name, in bytes.
+pub const MAX_WORKER_LEN: usize = 64;
+
+/// What the executor and the HTTP API share.
+pub struct WorkHub {
+    sched: Mutex<Scheduler>,
+    /// Store notices (jobtypes with new work; `""` for "anything"),
+    /// rebroadcast for long-polling fetches.
+    pub notices: broadcast::Sender<String>,
+    registry: Mutex<Registry>,
+    /// How long a worker may stay silent before it counts as gone.
+    pub worker_expiry: Duration,
+}
+
+impl std::fmt::Debug for WorkHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkHub").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Registry {
+    jobs: HashMap<String, RemoteJob>,
+    workers: BTreeMap<(String, String), WorkerEntry>,
+}
+
+/// A job a remote worker holds.
+#[derive(Debug, Clone)]
+pub struct RemoteJob {
+    /// Its store jobtype.
+    pub jobtype: String,
+    /// The lease token (store lock owner).
+    pub owner: String,
+    /// The client and worker holding it.
+    pub worker: (String, String),
+    /// When its lease runs out unless renewed.
+    pub expires: Millis,
+    /// Its hand-out number.
+    pub attempt: u32,
+    /// When it was stored.
+    pub created: Millis,
+    /// The limits of its handler when it was handed out.
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone, Default)]
+struct WorkerEntry {
+    last_seen: Millis,
+    held: usize,
+    fetched: u64,
+    finished: u64,
+}
+
+/// A worker as the registry knows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WorkerView {
+    /// Its name.
+    pub worker: String,
+    /// `active`, or `gone` when silent past its expiry (its jobs come back
+    /// after their leases).
+    pub state: String,
+    /// When it last fetched, renewed or finished (epoch ms).
+    pub last_seen: Millis,
+    /// Jobs it holds now.
+    pub jobs_held: usize,
+    /// Jobs handed to it since the daemon started.
+    pub fetched: u64,
+    /// Jobs it finished since the daemon started.
+    pub finished: u64,
+}
+
+impl WorkHub {
+    /// A hub around `sched`.
+    pub fn new(sched: Scheduler, worker_expiry: Duration) -> Self {
+        WorkHub {
+            sched: Mutex::new(sched),
+            notices: broadcast::channel(1024).0,
+            registry: Mutex::default(),
+            worker_expiry,
+        }
+    }
+
+    /// The scheduler (hold the guard briefly, never across an await).
+    pub fn sched(&self) -> MutexGuard<'_, Scheduler> {
+        self.sched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A worker was heard from.
+    pub fn seen(&self, client: &str, worker: &str, now: Millis) {
+        self.registry()
+            .workers
+            .entry((client.to_owned(), worker.to_owned()))
+            .or_default()
+            .last_seen = now;
+    }
+
+    /// Jobs were handed to a worker.
+    pub fn handed_out(
+        &self,
+        client: &str,
+        worker: &str,
+        jobs: Vec<(String, RemoteJob)>,
+        now: Millis,
+    ) {
+        let mut r = self.registry();
+        let w = r
+            .workers
+            .entry((client.to_owned(), worker.to_owned()))
+            .or_default();
+        w.last_seen = now;
+        w.held += jobs.len();
+        w.fetched += jobs.len() as u64;
+        r.jobs.extend(jobs);
+    }
+
+    /// The registry's entry of a held job.
+    pub fn job(&self, id: &str) -> Option<RemoteJob> {
+        self.registry().jobs.get(id).cloned()
+    }
+
+    /// Leases renewed until `expires`.
+    pub fn renewed(&self, ids: &[String], expires: Millis) {
+        let mut r = self.registry();
+        for id in ids {
+            if let Some(j) = r.jobs.get_mut(id) {
+                j.expires = expires;
+            }
+        }
+    }
+
+    /// Jobs that left their worker (finished, failed, lost or abandoned):
+    /// their slots are given back. `finished` counts toward the worker's
+    /// finished jobs.
+    pub fn settle(&self, ids: &[String], finished: bool, now: Millis) {
+        let mut gone = Vec::new();
+        {
+            let mut r = self.registry();
+            for id in ids {
+                if let Some(job) = r.jobs.remove(id) {
+                    if let Some(w) = r.workers.get_mut(&job.worker) {
+                        w.held = w.held.saturating_sub(1);
+                        if finished {
+                            w.finished += 1;
+                        }
+                    }
+                    gone.push(job.jobtype);
+                }
+            }
+        }
+        let mut s = self.sched();
+        for jobtype in gone {
+            s.jobs_stopped(&jobtype, 1, now);
+        }
+    }
+
+    /// Forgets held jobs whose lease ran out (their worker went away; the
+    /// store hands them out again) and workers long gone.
+    pub fn sweep(&self, now: Millis) {
+        let expired: Vec<String> = self
+            .registry()
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.expires <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        if !expired.is_empty() {
+            tracing::info!(
+                jobs = expired.len(),
+                "remote leases ran out; the jobs run again elsewhere"
+            );
+            self.settle(&expired, false, now);
+        }
+        let forget_after = jobstore_api::duration_ms(self.worker_expiry) * 60;
+        self.registry()
+            .workers
+            .retain(|_, w| w.held > 0 || now - w.last_seen < forget_after);
+    }
+
+    /// The workers of `client` the registry knows.
+    pub fn workers(&self, client: &str, now: Millis) -> Vec<WorkerView> {
+        let expiry = jobstore_api::duration_ms(self.worker_expiry);
+        self.registry()
+            .workers
+            .iter()
+            .filter(|((c, _), _)| c == client)
+            .map(|((_, name), w)| WorkerView {
+                worker: name.clone(),
+                state: if now - w.last_seen > expiry {
+                    "gone".to_owned()
+                } else {
+                    "active".to_owned()
+                },
+                last_seen: w.last_seen,
+                jobs_held: w.held,
+                fetched: w.fetched,
+                finished: w.finished,
+            })
+            .collect()
+    }
+
+    /// (active workers, gone workers, jobs held) over every client.
+    pub fn totals(&self, now: Millis) -> (usize, usize, usize) {
+        let expiry = jobstore_api::duration_ms(self.worker_expiry);
+        let r = self.registry();
+        let active = r
+            .workers
+            .values()
+            .filter(|w| now - w.last_seen <= expiry)
+            .count();
+        (active, r.workers.len() - active, r.jobs.len())
+    }
+}
+
+/// A worker name: 1..=[`MAX_WORKER_LEN`] bytes of `[A-Za-z0-9_.-]`.
+pub fn check_worker(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_WORKER_LEN {
+        return Err(format!(
+            "worker name must be 1..={MAX_WORKER_LEN} bytes, not {}",
+            name.len()
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+    {
+        return Err(format!(
+            "worker name {name:?} contains {c:?}; allowed are A-Z a-z 0-9 _ . -"
+        ));
+    }
+    Ok(())
+}
+
+/// A new lease token for `worker`, handed out by daemon `sysid`.
+pub fn new_lease(sysid: &str, worker: &str) -> String {
+    let session: [u8; 8] = rand::random();
+    format!("{sysid}/{worker}/{}", hex::encode(session))
+}
+
+/// The worker named in a lease token, if the token is well formed.
+pub fn lease_worker(token: &str) -> Option<&str> {
+    let mut parts = token.rsplitn(3, '/');
+    let session = parts.next()?;
+    let worker = parts.next()?;
+    let sysid = parts.next()?;
+    (session.len() == 16
+        && session.bytes().all(|b| b.is_ascii_hexdigit())
+        && check_worker(worker).is_ok()
+        && jobstore_api::validate::sysid(token).is_ok()
+        && !sysid.is_empty())
+    .then_some(worker)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::SchedulerConfig;
+
+    #[test]
+    fn lease_tokens_name_their_worker() {
+        let t = new_lease("node-1", "w_1");
+        assert_eq!(lease_worker(&t), Some("w_1"));
+        let t = new_lease("host/with/slashes", "w");
+        assert_eq!(lease_worker(&t), Some("w"));
+        for bad in [
+            "",
+            "node/w",
+            "node/w/xyz",
+            "node/w w/0123456789abcdef",
+            "/w/0123456789abcdef",
+        ] {
+            assert_eq!(lease_worker(bad), None, "{bad:?}");
+        }
+        assert!(check_worker("a.b-c_1").is_ok());
+        assert!(check_worker("a/b").is_err());
+        assert!(check_worker(&"x".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn settling_and_sweeping_give_slots_back() {
+        let hub = WorkHub::new(
+            Scheduler::new(SchedulerConfig::with_slots(4)),
+            Duration::from_secs(10),
+        );
+        let g = hub.sched().admit("acme-t", 3, 0).unwrap();
+        hub.sched().jobs_started(g, 3, 0);
+        let job = |id: &str, expires| {
+            (
+                id.to_owned(),
+                RemoteJob {
+                    jobtype: "acme-t".into(),
+                    owner: "n/w/0123456789abcdef".into(),
+                    worker: ("acme".into(), "w".into()),
+                    expires,
+                    attempt: 1,
+                    created: 0,
+                    limits: Limits::default(),
+                },
+            )
+        };
+        hub.handed_out(
+            "acme",
+            "w",
+            vec![job("a", 100), job("b", 100), job("c", 50)],
+            0,
+        );
+        assert_eq!(hub.sched().running(), 3);
+        hub.settle(&["a".into()], true, 10);
+        assert_eq!(hub.sched().running(), 2);
+        hub.sweep(60);
+        assert_eq!(hub.sched().running(), 1, "c's lease ran out");
+        let w = &hub.workers("acme", 60)[0];
+        assert_eq!((w.jobs_held, w.fetched, w.finished), (1, 3, 1));
+        assert_eq!(w.state, "active");
+        assert_eq!(hub.workers("acme", 20_000)[0].state, "gone");
+        assert!(hub.workers("globex", 60).is_empty());
+    }
+}
