@@ -193,6 +193,7 @@ impl Daemon {
                 batch: config.ingest_batch,
                 reserve_timeout: config.ingest_reserve_timeout,
                 rejected_file: config.data_dir.join("rejected.jsonl"),
+                notices: Some(hub.notices.clone()),
             }
             .run(ingest_stop.clone(), ingest_drain.clone()),
         );

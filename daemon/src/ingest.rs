@@ -110,6 +110,10 @@ pub struct Ingest {
     pub reserve_timeout: Duration,
     /// Where rejected records go.
     pub rejected_file: PathBuf,
+    /// Told the jobtype of every new job, so that this daemon's claim loop
+    /// and long-polling fetches wake at once, whatever the store's own
+    /// notifications do.
+    pub notices: Option<tokio::sync::broadcast::Sender<String>>,
 }
 
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
@@ -244,6 +248,21 @@ impl Ingest {
             match self.store.add_jobs(&jobs, now_millis()).await {
                 Ok(outcome) => {
                     backoff = BACKOFF_MIN;
+                    if let Some(tx) = &self.notices
+                        && !outcome.new.is_empty()
+                    {
+                        let new: HashSet<&str> = outcome.new.iter().map(String::as_str).collect();
+                        let mut types: Vec<&str> = jobs
+                            .iter()
+                            .filter(|j| new.contains(j.id.as_str()))
+                            .map(|j| j.jobtype.as_str())
+                            .collect();
+                        types.sort_unstable();
+                        types.dedup();
+                        for jt in types {
+                            let _ = tx.send(jt.to_owned());
+                        }
+                    }
                     let new = outcome.new.len() as u64;
                     let existing = outcome.existing.len() as u64;
                     self.count("new", new);

@@ -27,7 +27,15 @@ fn main() -> ExitCode {
                 }
             };
             init_tracing(config.log_format);
-            match runtime.block_on(jobstore_daemon::run(config, shutdown_signal())) {
+            let served = runtime.block_on(async {
+                // Listen for signals before starting: one that arrives while
+                // the daemon starts then stops it gracefully once started.
+                let signals = Signals::new()?;
+                jobstore_daemon::run(config, signals.shutdown())
+                    .await
+                    .map_err(|e| e.to_string())
+            });
+            match served {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!("{e}");
@@ -60,23 +68,36 @@ fn init_tracing(format: LogFormat) {
     }
 }
 
-/// SIGTERM or Ctrl-C begins a graceful shutdown; a second one exits at once.
-async fn shutdown_signal() {
-    wait_for_signal().await;
-    tracing::info!("signal received; shutting down (a second signal exits at once)");
-    tokio::spawn(async {
-        wait_for_signal().await;
-        tracing::warn!("second signal: exiting now");
-        std::process::exit(130);
-    });
+/// SIGTERM and SIGINT, registered when created.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+impl Signals {
+    fn new() -> Result<Signals, String> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM handler: {e}"))?;
+        let int = signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT handler: {e}"))?;
+        Ok(Signals { term, int })
+    }
+
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+
+    /// The first signal begins a graceful shutdown; a second one exits at
+    /// once.
+    async fn shutdown(mut self) {
+        self.next().await;
+        tracing::info!("signal received; shutting down (a second signal exits at once)");
+        tokio::spawn(async move {
+            self.next().await;
+            tracing::warn!("second signal: exiting now");
+            std::process::exit(130);
+        });
     }
 }

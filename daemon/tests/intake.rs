@@ -636,9 +636,9 @@ fn a_sysid_held_by_a_live_daemon_is_refused() {
         .err()
         .expect("a second daemon with the same sysid must not start");
     assert!(err.contains("held by another live daemon"), "{err}");
-    assert!(a.terminate().success());
+    assert!(a.terminate().success(), "{}", a.log());
     let mut b = DaemonProc::start(&dir.path().join("b"), &how);
-    assert!(b.terminate().success());
+    assert!(b.terminate().success(), "{}", b.log());
 }
 
 /// SIGTERM: requests in flight are answered, new ones refused, and what was

@@ -39,6 +39,8 @@ pub struct CliError {
     pub code: u8,
     /// What went wrong.
     pub message: String,
+    /// The daemon's HTTP status, when it answered with an error.
+    pub status: Option<u16>,
 }
 
 impl std::fmt::Display for CliError {
@@ -55,6 +57,7 @@ impl CliError {
         CliError {
             code: 1,
             message: message.into(),
+            status: None,
         }
     }
 
@@ -63,6 +66,7 @@ impl CliError {
         CliError {
             code: 2,
             message: message.into(),
+            status: None,
         }
     }
 
@@ -73,25 +77,31 @@ impl CliError {
             400..=499 => 5,
             _ => 6,
         };
-        CliError { code, message }
+        CliError {
+            code,
+            message,
+            status: Some(status.as_u16()),
+        }
     }
 
     fn unreachable(url: &str, e: &reqwest::Error) -> Self {
         CliError {
             code: 7,
             message: format!("cannot reach the daemon at {url}: {e}"),
+            status: None,
         }
     }
 }
 
-struct Api {
+#[derive(Clone)]
+pub(super) struct Api {
     remote: Remote,
     http: reqwest::Client,
     base: url::Url,
 }
 
 impl Api {
-    fn new(remote: &Remote) -> Result<Api, CliError> {
+    pub(super) fn new(remote: &Remote) -> Result<Api, CliError> {
         let base = url::Url::parse(&remote.url)
             .map_err(|e| CliError::usage(format!("--url {:?}: {e}", remote.url)))?;
         if base.cannot_be_a_base() {
@@ -111,7 +121,7 @@ impl Api {
         })
     }
 
-    fn request(&self, method: Method, segments: &[&str]) -> RequestBuilder {
+    pub(super) fn request(&self, method: Method, segments: &[&str]) -> RequestBuilder {
         let mut url = self.base.clone();
         url.path_segments_mut()
             .expect("checked in Api::new")
@@ -124,7 +134,10 @@ impl Api {
         req
     }
 
-    async fn send<T: DeserializeOwned>(&self, req: RequestBuilder) -> Result<T, CliError> {
+    pub(super) async fn send<T: DeserializeOwned>(
+        &self,
+        req: RequestBuilder,
+    ) -> Result<T, CliError> {
         let response = req
             .send()
             .await
@@ -450,6 +463,7 @@ pub async fn cancel(c: CancelArgs) -> Result<(), CliError> {
         return Err(CliError {
             code: 3,
             message: "nothing was cancelled".to_owned(),
+            status: None,
         });
     }
     Ok(())

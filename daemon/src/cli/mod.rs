@@ -8,6 +8,7 @@
 
 mod client;
 mod output;
+mod work;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -50,6 +51,9 @@ pub enum Command {
     Stats(StatsArgs),
     /// Print a new random token and the SHA-256 to put in the config file.
     Token,
+    /// Work as a remote worker: fetch jobs from a daemon and run a command
+    /// per job (`jobstore work acme --type resize -- ./resize.sh`).
+    Work(Box<work::WorkArgs>),
 }
 
 /// `jobstore add`.
@@ -218,5 +222,6 @@ pub async fn run_client(command: Command) -> Result<(), CliError> {
         Command::Job(j) => client::job(j).await,
         Command::Cancel(c) => client::cancel(c).await,
         Command::Stats(s) => client::stats(s).await,
+        Command::Work(w) => work::work(*w).await,
     }
 }

@@ -187,13 +187,22 @@ impl Executor {
             self.settings.clone(),
             background.clone(),
         ));
-        let mut watcher = match self.store.watch().await {
+        let watcher = match self.store.watch().await {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(error = %e, "no store notifications; polling");
                 WorkWatcher::polling(self.settings.poll)
             }
         };
+        // The store's notices go to every listener through the hub: this
+        // loop, and long-polling fetches (the ingest loop adds its own).
+        let mut notices = self.hub.notices.subscribe();
+        let pump = tokio::spawn(pump_notices(
+            watcher,
+            self.hub.clone(),
+            self.settings.poll,
+            background.clone(),
+        ));
         let mut l = Loop {
             hub: self.hub.clone(),
             local_running: 0,
@@ -264,21 +273,25 @@ impl Executor {
             };
             tokio::select! {
                 Some((task, fin)) = done_rx.recv() => l.finish(task, fin),
-                w = watcher.wait(wait) => match w {
-                    Wakeup::Work(types) => {
-                        let now = now_millis();
-                        for jt in types {
-                            l.hub.sched().hint(&jt, now);
-                            // Long-polling fetches wait for these.
-                            let _ = l.hub.notices.send(jt);
+                n = tokio::time::timeout(wait, notices.recv()) => {
+                    let mut next = match n {
+                        Ok(Ok(jt)) => Some(jt),
+                        // Timed out, or notices were missed: look at the store.
+                        _ => None,
+                    };
+                    let now = now_millis();
+                    loop {
+                        match next {
+                            Some(jt) if !jt.is_empty() => l.hub.sched().hint(&jt, now),
+                            _ => refresh = true,
                         }
+                        next = match notices.try_recv() {
+                            Ok(jt) => Some(jt),
+                            Err(tokio::sync::broadcast::error::TryRecvError::Empty) => break,
+                            Err(_) => None,
+                        };
                     }
-                    Wakeup::Unknown => {
-                        refresh = true;
-                        let _ = l.hub.notices.send(String::new());
-                    }
-                    Wakeup::TimedOut => refresh = true,
-                },
+                }
                 _ = stop.cancelled() => break,
             }
         }
@@ -316,6 +329,7 @@ impl Executor {
         let _ = renewer.await;
         let _ = housekeeping.await;
         let _ = sweeper.await;
+        let _ = pump.await;
         ex.runners.shutdown().await;
     }
 }
@@ -609,6 +623,33 @@ impl Loop {
             .jobs_finished
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
+    }
+}
+
+/// Forwards the store's wake-ups to the hub's notices until `stop`: a
+/// jobtype per notice, `""` when anything may have changed.
+async fn pump_notices(
+    mut watcher: WorkWatcher,
+    hub: Arc<WorkHub>,
+    poll: Duration,
+    stop: CancellationToken,
+) {
+    loop {
+        let w = tokio::select! {
+            _ = stop.cancelled() => return,
+            w = watcher.wait(poll) => w,
+        };
+        match w {
+            Wakeup::Work(types) => {
+                for jt in types {
+                    let _ = hub.notices.send(jt);
+                }
+            }
+            Wakeup::Unknown => {
+                let _ = hub.notices.send(String::new());
+            }
+            Wakeup::TimedOut => {}
+        }
     }
 }
 

@@ -118,9 +118,16 @@ async fn hook(cmdline: &str, what: &str) -> Result<(), String> {
     }
 }
 
-/// Runs one job in its own process.
+/// Runs one job in its own process (`sh -c body`).
 pub async fn run_one(body: &str, t: &Task) -> Finished {
-    let mut cmd = shell(body);
+    run_command(shell(body), t).await
+}
+
+/// Runs one job with `cmd` (which should have its own process group, as
+/// [`shell`] sets up): the job's identity in its environment, the payload
+/// on stdin, its output read as [`super::output`] says, killed with its
+/// group at the time limit or when the lease is lost.
+pub async fn run_command(mut cmd: tokio::process::Command, t: &Task) -> Finished {
     task_env(&mut cmd, t);
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
