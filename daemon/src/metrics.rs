@@ -34,6 +34,13 @@ pub struct OpLabels {
     pub op: &'static str,
 }
 
+/// Labels of a state gauge.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    /// The state.
+    pub state: &'static str,
+}
+
 /// Labels of error counters.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
@@ -85,6 +92,10 @@ pub struct Metrics {
     pub store_up: Gauge,
     /// 1 while the daemon holds its sysid.
     pub sysid_held: Gauge,
+    /// Remote workers by state (`active`, `gone`).
+    pub remote_workers: Family<StateLabels, Gauge>,
+    /// Jobs remote workers hold.
+    pub remote_jobs_held: Gauge,
     journal_appended_records: Counter,
     journal_appended_bytes: Counter,
     journal_fsyncs: Counter,
@@ -123,6 +134,8 @@ impl Metrics {
             errors: Family::default(),
             store_up: Gauge::default(),
             sysid_held: Gauge::default(),
+            remote_workers: Family::default(),
+            remote_jobs_held: Gauge::default(),
             journal_appended_records: Counter::default(),
             journal_appended_bytes: Counter::default(),
             journal_fsyncs: Counter::default(),
@@ -184,6 +197,16 @@ impl Metrics {
             "sysid_held",
             "1 while this daemon holds its sysid",
             m.sysid_held.clone(),
+        );
+        r.register(
+            "remote_workers",
+            "Remote workers this daemon heard from, by state",
+            m.remote_workers.clone(),
+        );
+        r.register(
+            "remote_jobs_held",
+            "Jobs remote workers hold",
+            m.remote_jobs_held.clone(),
         );
         r.register(
             "journal_appended_records",

@@ -140,6 +140,15 @@ pub async fn metrics(
         .metrics
         .store_up
         .set(i64::from(state.store_health.reachable()));
+    let (active, gone, held) = state.hub.totals(jobstore_api::now_millis());
+    for (label, n) in [("active", active), ("gone", gone)] {
+        state
+            .metrics
+            .remote_workers
+            .get_or_create(&crate::metrics::StateLabels { state: label })
+            .set(n as i64);
+    }
+    state.metrics.remote_jobs_held.set(held as i64);
     Ok((
         [(
             header::CONTENT_TYPE,

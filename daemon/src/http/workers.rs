@@ -384,7 +384,6 @@ pub async fn heartbeat(
     let lease = lease_of(&state, req.lease_ms)?;
     let ids = store_ids(&tenant.client, &req.ids)?;
     let now = now_millis();
-    state.hub.seen(tenant.client.as_str(), &worker, now);
     let renewed = state.store.renew_locks(&ids, &owner, lease, now).await?;
     let expires = now + duration_ms(lease);
     state.hub.renewed(&renewed, expires);
@@ -398,6 +397,8 @@ pub async fn heartbeat(
     if renewed.is_empty() {
         return Err(lost_error("heartbeat"));
     }
+    // Only a worker that holds something is recorded as seen.
+    state.hub.seen(tenant.client.as_str(), &worker, now);
     let local = |v: &[String]| {
         v.iter()
             .map(|id| crate::tenant::local_of(id).to_owned())
@@ -490,7 +491,6 @@ pub async fn finish(
     let ids: Vec<String> = req.jobs.iter().map(|f| f.id.clone()).collect();
     let ids = store_ids(&tenant.client, &ids)?;
     let now = now_millis();
-    state.hub.seen(tenant.client.as_str(), &worker, now);
 
     // Attempts, ages and limits: from the registry, or (a job handed out by
     // another daemon) from the store and its handler.
@@ -631,6 +631,7 @@ pub async fn finish(
     if released.is_empty() {
         return Err(lost_error("finish"));
     }
+    state.hub.seen(tenant.client.as_str(), &worker, now);
     let local = |id: &String| crate::tenant::local_of(id).to_owned();
     Ok(Json(FinishResponse {
         finished: released.iter().map(local).collect(),
@@ -709,14 +710,14 @@ pub async fn update(
             state.max_payload as u64,
         ));
     }
-    state
-        .hub
-        .seen(tenant.client.as_str(), &worker, now_millis());
     if state
         .store
         .update_data(&id, &owner, &data, now_millis())
         .await?
     {
+        state
+            .hub
+            .seen(tenant.client.as_str(), &worker, now_millis());
         Ok(Json(UpdateResponse { updated: true }))
     } else {
         Err(lost_error("update"))
