@@ -43,6 +43,10 @@
 //! synced while an older one is still unsynced is handed out again after a
 //! restart.
 
+/// How long [`Journal::open`] tries a held directory lock before it gives
+/// up with [`JournalError::Locked`].
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 mod reader;
 mod record;
 mod segment;
@@ -418,11 +422,21 @@ impl Journal {
             .write(true)
             .open(&lock_path)
             .map_err(io_err("opening the lock file", &lock_path))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => return Err(JournalError::Locked { dir }),
-            Err(fs::TryLockError::Error(e)) => {
-                return Err(io_err("locking the journal directory", &lock_path)(e));
+        // A lock can outlive its journal for an instant: a process forked
+        // (to run a job) while the lock file was open holds a copy of it
+        // until it execs. So a lock held is tried again for a short while
+        // before the directory counts as in use.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            match lock.try_lock() {
+                Ok(()) => break,
+                Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(fs::TryLockError::WouldBlock) => return Err(JournalError::Locked { dir }),
+                Err(fs::TryLockError::Error(e)) => {
+                    return Err(io_err("locking the journal directory", &lock_path)(e));
+                }
             }
         }
         segment::remove_cursor_tmp(&dir)?;
