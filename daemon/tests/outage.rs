@@ -47,11 +47,43 @@ async fn health(url: &str) -> Value {
     json(http().get(format!("{url}/health"))).await.1
 }
 
+async fn metric(url: &str, name: &str) -> Option<f64> {
+    let text = http()
+        .get(format!("{url}/metrics"))
+        .bearer_auth("outage-admin-token")
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// A no-op long-lived worker.
+const WORKER: &str = r#"while IFS= read -r line; do echo "D: 200"; done"#;
+
 fn outage(server: &dyn Server, backend: &str) {
     block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let url = server.url();
-        let d = DaemonProc::start(dir.path(), &Start::intake(Some(&url)));
+        let d = DaemonProc::start(
+            dir.path(),
+            &Start::store(Some(&url))
+                .env("JOBSTORE_ADMIN_TOKEN", "outage-admin-token")
+                .arg("--allow-process-handlers")
+                .arg("--poll")
+                .arg("200ms"),
+        );
+        let (s, v) = json(
+            http()
+                .post(format!("{}/acme/handler/add/t/add", d.url))
+                .bearer_auth("outage-admin-token")
+                .json(&serde_json::json!({"method": "process", "eid": "noop", "body": WORKER})),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
         let acked = Arc::new(Mutex::new(Vec::<String>::new()));
         let stop = tokio_util::sync::CancellationToken::new();
         let load = {
@@ -60,15 +92,19 @@ fn outage(server: &dyn Server, backend: &str) {
                 let c = http();
                 let body: String = (0..50).map(|i| format!("job {i}\n")).collect();
                 while !stop.is_cancelled() {
-                    let (s, v) =
-                        json(c.post(format!("{base}/acme/job/t/add")).body(body.clone())).await;
+                    let (s, v) = json(
+                        c.post(format!("{base}/acme/job/t/add"))
+                            .bearer_auth("outage-admin-token")
+                            .body(body.clone()),
+                    )
+                    .await;
                     assert_eq!(s, 200, "adds are acknowledged whatever the store does: {v}");
                     acked.lock().unwrap().extend(ids(&v));
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             })
         };
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
         let before = acked.lock().unwrap().len();
 
         server.down();
@@ -83,49 +119,51 @@ fn outage(server: &dyn Server, backend: &str) {
         )
         .await;
         assert_eq!(h["status"], "degraded", "{h}");
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(metric(&d.url, "jobstore_store_up").await, Some(0.0));
+        let started_before = metric(&d.url, "jobstore_jobs_started_total").await;
+        // Ten seconds down: adds go on into the journal, nothing is claimed.
+        tokio::time::sleep(Duration::from_secs(10).saturating_sub(down_at.elapsed())).await;
         let during = acked.lock().unwrap().len() - before;
-        let backlog = health(&d.url).await["journal"]["backlog_records"]
-            .as_u64()
-            .unwrap();
+        let h = health(&d.url).await;
+        let backlog = h["journal"]["backlog_records"].as_u64().unwrap();
         assert!(
             during > 0 && backlog > 0,
             "acknowledged {during} during the outage, backlog {backlog}"
+        );
+        assert_eq!(
+            metric(&d.url, "jobstore_jobs_started_total").await,
+            started_before,
+            "nothing claimed while the store is down"
         );
 
         server.up();
         let back_at = Instant::now();
         stop.cancel();
         load.await.unwrap();
-        eventually(Duration::from_secs(60), "ingest to catch up", || async {
+        let acked = acked.lock().unwrap().clone();
+        eventually(Duration::from_secs(120), "every job to run", || async {
             let h = health(&d.url).await;
-            (h["journal"]["backlog_records"] == 0 && h["store"]["reachable"] == true).then_some(())
+            let ok = metric(&d.url, "jobstore_jobs_finished_total{outcome=\"ok\"}").await;
+            (h["journal"]["backlog_records"] == 0
+                && h["store"]["reachable"] == true
+                && ok == Some(acked.len() as f64))
+            .then_some(())
         })
         .await;
         let caught_up = back_at.elapsed();
-        let acked = acked.lock().unwrap().clone();
         let store = jobstore_daemon::factory::open(Some(&url), dir.path())
             .await
             .unwrap();
-        for id in &acked {
-            assert!(
-                store
-                    .get_job(&format!("acme-{id}"))
-                    .await
-                    .unwrap()
-                    .is_some(),
-                "acknowledged job {id} is missing"
-            );
-        }
         let counts = store.job_counts(jobstore_api::now_millis()).await.unwrap();
-        let total = counts
-            .iter()
-            .find(|c| c.jobtype == "acme-t")
-            .unwrap()
-            .total();
-        assert_eq!(total, acked.len() as u64, "every acknowledged job once");
+        let t = counts.iter().find(|c| c.jobtype == "acme-t").unwrap();
+        assert_eq!(t.total(), acked.len() as u64, "every acknowledged job once");
+        assert_eq!(
+            t.archived.get(&jobstore_api::ResultCode::Ok).copied(),
+            Some(acked.len() as u64),
+            "and every one ran to ok"
+        );
         eprintln!(
-            "{backend}: {} jobs acknowledged, {during} during a {:?} outage; caught up {:?} after the server came back",
+            "{backend}: {} jobs acknowledged, {during} during a {:?} outage; all run {:?} after the server came back",
             acked.len(),
             back_at.duration_since(down_at),
             caught_up
