@@ -56,7 +56,13 @@ async fn factory() -> Option<TestStore> {
         TestStore::new(store)
             .with_peer(peer)
             .with_cleanup(async move {
-                cleaner.drop_namespace().await.expect("drop namespace");
+                // A cleanup that times out on a loaded server is tried
+                // again, then reported; it is not the test's verdict.
+                if let Err(e) = cleaner.drop_namespace().await
+                    && let Err(e2) = cleaner.drop_namespace().await
+                {
+                    eprintln!("could not drop the namespace: {e}; then {e2}");
+                }
             }),
     )
 }
