@@ -11,19 +11,7 @@ use std::time::{Duration, Instant};
 
 /// Whether `redis-server` and `redis-cli` can be run.
 pub fn redis_binaries() -> Result<(), String> {
-    for bin in ["redis-server", "redis-cli"] {
-        let ok = Command::new(bin)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if !ok {
-            return Err(format!("{bin} is not installed"));
-        }
-    }
-    Ok(())
+    jobstore_conformance::servers::PrivateRedis::binaries()
 }
 
 /// A fresh temp dir, removed by the watchdog at exit.
