@@ -187,15 +187,12 @@ fn client_commands() {
 fn tokens_and_auth_exit_codes() {
     use jobstore_daemon::auth::TokenHash;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("c.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[[auth.clients]]\nname = \"acme\"\ntoken_sha256 = \"{}\"\n",
-            TokenHash::of("acme-token").to_hex()
-        ),
-    )
-    .unwrap();
+    let cfg = token_config(
+        &dir.path().join("c.toml"),
+        "",
+        None,
+        &[("acme", "acme-token")],
+    );
     let d = DaemonProc::start(
         &dir.path().join("data"),
         &Start::intake(None)

@@ -475,22 +475,12 @@ fn every_endpoint_and_its_errors() {
 }
 
 fn config_file(dir: &std::path::Path) -> std::path::PathBuf {
-    use jobstore_daemon::auth::TokenHash;
-    let path = dir.join("jobstore.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "allow_process_handlers = true\n\
-             [auth]\nadmin_token_sha256 = \"{}\"\n\
-             [[auth.clients]]\nname = \"acme\"\ntoken_sha256 = \"{}\"\n\
-             [[auth.clients]]\nname = \"globex\"\ntoken_sha256 = \"{}\"\n",
-            TokenHash::of("admin-secret-token").to_hex(),
-            TokenHash::of("acme-secret").to_hex(),
-            TokenHash::of("globex-secret").to_hex(),
-        ),
+    token_config(
+        &dir.join("jobstore.toml"),
+        "allow_process_handlers = true",
+        Some("admin-secret-token"),
+        &[("acme", "acme-secret"), ("globex", "globex-secret")],
     )
-    .unwrap();
-    path
 }
 
 /// With tokens configured: 401 without one, 403 with another client's, and

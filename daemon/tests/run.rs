@@ -489,18 +489,13 @@ fn three_daemons_one_killed(#[case] backend: &'static str) {
 #[test]
 fn process_handlers_need_the_admin_and_the_flag() {
     block_on(async {
-        use jobstore_daemon::auth::TokenHash;
         let dir = tempfile::tempdir().unwrap();
-        let cfg = dir.path().join("c.toml");
-        std::fs::write(
-            &cfg,
-            format!(
-                "[auth]\nadmin_token_sha256 = \"{}\"\n[[auth.clients]]\nname = \"acme\"\ntoken_sha256 = \"{}\"\n",
-                TokenHash::of(ADMIN).to_hex(),
-                TokenHash::of("acme-token").to_hex()
-            ),
-        )
-        .unwrap();
+        let cfg = token_config(
+            &dir.path().join("c.toml"),
+            "",
+            Some(ADMIN),
+            &[("acme", "acme-token")],
+        );
         let c = http();
         // Enabled: the client is refused, the admin allowed.
         let d = DaemonProc::start(

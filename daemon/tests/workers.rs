@@ -443,18 +443,13 @@ fn remote_results_follow_the_outcome_rules() {
 #[test]
 fn worker_endpoints_keep_tenants_apart() {
     block_on(async {
-        use jobstore_daemon::auth::TokenHash;
         let dir = tempfile::tempdir().unwrap();
-        let cfg = dir.path().join("c.toml");
-        std::fs::write(
-            &cfg,
-            format!(
-                "[[auth.clients]]\nname = \"acme\"\ntoken_sha256 = \"{}\"\n[[auth.clients]]\nname = \"globex\"\ntoken_sha256 = \"{}\"\n",
-                TokenHash::of("acme-token").to_hex(),
-                TokenHash::of("globex-token").to_hex()
-            ),
-        )
-        .unwrap();
+        let cfg = token_config(
+            &dir.path().join("c.toml"),
+            "",
+            None,
+            &[("acme", "acme-token"), ("globex", "globex-token")],
+        );
         let d = DaemonProc::start(
             &dir.path().join("data"),
             &Start::store(None)

@@ -277,6 +277,29 @@ impl Drop for DaemonProc {
     }
 }
 
+/// Writes a config file at `path` with the admin token (if any) and
+/// clients' tokens, as hashes, after `extra` top-level lines.
+pub fn token_config(
+    path: &Path,
+    extra: &str,
+    admin: Option<&str>,
+    clients: &[(&str, &str)],
+) -> PathBuf {
+    use jobstore_daemon::auth::TokenHash;
+    let mut text = format!("{extra}\n[auth]\n");
+    if let Some(a) = admin {
+        text += &format!("admin_token_sha256 = \"{}\"\n", TokenHash::of(a).to_hex());
+    }
+    for (name, token) in clients {
+        text += &format!(
+            "[[auth.clients]]\nname = \"{name}\"\ntoken_sha256 = \"{}\"\n",
+            TokenHash::of(token).to_hex()
+        );
+    }
+    std::fs::write(path, text).unwrap();
+    path.to_owned()
+}
+
 /// An HTTP client for the tests.
 pub fn http() -> reqwest::Client {
     jobstore_daemon::http_client::builder()
