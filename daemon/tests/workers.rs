@@ -343,11 +343,16 @@ fn fetches_respect_the_caps() {
         api.remote_handler("acme", "capped", json!({"concurrency": 2}))
             .await;
         api.add("acme", "capped", 10).await;
-        let (_, first) = eventually(WAIT, "jobs", || async {
-            let r = api.fetch("acme", "capped", "max=10").await;
-            (!job_ids(&r.1).is_empty()).then_some(r)
+        // The add is acknowledged once journaled; wait until ingest has put
+        // all ten in the store, so that a fetch could take more than the cap.
+        eventually(WAIT, "ten waiting jobs", || async {
+            let stats = json(api.req(api.c.get(format!("{}/acme/stats", d.url))))
+                .await
+                .1;
+            (stats["jobtypes"][0]["waiting"] == 10).then_some(())
         })
         .await;
+        let (_, first) = api.fetch("acme", "capped", "max=10").await;
         let held = job_ids(&first);
         assert_eq!(held.len(), 2, "the cap is 2: {first}");
         let (_, more) = api.fetch("acme", "capped", "max=10").await;

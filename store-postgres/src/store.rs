@@ -113,6 +113,21 @@ impl PgStore {
         self.pool.close().await;
     }
 
+    /// Drops the store's schema and everything in it (for tools that make
+    /// a namespace of their own, such as benchmarks). The store is unusable
+    /// afterwards.
+    pub async fn drop_schema(&self) -> Result<()> {
+        let sql = format!(
+            "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+            self.options.schema_name()
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&self.pool)
+            .await
+            .map_err(|e| map("drop schema", e))?;
+        Ok(())
+    }
+
     async fn add_chunk(&self, jobs: &[NewJob], now: Millis) -> Result<HashSet<String>> {
         let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
         let types: Vec<&str> = jobs.iter().map(|j| j.jobtype.as_str()).collect();
