@@ -248,3 +248,92 @@ async fn claim_cancelled_after_its_update_gives_its_jobs_back() {
     })
     .await;
 }
+
+/// A hook that fails round trip 1 of `op` once, after it applied (as a
+/// write-concern error or a lost reply after the write would).
+fn fail_once_after(op: &'static str) -> RoundTripHook {
+    let failed = Arc::new(Mutex::new(false));
+    Arc::new(move |name, n| {
+        let failed = failed.clone();
+        async move {
+            let mut failed = failed.lock().unwrap();
+            if name == op && n == 1 && !*failed {
+                *failed = true;
+                return Err(Error::unavailable(
+                    "injected failure after the write",
+                    std::io::Error::other("test"),
+                ));
+            }
+            Ok(())
+        }
+        .boxed()
+    })
+}
+
+/// A renew whose update applied but failed is sent again with the same
+/// token and reports, by the token's read-back, every job it renewed.
+#[tokio::test]
+async fn renew_failed_after_applying_reports_what_it_renewed() {
+    with_two_stores(|a, _b| async move {
+        let jobs = [NewJob::new("x", "t", "x"), NewJob::new("y", "t", "y")];
+        a.add_jobs(&jobs, T0).await.unwrap();
+        assert_eq!(a.claim_jobs("t", 2, "A", MIN, T0).await.unwrap().len(), 2);
+        let failing = a.clone().with_round_trip_hook(fail_once_after("renew"));
+        let mut renewed = failing
+            .renew_locks(&ids(&["x", "y"]), "A", MIN * 2, T0 + 1)
+            .await
+            .unwrap();
+        renewed.sort();
+        assert_eq!(renewed, ids(&["x", "y"]));
+        let x = a.get_job("x").await.unwrap().unwrap();
+        assert_eq!(x.dt, T0 + 1 + 120_000);
+    })
+    .await;
+}
+
+/// A release whose command applied but failed is sent again (matching
+/// nothing the second time) and still reports every job it released.
+#[tokio::test]
+async fn release_failed_after_applying_reports_what_it_released() {
+    with_two_stores(|a, _b| async move {
+        let jobs = [NewJob::new("x", "t", "x"), NewJob::new("y", "t", "y")];
+        a.add_jobs(&jobs, T0).await.unwrap();
+        assert_eq!(a.claim_jobs("t", 2, "A", MIN, T0).await.unwrap().len(), 2);
+        let failing = a.clone().with_round_trip_hook(fail_once_after("release"));
+        let mut released = failing
+            .release_all(&ids(&["x", "y"]), "A", &Release::Unget, T0 + 1)
+            .await
+            .unwrap();
+        released.sort();
+        assert_eq!(released, ids(&["x", "y"]));
+        let x = a.get_job("x").await.unwrap().unwrap();
+        assert_eq!(
+            (x.lock.as_str(), x.attempts),
+            ("", 0),
+            "ungot once, not twice"
+        );
+    })
+    .await;
+}
+
+/// An add whose insert applied but failed (a write-concern error after
+/// the write) is sent again inside the store; the ids the first attempt
+/// inserted are new, an id that existed before is existing.
+#[tokio::test]
+async fn add_failed_after_applying_reports_exact_outcome() {
+    with_two_stores(|a, _b| async move {
+        a.add_jobs(&[NewJob::new("old", "t", "o")], T0)
+            .await
+            .unwrap();
+        let failing = a.clone().with_round_trip_hook(fail_once_after("add"));
+        let jobs = [
+            NewJob::new("n1", "t", "1"),
+            NewJob::new("old", "t", "again"),
+            NewJob::new("n2", "t", "2"),
+        ];
+        let out = failing.add_jobs(&jobs, T0 + 1).await.unwrap();
+        assert_eq!(out.new, ids(&["n1", "n2"]));
+        assert_eq!(out.existing, ids(&["old"]));
+    })
+    .await;
+}
