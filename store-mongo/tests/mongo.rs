@@ -180,3 +180,37 @@ async fn waiting_counts_span_several_aggregations() {
         std::panic::resume_unwind(panic);
     }
 }
+
+/// The fallback for servers without `$unionWith` (before 4.4), forced on
+/// this server: one capped count per jobtype gives the same answer.
+#[tokio::test]
+async fn waiting_counts_without_union_with() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+        .await
+        .expect("connect");
+    let fallback = s.clone().without_union_with();
+    let outcome = async {
+        assert!(!fallback.uses_union_with());
+        let mut jobs: Vec<NewJob> = (0..30)
+            .map(|i| NewJob::new(format!("j{i}"), format!("t{:02}", i % 10), "x"))
+            .collect();
+        jobs.push(NewJob::new("later", "later", "x").run_at(T0 + 60_000));
+        s.add_jobs(&jobs, T0).await.unwrap();
+        let mut union = s.waiting_jobtypes(T0 + 1).await.unwrap();
+        let mut each = fallback.waiting_jobtypes(T0 + 1).await.unwrap();
+        union.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
+        each.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
+        assert_eq!(each.len(), 10, "{each:?}");
+        assert!(each.iter().all(|c| c.count == 3), "{each:?}");
+        assert_eq!(union, each);
+    };
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
