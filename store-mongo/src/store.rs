@@ -59,17 +59,6 @@ struct Candidate {
     dt: Millis,
 }
 
-impl Candidate {
-    fn from_doc(d: &Document) -> Result<Self> {
-        Ok(Candidate {
-            id: convert::get_str(d, f::JOB_ID, "job")?,
-            priority: i32::try_from(convert::get_i64(d, f::PRIORITY, "job")?)
-                .map_err(|_| Error::backend_msg("malformed job priority in MongoDB"))?,
-            dt: convert::get_i64(d, f::DT, "job")?,
-        })
-    }
-}
-
 /// Fewest extra candidates a claim round reads beyond what it wants, so
 /// that claimers of one jobtype can spread over them.
 const SPREAD_MIN: usize = 64;
@@ -533,13 +522,12 @@ impl MongoStore {
         Ok(counts.into_iter().flatten().collect())
     }
 
-    /// One claim round: candidates, the picked jobs read whole, the update
-    /// pinned to their versions, and (only if the update matched fewer
-    /// than it was sent) the token's read-back. Returns the jobs claimed
-    /// with their sort keys, how many were picked and how many candidates
-    /// the query gave; the jobs' [`Unclaim`] goes to `taken`.
+    /// One claim round: the candidates read whole, the update pinned to
+    /// the versions read, and the token's read-back. Returns the jobs
+    /// claimed with their sort keys, how many were picked and how many
+    /// candidates the query gave; the jobs' [`Unclaim`] goes to `taken`.
     ///
-    /// `spread`: take the picked jobs from the candidates in this
+    /// `spread`: read more candidates than wanted and take them in this
     /// claimer's own order (seeded by it) rather than the first `want`.
     ///
     /// Only the update and the read-back can leave jobs locked without
@@ -558,7 +546,11 @@ impl MongoStore {
     ) -> Result<RoundOutcome> {
         let mut filter = eligible(now);
         filter.insert(f::JOBTYPE, jobtype);
-        let fetch = want + want.max(SPREAD_MIN);
+        let fetch = if spread.is_some() {
+            want + want.max(SPREAD_MIN)
+        } else {
+            want
+        };
         let docs: Vec<Document> = self
             .read("claim (find)", async {
                 self.jobs
@@ -567,41 +559,57 @@ impl MongoStore {
                     .hint(claim_index())
                     .limit(i64::try_from(fetch).unwrap_or(i64::MAX))
                     .batch_size(batch(fetch))
-                    .projection(doc! { f::ID: 0, f::JOB_ID: 1, f::PRIORITY: 1, f::DT: 1 })
                     .await?
                     .try_collect()
                     .await
             })
             .await?;
-        let mut candidates = Vec::with_capacity(docs.len());
+        self.after_round_trip("claim", 1).await?;
+        let found = docs.len();
+        // Each candidate as read, with the version its update is pinned to.
+        let mut read: Vec<(Candidate, Job, Bson)> = Vec::with_capacity(docs.len());
         for d in &docs {
-            match Candidate::from_doc(d) {
-                Ok(c) => candidates.push(c),
+            match convert::job_from_doc(d) {
+                Ok(job) => {
+                    let c = Candidate {
+                        id: job.id.clone(),
+                        priority: job.priority,
+                        dt: job.dt,
+                    };
+                    let ver = d.get(f::VER).cloned().unwrap_or(Bson::Null);
+                    read.push((c, job, ver));
+                }
                 Err(e) => self.skip(d, &e),
             }
         }
-        let found = docs.len();
         if let Some(seed) = spread {
-            shuffle(&mut candidates, seed);
+            shuffle(&mut read, seed);
         }
-        candidates.truncate(want);
-        let picked = candidates.len();
+        read.truncate(want);
+        let picked = read.len();
         if picked == 0 {
             return Ok(RoundOutcome::default_with(found));
         }
-        let ids: Vec<String> = candidates.iter().map(|c| c.id.clone()).collect();
+        let ids: Vec<String> = read.iter().map(|(_, j, _)| j.id.clone()).collect();
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let mut by_id: HashMap<String, Candidate> =
-            candidates.into_iter().map(|c| (c.id.clone(), c)).collect();
         let token = new_token();
         // Armed before the update is sent: from here a cancelled future
         // gives back whatever the update may have locked.
         let mut unclaim = Unclaim::new(self, &ids, &token, owner, now);
-        match self
-            .lock_and_read_back(&ids, &token, owner, until, now, &mut by_id)
-            .await
-        {
-            Ok(claimed) => {
+        match self.lock_and_check(&read, &token, owner, until, now).await {
+            Ok(mine) => {
+                let claimed: Vec<(Candidate, Job)> = read
+                    .into_iter()
+                    .filter(|(_, j, _)| mine.contains(j.id.as_str()))
+                    .map(|(c, mut job, _)| {
+                        // Exactly what this claim's update made of the
+                        // job as read (the update was pinned to it).
+                        job.lock = owner.to_owned();
+                        job.dt = until;
+                        job.attempts += 1;
+                        (c, job)
+                    })
+                    .collect();
                 if claimed.is_empty() {
                     unclaim.disarm();
                 } else {
@@ -620,18 +628,41 @@ impl MongoStore {
         }
     }
 
-    /// The update and read-back of a claim round.
-    async fn lock_and_read_back(
+    /// The update of a claim round, pinned to the versions read, and the
+    /// ids it took, read back by the token it pushed on `op_toks` (which
+    /// stays there even if a later claimer takes the job over after this
+    /// claim's lease ran out: the job was this claim's too, and its attempt
+    /// is this claim's hand-out).
+    async fn lock_and_check(
         &self,
-        ids: &[&str],
+        read: &[(Candidate, Job, Bson)],
         token: &str,
         owner: &str,
         until: Millis,
         now: Millis,
-        candidates: &mut HashMap<String, Candidate>,
-    ) -> Result<Vec<(Candidate, Job)>> {
+    ) -> Result<HashSet<String>> {
+        // Jobs grouped by the version read: one `$in` per distinct version
+        // (fresh jobs all have version 0), each job pinned to its own.
+        let mut by_ver: Vec<(Bson, Vec<&str>)> = Vec::new();
+        for (_, job, ver) in read {
+            match by_ver.iter_mut().find(|(v, _)| v == ver) {
+                Some((_, ids)) => ids.push(job.id.as_str()),
+                None => by_ver.push((ver.clone(), vec![job.id.as_str()])),
+            }
+        }
+        let mut pins: Vec<Document> = by_ver
+            .into_iter()
+            .map(|(ver, ids)| match ver {
+                Bson::Null => doc! { f::ID: { "$in": ids }, f::VER: { "$exists": false } },
+                v => doc! { f::ID: { "$in": ids }, f::VER: v },
+            })
+            .collect();
         let mut filter = eligible(now);
-        filter.insert(f::ID, doc! { "$in": ids });
+        if pins.len() == 1 {
+            filter.extend(pins.remove(0));
+        } else {
+            filter.insert("$or", pins);
+        }
         let r = self
             .call(
                 "claim (update)",
@@ -640,40 +671,19 @@ impl MongoStore {
                     doc! {
                         "$set": { f::LOCK: owner, f::DT: until, f::CLAIM_TOK: token },
                         "$inc": { f::ATTEMPTS: 1_i64, f::VER: 1_i64 },
+                        "$push": push_op_token(token),
                     },
                 ),
             )
             .await?;
         self.after_round_trip("claim", 2).await?;
         if r.matched_count == 0 {
-            return Ok(Vec::new());
+            return Ok(HashSet::new());
         }
-        let docs: Vec<Document> = self
-            .read("claim (read back)", async {
-                self.jobs
-                    .find(doc! { f::ID: { "$in": ids }, f::CLAIM_TOK: token })
-                    .batch_size(batch(ids.len()))
-                    .await?
-                    .try_collect()
-                    .await
-            })
-            .await?;
+        let ids: Vec<&str> = read.iter().map(|(_, j, _)| j.id.as_str()).collect();
+        let mine = self.ids_with_token(&ids, token).await?;
         self.after_round_trip("claim", 3).await?;
-        let mut claimed = Vec::with_capacity(docs.len());
-        for d in &docs {
-            match convert::job_from_doc(d) {
-                Ok(job) => {
-                    if let Some(c) = candidates.remove(&job.id) {
-                        claimed.push((c, job));
-                    }
-                }
-                // Locked by this claim but unreadable: given back by the
-                // round's give-back only if the whole round fails, so it
-                // is left to its lease and reported.
-                Err(e) => self.skip(d, &e),
-            }
-        }
-        Ok(claimed)
+        Ok(mine)
     }
 
     /// Reports a document that cannot be read: skipped, never handed out.

@@ -337,3 +337,71 @@ async fn add_failed_after_applying_reports_exact_outcome() {
     })
     .await;
 }
+
+/// Claims by A and B with B's claim placed after round trip `n` of A's;
+/// returns what A and B got and the job as stored.
+async fn claim_with_takeover(
+    a: MongoStore,
+    b: MongoStore,
+    n: usize,
+    b_now: i64,
+) -> (Vec<Job>, Vec<Job>, Job) {
+    a.add_job(NewJob::new("j", "t", "payload"), T0)
+        .await
+        .unwrap();
+    let b_got = Arc::new(Mutex::new(Vec::new()));
+    let bg = b_got.clone();
+    let a = a.with_round_trip_hook(hook_on("claim", move |k| {
+        let (b, bg) = (b.clone(), bg.clone());
+        async move {
+            if k == n {
+                let got = b.claim_jobs("t", 1, "B", MIN, b_now).await.unwrap();
+                bg.lock().unwrap().extend(got);
+            }
+        }
+    }));
+    let a_got = a
+        .claim_jobs("t", 1, "A", Duration::from_secs(1), T0)
+        .await
+        .unwrap();
+    let b_got = b_got.lock().unwrap().clone();
+    let stored = a.get_job("j").await.unwrap().unwrap();
+    (a_got, b_got, stored)
+}
+
+/// Review finding: A's claim stalls between its update and its read-back
+/// past its lease, and B takes the job over. Every claim that counted an
+/// attempt hands the job out: A with attempts 1, B with attempts 2, and
+/// the stored count equals the hand-outs.
+#[tokio::test]
+async fn claim_attempts_equal_hand_outs_when_taken_over_before_read_back() {
+    with_two_stores(|a, b| async move {
+        let (a_got, b_got, stored) = claim_with_takeover(a, b, 2, T0 + 1000).await;
+        assert_eq!(a_got.len(), 1, "A's update took the job: A hands it out");
+        assert_eq!(
+            (a_got[0].lock.as_str(), a_got[0].attempts, a_got[0].dt),
+            ("A", 1, T0 + 1000)
+        );
+        assert_eq!(a_got[0].data, b"payload");
+        assert_eq!(b_got.len(), 1, "B took it over after A's lease");
+        assert_eq!((b_got[0].lock.as_str(), b_got[0].attempts), ("B", 2));
+        assert_eq!(stored.attempts, 2, "two hand-outs, two attempts");
+        assert_eq!(stored.lock, "B");
+    })
+    .await;
+}
+
+/// B claims the job after A read it and before A's update: A's update,
+/// pinned to the version it read, takes nothing, and no attempt of A's is
+/// counted.
+#[tokio::test]
+async fn claim_attempts_equal_hand_outs_when_taken_before_update() {
+    with_two_stores(|a, b| async move {
+        let (a_got, b_got, stored) = claim_with_takeover(a, b, 1, T0).await;
+        assert_eq!(b_got.len(), 1);
+        assert_eq!((b_got[0].lock.as_str(), b_got[0].attempts), ("B", 1));
+        assert!(a_got.is_empty(), "A got {a_got:?}");
+        assert_eq!((stored.lock.as_str(), stored.attempts), ("B", 1));
+    })
+    .await;
+}
