@@ -588,7 +588,7 @@ impl MongoStore {
         read.truncate(want);
         let picked = read.len();
         if picked == 0 {
-            return Ok(RoundOutcome::default_with(found));
+            return Ok(RoundOutcome::empty(found, fetch));
         }
         let ids: Vec<String> = read.iter().map(|(_, j, _)| j.id.clone()).collect();
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -619,6 +619,7 @@ impl MongoStore {
                     claimed,
                     picked,
                     found,
+                    fetched: fetch,
                 })
             }
             Err(e) => {
@@ -702,14 +703,17 @@ struct RoundOutcome {
     picked: usize,
     /// How many candidates the query gave.
     found: usize,
+    /// How many candidates the query asked for.
+    fetched: usize,
 }
 
 impl RoundOutcome {
-    fn default_with(found: usize) -> Self {
+    fn empty(found: usize, fetched: usize) -> Self {
         RoundOutcome {
             claimed: Vec::new(),
             picked: 0,
             found,
+            fetched,
         }
     }
 }
@@ -891,8 +895,9 @@ impl JobStore for MongoStore {
             let lost = round.picked - round.claimed.len();
             claimed.extend(round.claimed);
             // Stop when nothing was lost to a racer, or when the picked
-            // candidates were every eligible job there was.
-            if lost == 0 || round.found <= round.picked {
+            // candidates were every eligible job there was (the query gave
+            // fewer than it asked for, and all were picked).
+            if lost == 0 || (round.found < round.fetched && round.found <= round.picked) {
                 break;
             }
             spread = Some(seed());
