@@ -111,6 +111,8 @@ pub struct MongoStore {
     change_streams: bool,
     /// How many job documents that could not be read were skipped.
     skipped: Arc<AtomicU64>,
+    /// How many archived jobs one purge round trip deletes.
+    purge_batch: usize,
 }
 
 impl fmt::Debug for MongoStore {
@@ -191,6 +193,7 @@ impl MongoStore {
             union_with: true,
             change_streams: false,
             skipped: Arc::default(),
+            purge_batch: store::PURGE_BATCH,
         };
         Ok(store)
     }
@@ -263,6 +266,25 @@ impl MongoStore {
     #[doc(hidden)]
     pub fn without_union_with(mut self) -> Self {
         self.union_with = false;
+        self
+    }
+
+    /// Deletes at most `n` archived jobs per purge round trip (tests only).
+    #[doc(hidden)]
+    pub fn with_purge_batch(mut self, n: usize) -> Self {
+        self.purge_batch = n.max(1);
+        self
+    }
+
+    pub(crate) fn purge_batch(&self) -> usize {
+        self.purge_batch
+    }
+
+    /// Tries change streams in `watch` whatever the server's topology
+    /// (tests only: shows the fallback where the server refuses them).
+    #[doc(hidden)]
+    pub fn with_change_streams(mut self) -> Self {
+        self.change_streams = true;
         self
     }
 

@@ -33,7 +33,7 @@ const CLAIM_ROUNDS: usize = 4;
 const JOBTYPES_PER_COUNT: usize = 200;
 
 /// How many archived jobs one purge round trip deletes.
-const PURGE_BATCH: usize = 1_000;
+pub(crate) const PURGE_BATCH: usize = 1_000;
 
 /// How many `waiting_jobtypes` aggregations run at once.
 const COUNT_CONCURRENCY: usize = 4;
@@ -978,14 +978,15 @@ impl JobStore for MongoStore {
         validate::time("before", before)?;
         let filter = doc! { f::DONE_DT: { "$lt": before }, f::LOCK: LOCK_DONE };
         let mut purged = 0;
-        loop {
+        let size = self.purge_batch();
+        for round in 1.. {
             let docs: Vec<Document> = self
                 .read("purge (find)", async {
                     self.jobs
                         .find(filter.clone())
                         .hint(Hint::Name(crate::PURGE_INDEX.to_owned()))
-                        .limit(i64::try_from(PURGE_BATCH).unwrap_or(i64::MAX))
-                        .batch_size(batch(PURGE_BATCH))
+                        .limit(i64::try_from(size).unwrap_or(i64::MAX))
+                        .batch_size(batch(size))
                         .projection(doc! { f::ID: 1 })
                         .await?
                         .try_collect()
@@ -1002,7 +1003,8 @@ impl JobStore for MongoStore {
                 .call("purge", self.jobs.delete_many(batch_filter))
                 .await?;
             purged += r.deleted_count;
-            if docs.len() < PURGE_BATCH {
+            self.after_round_trip("purge", round).await?;
+            if docs.len() < size {
                 break;
             }
         }
@@ -1253,9 +1255,9 @@ impl Drop for AbortOnDrop {
 }
 
 impl MongoStore {
-    /// A watcher fed by a change stream on the jobs collection: inserts
-    /// (with their jobtype) and updates that free a job (`lock = ""`, an
-    /// empty notice), projected so that no payload is ever sent.
+    /// A watcher fed by a change stream on the jobs collection: inserts and
+    /// updates that free a job (`lock = ""`: retry and unget releases),
+    /// each with its jobtype, projected so that no payload is ever sent.
     async fn change_stream(&self) -> Result<WorkWatcher> {
         let pipeline = [
             doc! { "$match": { "$or": [
@@ -1264,8 +1266,16 @@ impl MongoStore {
             ] } },
             doc! { "$project": { "operationType": 1, "fullDocument.jobtype": 1 } },
         ];
+        // The update events carry only the changed fields: the server
+        // looks the document up, and the projection keeps only its jobtype.
         let mut stream = self
-            .call("watch", self.jobs.watch().pipeline(pipeline))
+            .call(
+                "watch",
+                self.jobs
+                    .watch()
+                    .pipeline(pipeline)
+                    .full_document(mongodb::options::FullDocumentType::UpdateLookup),
+            )
             .await?;
         let (tx, rx) = tokio::sync::broadcast::channel(1024);
         let task = tokio::spawn(async move {

@@ -483,3 +483,112 @@ async fn many_claimers_get_full_batches_and_no_job_twice() {
         std::panic::resume_unwind(panic);
     }
 }
+
+/// A purge deletes in bounded batches (here 10 a round trip): 25 old
+/// archived jobs take three deletes, and newer archived jobs, waiting and
+/// running jobs stay.
+#[tokio::test]
+async fn purge_deletes_in_bounded_batches() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+        .await
+        .expect("connect");
+    let deletes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let d = deletes.clone();
+    let batched = s
+        .clone()
+        .with_purge_batch(10)
+        .with_round_trip_hook(Arc::new(move |op, _| {
+            if op == "purge" {
+                d.fetch_add(1, Ordering::SeqCst);
+            }
+            Box::pin(async { Ok(()) })
+        }));
+    let outcome = async {
+        let old: Vec<NewJob> = (0..25)
+            .map(|i| NewJob::new(format!("old{i:02}"), "t", "x"))
+            .collect();
+        s.add_jobs(&old, T0).await.unwrap();
+        let got = s.claim_jobs("t", 25, "o", MIN, T0).await.unwrap();
+        let ids: Vec<String> = got.into_iter().map(|j| j.id).collect();
+        let archived = s
+            .archive_jobs(&ids, "o", JobResult::from_status(200), T0)
+            .await
+            .unwrap();
+        assert_eq!(archived.len(), 25);
+        s.add_jobs(
+            &[
+                NewJob::new("new", "n", "x"),
+                NewJob::new("waiting", "w", "x"),
+            ],
+            T0,
+        )
+        .await
+        .unwrap();
+        assert_eq!(s.claim_jobs("n", 1, "o", MIN, T0).await.unwrap().len(), 1);
+        let kept = s
+            .archive_jobs(
+                &["new".to_owned()],
+                "o",
+                JobResult::from_status(200),
+                T0 + 5000,
+            )
+            .await
+            .unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(batched.purge_archived(T0 + 1000).await.unwrap(), 25);
+        assert_eq!(deletes.load(Ordering::SeqCst), 3, "25 jobs, 10 a batch");
+        assert!(s.get_job("old00").await.unwrap().is_none());
+        assert!(s.get_job("new").await.unwrap().is_some());
+        assert!(s.get_job("waiting").await.unwrap().is_some());
+        assert_eq!(batched.purge_archived(T0 + 1000).await.unwrap(), 0);
+    };
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// On a standalone server (the emulator) the store declares no
+/// notifications and polls; where change streams are tried and refused,
+/// `watch` falls back to polling too.
+#[tokio::test]
+async fn watch_polls_where_change_streams_are_missing_or_refused() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+        .await
+        .expect("connect");
+    let outcome = async {
+        let caps = s.capabilities();
+        let w = s.watch().await.unwrap();
+        assert_eq!(caps.notifications, w.is_notified());
+        // Set by the hosted workflow, which runs a replica set.
+        if std::env::var("JOBSTORE_MONGO_EXPECT_CHANGE_STREAMS").is_ok_and(|v| v == "1") {
+            assert!(caps.notifications, "a replica set offers change streams");
+        }
+        if !caps.notifications {
+            let forced = s.clone().with_change_streams();
+            let w = forced.watch().await.unwrap();
+            println!(
+                "change stream forced on a standalone server: notified = {}",
+                w.is_notified()
+            );
+            assert!(
+                !w.is_notified(),
+                "a standalone server refuses change streams"
+            );
+        }
+    };
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
