@@ -516,8 +516,15 @@ fn split_own_params(url: &str) -> Result<OwnParams> {
         } else if key.eq_ignore_ascii_case(TIMEOUT_PARAM) {
             own.timeout = Duration::from_millis(positive(key, value)?);
         } else if key.eq_ignore_ascii_case(MAX_PAYLOAD_PARAM) {
-            let v = positive(key, value)?;
-            own.max_payload = Some(usize::try_from(v).unwrap_or(usize::MAX));
+            let v = usize::try_from(positive(key, value)?).unwrap_or(usize::MAX);
+            let min = jobstore_api::limits::MIN_PAYLOAD_SUPPORT;
+            if !(min..=store::MAX_PAYLOAD).contains(&v) {
+                return Err(Error::invalid(format!(
+                    "URL parameter {key} must be between {min} and {} bytes, not {v}",
+                    store::MAX_PAYLOAD
+                )));
+            }
+            own.max_payload = Some(v);
         } else {
             kept.push(param);
         }
@@ -607,6 +614,8 @@ mod tests {
             "mongodb://h/?jobstore_timeout_ms=0",
             "mongodb://h/?jobstore_wtimeout_ms=-1",
             "mongodb://h/?jobstore_max_payload=x",
+            "mongodb://h/?jobstore_max_payload=1000",
+            "mongodb://h/?jobstore_max_payload=99999999",
         ] {
             let e = split_own_params(bad).unwrap_err();
             assert_eq!(e.kind(), jobstore_api::ErrorKind::InvalidInput, "{bad}");

@@ -475,7 +475,15 @@ impl MongoStore {
         pipeline.push(doc! { "$group": { "_id": "$jobtype", "n": { "$sum": 1 } } });
         let docs: Vec<Document> = self
             .read("count waiting", async {
-                self.jobs.aggregate(pipeline).await?.try_collect().await
+                // The hint pins the first `$match`; a `$unionWith`
+                // sub-pipeline takes none, and its `$match` on the
+                // claim index's leading keys is answered from it.
+                self.jobs
+                    .aggregate(pipeline)
+                    .hint(claim_index())
+                    .await?
+                    .try_collect()
+                    .await
             })
             .await?;
         docs.iter()
