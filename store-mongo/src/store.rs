@@ -537,6 +537,8 @@ impl MongoStore {
     ///
     /// `spread`: read more candidates than wanted and take them in this
     /// claimer's own order (seeded by it) rather than the first `want`.
+    /// `extra`: read this many more (the unreadable candidates skipped by
+    /// earlier rounds).
     ///
     /// Only the update and the read-back can leave jobs locked without
     /// handing them out: if either fails, the round gives back what it may
@@ -546,6 +548,7 @@ impl MongoStore {
         &self,
         jobtype: &str,
         want: usize,
+        extra: usize,
         owner: &str,
         until: Millis,
         now: Millis,
@@ -554,11 +557,12 @@ impl MongoStore {
     ) -> Result<RoundOutcome> {
         let mut filter = eligible(now);
         filter.insert(f::JOBTYPE, jobtype);
-        let fetch = if spread.is_some() {
-            want + want.max(SPREAD_MIN)
-        } else {
-            want
-        };
+        let fetch = extra
+            + if spread.is_some() {
+                want + want.max(SPREAD_MIN)
+            } else {
+                want
+            };
         let docs: Vec<Document> = self
             .read("claim (find)", async {
                 self.jobs
@@ -574,6 +578,7 @@ impl MongoStore {
             .await?;
         self.after_round_trip("claim", 1).await?;
         let found = docs.len();
+        let mut skipped = 0;
         // Each candidate as read, with the version its update is pinned to.
         let mut read: Vec<(Candidate, Job, Bson)> = Vec::with_capacity(docs.len());
         for d in &docs {
@@ -587,7 +592,10 @@ impl MongoStore {
                     let ver = d.get(f::VER).cloned().unwrap_or(Bson::Null);
                     read.push((c, job, ver));
                 }
-                Err(e) => self.skip(d, &e),
+                Err(e) => {
+                    skipped += 1;
+                    self.skip(d, &e);
+                }
             }
         }
         if let Some(seed) = spread {
@@ -596,7 +604,7 @@ impl MongoStore {
         read.truncate(want);
         let picked = read.len();
         if picked == 0 {
-            return Ok(RoundOutcome::empty(found, fetch));
+            return Ok(RoundOutcome::empty(found, fetch, skipped));
         }
         let ids: Vec<String> = read.iter().map(|(_, j, _)| j.id.clone()).collect();
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -628,6 +636,7 @@ impl MongoStore {
                     picked,
                     found,
                     fetched: fetch,
+                    skipped,
                 })
             }
             Err(e) => {
@@ -713,15 +722,18 @@ struct RoundOutcome {
     found: usize,
     /// How many candidates the query asked for.
     fetched: usize,
+    /// How many candidates could not be read and were skipped.
+    skipped: usize,
 }
 
 impl RoundOutcome {
-    fn empty(found: usize, fetched: usize) -> Self {
+    fn empty(found: usize, fetched: usize, skipped: usize) -> Self {
         RoundOutcome {
             claimed: Vec::new(),
             picked: 0,
             found,
             fetched,
+            skipped,
         }
     }
 }
@@ -882,13 +894,18 @@ impl JobStore for MongoStore {
         // after one that lost candidates to racers takes them in this
         // claimer's own order, so that concurrent claimers spread.
         let mut spread = None;
+        // Candidates that could not be read and were skipped: the next
+        // round reads that many more, so they cannot crowd out the rest.
+        let mut skipped = 0;
         for _ in 0..CLAIM_ROUNDS {
             let want = limit - claimed.len();
             if want == 0 {
                 break;
             }
             let round = self
-                .claim_round(jobtype, want, owner, until, now, spread, &mut taken)
+                .claim_round(
+                    jobtype, want, skipped, owner, until, now, spread, &mut taken,
+                )
                 .await;
             let round = match round {
                 Ok(r) => r,
@@ -902,13 +919,17 @@ impl JobStore for MongoStore {
             };
             let lost = round.picked - round.claimed.len();
             claimed.extend(round.claimed);
-            // Stop when nothing was lost to a racer, or when the picked
+            // Stop when nothing was lost to a racer or skipped, or when the
             // candidates were every eligible job there was (the query gave
-            // fewer than it asked for, and all were picked).
-            if lost == 0 || (round.found < round.fetched && round.found <= round.picked) {
+            // fewer than it asked for, and all were picked or skipped).
+            let more = round.found == round.fetched || round.found > round.picked + round.skipped;
+            if (lost == 0 && round.skipped == 0) || !more {
                 break;
             }
-            spread = Some(seed());
+            if lost > 0 {
+                spread = Some(seed());
+            }
+            skipped += round.skipped;
         }
         claimed.sort_by(|(a, _), (b, _)| {
             b.priority
