@@ -244,10 +244,19 @@ impl MongoStore {
     /// set member or a `mongos`).
     async fn probe_server(&mut self) -> Result<()> {
         let admin = self.client.database("admin");
-        let info = self
+        // A service that refuses `buildInfo` gets the fallback that works
+        // everywhere; only an unreachable server fails the connect.
+        self.union_with = match self
             .call("buildInfo", admin.run_command(doc! { "buildInfo": 1 }))
-            .await?;
-        self.union_with = version_at_least(&info, &[4, 4]);
+            .await
+        {
+            Ok(info) => version_at_least(&info, &[4, 4]),
+            Err(e) if e.is_retryable() => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "MongoDB buildInfo refused; counting waiting jobs without $unionWith");
+                false
+            }
+        };
         let hello = self
             .call("hello", admin.run_command(doc! { "hello": 1 }))
             .await?;
