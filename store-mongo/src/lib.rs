@@ -13,6 +13,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use jobstore_api::{Error, Result};
 use mongodb::bson::{Document, doc};
+use mongodb::event::EventHandler;
+use mongodb::event::command::CommandEvent;
 use mongodb::options::{
     ClientOptions, CollectionOptions, IndexOptions, ReadConcern, ReadPreference, SelectionCriteria,
     WriteConcern,
@@ -136,7 +138,22 @@ impl MongoStore {
     /// Like [`connect`](Self::connect), with the database and prefix set in
     /// code (each overriding the URL).
     pub async fn connect_with(url: &str, options: MongoOptions) -> Result<Self> {
-        let mut store = Self::open(url, options).await?;
+        let mut store = Self::open(url, options, None).await?;
+        store.create_indexes().await?;
+        store.probe_server().await?;
+        Ok(store)
+    }
+
+    /// Like [`connect_with`](Self::connect_with), with every command the
+    /// driver sends reported to `events` (tests only: they count round
+    /// trips and read the commands' options).
+    #[doc(hidden)]
+    pub async fn connect_observed(
+        url: &str,
+        options: MongoOptions,
+        events: EventHandler<CommandEvent>,
+    ) -> Result<Self> {
+        let mut store = Self::open(url, options, Some(events)).await?;
         store.create_indexes().await?;
         store.probe_server().await?;
         Ok(store)
@@ -144,7 +161,11 @@ impl MongoStore {
 
     /// The store for `url` and `options`, without contacting the server
     /// (a `mongodb+srv://` URL is resolved through DNS, though).
-    async fn open(url: &str, options: MongoOptions) -> Result<Self> {
+    async fn open(
+        url: &str,
+        options: MongoOptions,
+        events: Option<EventHandler<CommandEvent>>,
+    ) -> Result<Self> {
         let own = split_own_params(url)?;
         let driver_url = own.driver_url.clone();
         let url_prefix = own.prefix.clone();
@@ -157,6 +178,9 @@ impl MongoStore {
                     }
                     _ => errors::map("URL resolution", e),
                 })?;
+        if let Some(events) = events {
+            client_options.command_event_handler = Some(events);
+        }
         if client_options.app_name.is_none() {
             client_options.app_name = Some("jobstore".to_owned());
         }
@@ -668,7 +692,7 @@ mod tests {
     async fn collections_pin_read_preference_and_concerns() {
         let url = "mongodb://127.0.0.1:1/db?replicaSet=rs&readPreference=secondaryPreferred\
                    &readConcernLevel=available&w=0&wtimeoutMS=5&jobstore_prefix=p_";
-        let store = MongoStore::open(url, MongoOptions::default())
+        let store = MongoStore::open(url, MongoOptions::default(), None)
             .await
             .unwrap();
         assert_eq!(store.prefix(), "p_");

@@ -594,3 +594,105 @@ async fn watch_polls_where_change_streams_are_missing_or_refused() {
         std::panic::resume_unwind(panic);
     }
 }
+
+/// The commands a store sends on its jobs collection, as the driver
+/// reports them (name and command document).
+type Sent = Arc<std::sync::Mutex<Vec<(String, mongodb::bson::Document)>>>;
+
+/// A store whose commands on `jobs` are recorded in the returned list.
+async fn observed_store(url: &str, ns: &str) -> (MongoStore, Sent) {
+    use mongodb::event::EventHandler;
+    use mongodb::event::command::CommandEvent;
+    let sent: Sent = Arc::default();
+    let log = sent.clone();
+    let store = MongoStore::connect_observed(
+        url,
+        MongoOptions::default().database(ns),
+        EventHandler::callback(move |ev: CommandEvent| {
+            if let CommandEvent::Started(e) = ev {
+                let on_jobs = e
+                    .command
+                    .get(&e.command_name)
+                    .and_then(|v| v.as_str())
+                    .is_some_and(|c| c == "jobs")
+                    || e.command_name == "getMore";
+                if on_jobs {
+                    log.lock()
+                        .unwrap()
+                        .push((e.command_name.clone(), e.command.clone()));
+                }
+            }
+        }),
+    )
+    .await
+    .expect("connect");
+    (store, sent)
+}
+
+/// Round trips: a claim of 150 jobs is one `find` (batch size 150: no
+/// `getMore`, where the default first batch of 101 would need one), one
+/// `update` and one read-back `find`; the candidate query and the count
+/// queries carry the claim index's hint.
+#[tokio::test]
+async fn claims_and_counts_take_one_batch_and_the_claim_index() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let (s, sent) = observed_store(&url, &ns).await;
+    let outcome = async {
+        let jobs: Vec<NewJob> = (0..160)
+            .map(|i| NewJob::new(format!("j{i:03}"), "t", "x"))
+            .collect();
+        s.add_jobs(&jobs, T0).await.unwrap();
+        sent.lock().unwrap().clear();
+        let got = s.claim_jobs("t", 150, "o", MIN, T0).await.unwrap();
+        assert_eq!(got.len(), 150);
+        let claim: Vec<(String, mongodb::bson::Document)> =
+            std::mem::take(&mut *sent.lock().unwrap());
+        let names: Vec<&str> = claim.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["find", "update", "find"], "one round trip each");
+        let find = &claim[0].1;
+        assert_eq!(find.get_str("hint").ok(), Some("claim"), "{find}");
+        // The driver asks for one more than the limit when they are equal,
+        // so the server closes the cursor with the first batch.
+        let batch = find
+            .get_i32("batchSize")
+            .map(i64::from)
+            .or(find.get_i64("batchSize"))
+            .unwrap_or(0);
+        assert!(batch >= 150, "{find}");
+        let read_back = &claim[2].1;
+        assert!(read_back.contains_key("batchSize"), "{read_back}");
+        s.job_counts(T0).await.unwrap();
+        s.waiting_jobtypes(T0).await.unwrap();
+        let counts = std::mem::take(&mut *sent.lock().unwrap());
+        let aggregates: Vec<&mongodb::bson::Document> = counts
+            .iter()
+            .filter(|(n, _)| n == "aggregate")
+            .map(|(_, c)| c)
+            .collect();
+        assert_eq!(
+            aggregates.len(),
+            3,
+            "two for job_counts, one for waiting counts"
+        );
+        for a in &aggregates {
+            assert!(a.contains_key("hint"), "{a}");
+        }
+        for a in &aggregates {
+            let stages = a.get_array("pipeline").unwrap();
+            for stage in stages {
+                let stage = stage.as_document().unwrap();
+                if let Ok(p) = stage.get_document("$project") {
+                    assert!(!p.contains_key("data"), "no payload is projected: {a}");
+                }
+            }
+        }
+    };
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
