@@ -405,3 +405,38 @@ async fn claim_attempts_equal_hand_outs_when_taken_before_update() {
     })
     .await;
 }
+
+/// The old owner of an expired job updates its payload after A's claim
+/// read the job and before A's update: A's update, pinned to the version
+/// it read, does not take the job with the old payload; its next round
+/// reads the job again and hands it out with the new one.
+#[tokio::test]
+async fn claim_never_hands_out_a_payload_changed_after_its_read() {
+    with_two_stores(|a, b| async move {
+        a.add_job(NewJob::new("j", "t", "old"), T0).await.unwrap();
+        let lease = Duration::from_secs(1);
+        assert_eq!(a.claim_jobs("t", 1, "O", lease, T0).await.unwrap().len(), 1);
+        let done = Arc::new(Mutex::new(false));
+        let a = a.with_round_trip_hook(hook_on("claim", move |n| {
+            let (b, done) = (b.clone(), done.clone());
+            async move {
+                let first = {
+                    let mut d = done.lock().unwrap();
+                    !std::mem::replace(&mut *d, true)
+                };
+                if n == 1 && first {
+                    assert!(b.update_data("j", "O", b"new", T0 + 2000).await.unwrap());
+                }
+            }
+        }));
+        let got = a.claim_jobs("t", 1, "A", MIN, T0 + 2000).await.unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].data.as_slice(), got[0].attempts), (&b"new"[..], 2));
+        let stored = a.get_job("j").await.unwrap().unwrap();
+        assert_eq!(
+            (stored.data.as_slice(), stored.lock.as_str()),
+            (&b"new"[..], "A")
+        );
+    })
+    .await;
+}
