@@ -16,7 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::{PathParams, QueryOf, Tenant};
+use super::extract::{JsonBody, PathParams, QueryOf, Tenant};
 use crate::executor::{Limits, policy};
 use crate::journal::Record;
 use crate::metrics::OutcomeLabels;
@@ -378,7 +378,7 @@ fn lost_error(what: &str) -> ApiError {
 pub async fn heartbeat(
     State(state): State<AppState>,
     tenant: Tenant,
-    Json(req): Json<HeartbeatRequest>,
+    JsonBody(req): JsonBody<HeartbeatRequest>,
 ) -> ApiResult<Json<HeartbeatResponse>> {
     let (owner, worker) = owner_of(&req.lease)?;
     let lease = lease_of(&state, req.lease_ms)?;
@@ -485,7 +485,7 @@ pub struct FinishResponse {
 pub async fn finish(
     State(state): State<AppState>,
     tenant: Tenant,
-    Json(req): Json<FinishRequest>,
+    JsonBody(req): JsonBody<FinishRequest>,
 ) -> ApiResult<Json<FinishResponse>> {
     let (owner, worker) = owner_of(&req.lease)?;
     let ids: Vec<String> = req.jobs.iter().map(|f| f.id.clone()).collect();
@@ -683,7 +683,7 @@ pub async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
     params: PathParams,
-    Json(req): Json<UpdateRequest>,
+    JsonBody(req): JsonBody<UpdateRequest>,
 ) -> ApiResult<Json<UpdateResponse>> {
     let (owner, worker) = owner_of(&req.lease)?;
     let id = tenant.client.job_id(params.get("id"))?;
