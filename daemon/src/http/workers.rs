@@ -33,17 +33,24 @@ pub const MAX_WAIT_MS: u64 = 60_000;
 #[into_params(parameter_in = Query)]
 pub struct FetchQuery {
     /// Most jobs to hand out (default 1, at most 1000).
+    #[param(minimum = 1, maximum = 1000)]
     pub max: Option<u32>,
     /// Wait up to this many milliseconds for work to arrive (long-poll;
     /// default 0, at most 60000 and below the request timeout).
+    #[param(maximum = 60000)]
     pub wait: Option<u64>,
     /// The worker's name (1–64 bytes of A-Z a-z 0-9 _ . -); the daemon
     /// names it when absent.
+    #[param(pattern = "^[A-Za-z0-9_.-]{1,64}$")]
     pub worker: Option<String>,
     /// A lease token from an earlier fetch, to hold these jobs under the
     /// same one (one heartbeat renews them all).
+    #[param(
+        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
+    )]
     pub lease: Option<String>,
     /// The lease length in milliseconds (default: the daemon's `--lease`).
+    #[param(minimum = 1000, maximum = 604800000)]
     pub lease_ms: Option<u64>,
 }
 
@@ -123,8 +130,8 @@ fn owner_of(lease: &str) -> ApiResult<(String, String)> {
     path = "/{client}/job/{type}/get",
     tag = "workers",
     params(
-        ("client" = String, Path),
-        ("type" = String, Path, description = "A jobtype, or several separated by commas"),
+        ("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"),
+        ("type" = String, Path, description = "A jobtype, or several separated by commas", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}(,[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}){0,31}$"),
         FetchQuery
     ),
     responses(
@@ -312,10 +319,15 @@ pub async fn fetch(
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
     /// The lease token from the fetch.
+    #[schema(
+        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
+    )]
     pub lease: String,
     /// The jobs to keep.
+    #[schema(min_items = 1)]
     pub ids: Vec<String>,
     /// The new lease length in milliseconds (default: the daemon's).
+    #[schema(minimum = 1000, maximum = 604800000)]
     pub lease_ms: Option<u64>,
 }
 
@@ -365,7 +377,7 @@ fn lost_error(what: &str) -> ApiError {
     post,
     path = "/{client}/jobs/heartbeat",
     tag = "workers",
-    params(("client" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
     request_body = HeartbeatRequest,
     responses(
         (status = 200, body = HeartbeatResponse),
@@ -431,6 +443,7 @@ pub struct Finish {
     pub id: String,
     /// 2xx ok, 4xx failed (archived); 1xx retry, 5xx error (run again after
     /// a backoff, until the handler's limits).
+    #[schema(minimum = 100, maximum = 599)]
     pub status: u16,
     /// Output kept with the result (64 KiB at most).
     pub output: Option<String>,
@@ -449,6 +462,9 @@ pub struct Finish {
 #[serde(deny_unknown_fields)]
 pub struct FinishRequest {
     /// The lease token from the fetch.
+    #[schema(
+        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
+    )]
     pub lease: String,
     /// The jobs.
     pub jobs: Vec<Finish>,
@@ -472,7 +488,7 @@ pub struct FinishResponse {
     post,
     path = "/{client}/jobs/finish",
     tag = "workers",
-    params(("client" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
     request_body = FinishRequest,
     responses(
         (status = 200, body = FinishResponse),
@@ -649,6 +665,9 @@ pub async fn finish(
 #[serde(deny_unknown_fields)]
 pub struct UpdateRequest {
     /// The lease token from the fetch.
+    #[schema(
+        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
+    )]
     pub lease: String,
     /// The new payload: a string as its bytes, any other JSON value as its text.
     #[schema(value_type = Option<Object>)]
@@ -669,7 +688,7 @@ pub struct UpdateResponse {
     post,
     path = "/{client}/jobs/{id}/update",
     tag = "workers",
-    params(("client" = String, Path), ("id" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("id" = String, Path, description = "The job id: no control characters, no | or /", pattern = "^[^|/\\u0000-\\u001f\\u007f-\\u009f]{1,135}$")),
     request_body = UpdateRequest,
     responses(
         (status = 200, body = UpdateResponse),
@@ -736,7 +755,7 @@ pub struct WorkerList {
     get,
     path = "/{client}/workers",
     tag = "workers",
-    params(("client" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
     responses(
         (status = 200, body = WorkerList),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
