@@ -46,7 +46,7 @@ pub struct FetchQuery {
     /// A lease token from an earlier fetch, to hold these jobs under the
     /// same one (one heartbeat renews them all).
     #[param(
-        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
+        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9][A-Za-z0-9_]{0,63}:[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
     )]
     pub lease: Option<String>,
     /// The lease length in milliseconds (default: the daemon's `--lease`).
@@ -114,11 +114,20 @@ fn lease_of(state: &AppState, lease_ms: Option<u64>) -> ApiResult<Duration> {
     }
 }
 
-/// A lease token the caller sent, checked to be well formed.
-fn owner_of(lease: &str) -> ApiResult<(String, String)> {
-    let worker = remote::lease_worker(lease).ok_or_else(|| {
+/// A lease token the caller sent, checked to be well formed and to be
+/// `client`'s: the lock owner and the worker's name.
+fn owner_of(lease: &str, client: &Client) -> ApiResult<(String, String)> {
+    let (holder, worker) = remote::lease_holder(lease).ok_or_else(|| {
         ApiError::invalid("lease is not a lease token from a fetch").field("lease")
     })?;
+    if holder != client.as_str() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("the lease token belongs to client \"{holder}\", not \"{client}\""),
+        )
+        .field("lease"));
+    }
     Ok((lease.to_owned(), worker.to_owned()))
 }
 
@@ -175,7 +184,7 @@ pub async fn fetch(
     let lease = lease_of(&state, q.lease_ms)?;
     let (owner, worker) = match (&q.lease, &q.worker) {
         (Some(token), named) => {
-            let (owner, worker) = owner_of(token)?;
+            let (owner, worker) = owner_of(token, &tenant.client)?;
             if named.as_ref().is_some_and(|n| *n != worker) {
                 return Err(
                     ApiError::invalid("the lease token belongs to another worker name")
@@ -186,11 +195,17 @@ pub async fn fetch(
         }
         (None, Some(name)) => {
             remote::check_worker(name).map_err(|m| ApiError::invalid(m).field("worker"))?;
-            (remote::new_lease(&state.sysid.sysid(), name), name.clone())
+            (
+                remote::new_lease(&state.sysid.sysid(), tenant.client.as_str(), name),
+                name.clone(),
+            )
         }
         (None, None) => {
             let name = format!("w-{}", hex::encode(rand::random::<[u8; 4]>()));
-            (remote::new_lease(&state.sysid.sysid(), &name), name)
+            (
+                remote::new_lease(&state.sysid.sysid(), tenant.client.as_str(), &name),
+                name,
+            )
         }
     };
     jobstore_api::validate::sysid(&owner).map_err(|_| {
@@ -320,7 +335,7 @@ pub async fn fetch(
 pub struct HeartbeatRequest {
     /// The lease token from the fetch.
     #[schema(
-        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
+        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9][A-Za-z0-9_]{0,63}:[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
     )]
     pub lease: String,
     /// The jobs to keep.
@@ -392,7 +407,7 @@ pub async fn heartbeat(
     tenant: Tenant,
     JsonBody(req): JsonBody<HeartbeatRequest>,
 ) -> ApiResult<Json<HeartbeatResponse>> {
-    let (owner, worker) = owner_of(&req.lease)?;
+    let (owner, worker) = owner_of(&req.lease, &tenant.client)?;
     let lease = lease_of(&state, req.lease_ms)?;
     let ids = store_ids(&tenant.client, &req.ids)?;
     let now = now_millis();
@@ -463,7 +478,7 @@ pub struct Finish {
 pub struct FinishRequest {
     /// The lease token from the fetch.
     #[schema(
-        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
+        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9][A-Za-z0-9_]{0,63}:[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
     )]
     pub lease: String,
     /// The jobs.
@@ -503,7 +518,7 @@ pub async fn finish(
     tenant: Tenant,
     JsonBody(req): JsonBody<FinishRequest>,
 ) -> ApiResult<Json<FinishResponse>> {
-    let (owner, worker) = owner_of(&req.lease)?;
+    let (owner, worker) = owner_of(&req.lease, &tenant.client)?;
     let ids: Vec<String> = req.jobs.iter().map(|f| f.id.clone()).collect();
     let ids = store_ids(&tenant.client, &ids)?;
     let now = now_millis();
@@ -666,7 +681,7 @@ pub async fn finish(
 pub struct UpdateRequest {
     /// The lease token from the fetch.
     #[schema(
-        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
+        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9][A-Za-z0-9_]{0,63}:[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
     )]
     pub lease: String,
     /// The new payload: a string as its bytes, any other JSON value as its text.
@@ -704,7 +719,7 @@ pub async fn update(
     params: PathParams,
     JsonBody(req): JsonBody<UpdateRequest>,
 ) -> ApiResult<Json<UpdateResponse>> {
-    let (owner, worker) = owner_of(&req.lease)?;
+    let (owner, worker) = owner_of(&req.lease, &tenant.client)?;
     let id = tenant.client.job_id(params.get("id"))?;
     let data = match (&req.data, &req.data_base64) {
         (Some(_), Some(_)) => {
