@@ -145,7 +145,7 @@ pub struct JournalOptions {
     pub fsync: bool,
     /// Whether a helper thread, pinned with the writer thread to one CPU,
     /// spins (yielding to any other runnable thread, at most 3 ms) while the
-    /// writer waits in `fdatasync`. On virtual machines whose idle vCPUs
+    /// writer waits in `fdatasync` for a group of one append. On virtual machines whose idle vCPUs
     /// notice I/O completions only at the next timer tick, this turns 4 ms
     /// acknowledgements into the disk's real fsync time; it uses only CPU
     /// time nothing else wanted. Default `true`; no effect without `fsync`

@@ -294,11 +294,17 @@ impl Writer {
             .write_all(&self.buf)
             .map_err(|e| io_err("writing records", &path())(e))?;
         if self.shared.options.fsync {
-            if let Some(s) = &self.spinner {
+            // Spin only for a group of one append: that is when a client
+            // waits alone on this fsync and an idle CPU would add a timer
+            // tick to its answer. Larger groups mean concurrent clients,
+            // busy CPUs that notice the completion anyway, and a spinner
+            // that would only take CPU time from the request handlers.
+            let spinner = self.spinner.as_ref().filter(|_| self.waiters.len() == 1);
+            if let Some(s) = spinner {
                 s.syncing();
             }
             let synced = self.file.sync_data();
-            if let Some(s) = &self.spinner {
+            if let Some(s) = spinner {
                 s.syncing();
             }
             synced.map_err(|e| io_err("fsyncing records", &path())(e))?;
