@@ -105,6 +105,60 @@ pub fn with_namespace(url: Option<&str>, data_dir: &Path, ns: &str) -> Result<St
     }
 }
 
+/// The backend a store URL names, for reports: `memory`, `sqlite`
+/// (`None`: the embedded default), `postgres`, `redis`, `mongodb`, or
+/// `unknown`.
+pub fn backend_name(url: Option<&str>) -> &'static str {
+    let Some(url) = url else { return "sqlite" };
+    match url.split_once(':').map_or("", |(s, _)| s) {
+        "memory" => "memory",
+        "sqlite" => "sqlite",
+        "postgres" | "postgresql" => "postgres",
+        "redis" | "rediss" | "redis+cluster" | "rediss+cluster" => "redis",
+        "mongodb" | "mongodb+srv" => "mongodb",
+        _ => "unknown",
+    }
+}
+
+/// The memory the store's server uses, in bytes, where the backend reports
+/// it: Redis `INFO memory` `used_memory` (the whole server, not one
+/// namespace; a single node, not a cluster). `None` for other backends.
+/// For benchmarks: the trait has no such call.
+pub async fn server_memory(url: &str) -> Result<Option<u64>> {
+    match url.split_once(':').map_or("", |(s, _)| s) {
+        #[cfg(feature = "redis")]
+        "redis" | "rediss" => {
+            let unavailable = |e: redis::RedisError| Error::unavailable("redis INFO memory", e);
+            // The store's own `prefix` parameter means nothing to the client.
+            let mut plain = url::Url::parse(url).map_err(|e| Error::invalid(format!("{e}")))?;
+            let kept: Vec<(String, String)> = plain
+                .query_pairs()
+                .filter(|(k, _)| k != "prefix")
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect();
+            plain.set_query(None);
+            if !kept.is_empty() {
+                plain.query_pairs_mut().extend_pairs(kept);
+            }
+            let client = redis::Client::open(plain.as_str()).map_err(unavailable)?;
+            let mut conn = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(unavailable)?;
+            let info: String = redis::cmd("INFO")
+                .arg("memory")
+                .query_async(&mut conn)
+                .await
+                .map_err(unavailable)?;
+            Ok(info
+                .lines()
+                .find_map(|l| l.strip_prefix("used_memory:"))
+                .and_then(|v| v.trim().parse().ok()))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Removes a namespace made with [`with_namespace`] and everything in it.
 pub async fn drop_namespace(url: &str) -> Result<()> {
     let scheme = url.split_once(':').map_or("", |(s, _)| s);
@@ -204,6 +258,15 @@ mod tests {
         );
         assert_eq!(ns(Some("memory://")), "memory://");
         assert!(with_namespace(Some("ftp://x"), d, "n").is_err());
+    }
+
+    #[test]
+    fn backend_names() {
+        assert_eq!(backend_name(None), "sqlite");
+        assert_eq!(backend_name(Some("postgresql://h/db")), "postgres");
+        assert_eq!(backend_name(Some("redis+cluster://h")), "redis");
+        assert_eq!(backend_name(Some("memory://")), "memory");
+        assert_eq!(backend_name(Some("ftp://x")), "unknown");
     }
 
     #[tokio::test]
