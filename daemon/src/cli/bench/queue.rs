@@ -334,18 +334,7 @@ pub(super) async fn scale(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     }
     expect_counts(&ctx.counts().await?, largest as u64, archive as u64)?;
 
-    for p in &points {
-        let name = format!(
-            "claim_latency_{}_waiting{}",
-            p["waiting"],
-            if p["archived"] == 0 {
-                String::new()
-            } else {
-                format!("_{}_archived", p["archived"])
-            }
-        );
-        r.figure(&name, p["claim_latency"].clone());
-    }
+    r.figure("points", Value::Array(points));
     let ratio = |x: f64, y: f64| if y > 0.0 { round3(x / y) } else { 0.0 };
     r.figure(
         "p50_largest_to_smallest",
@@ -357,7 +346,6 @@ pub(super) async fn scale(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
             ratio(p50s[sizes.len()], p50s[sizes.len() - 1]),
         );
     }
-    r.figure("points", Value::Array(points));
     Ok(())
 }
 
