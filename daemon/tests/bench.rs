@@ -156,7 +156,11 @@ fn check_figures(mode: &str, f: &Value) {
         "intake" => {
             assert_eq!(f["jobs_acknowledged"], 600);
             assert_eq!(f["jobs_in_store"], 600);
-            for k in ["single_adds_per_s", "concurrent_adds_per_s", "bodies_jobs_per_s"] {
+            for k in [
+                "single_adds_per_s",
+                "concurrent_adds_per_s",
+                "bodies_jobs_per_s",
+            ] {
                 rate(&f[k], k);
             }
             latency(&f["single_ack_latency"], "single", Some(200));
@@ -277,7 +281,16 @@ fn bad_arguments_are_usage_errors() {
         &["bench", "store", "--store", "memory://", "--batch", "0"][..],
         &["bench", "store", "--store", "memory://", "--batch", "5000"],
         &["bench", "scale", "--store", "memory://", "--sizes", "0"],
-        &["bench", "soak", "--store", "memory://", "--duration", "1s", "--interval", "2s"],
+        &[
+            "bench",
+            "soak",
+            "--store",
+            "memory://",
+            "--duration",
+            "1s",
+            "--interval",
+            "2s",
+        ],
         &["bench", "store", "--store", "ftp://nowhere"],
         &["bench", "nonsense"],
     ] {
@@ -313,8 +326,11 @@ fn noop_worker_answers_every_message() {
         .as_micros();
     writeln!(stdin, r#"{{"op":"before_each","code":"x"}}"#).unwrap();
     assert_eq!(lines.next().unwrap().unwrap(), "D: 200");
-    writeln!(stdin, r#"{{"op":"job","id":"a","type":"t","client":"c","attempt":1,"data":"x"}}"#)
-        .unwrap();
+    writeln!(
+        stdin,
+        r#"{{"op":"job","id":"a","type":"t","client":"c","attempt":1,"data":"x"}}"#
+    )
+    .unwrap();
     let stamp = lines.next().unwrap().unwrap();
     let t: u128 = stamp.strip_prefix("t ").unwrap().parse().unwrap();
     assert!(t >= before, "{stamp}");

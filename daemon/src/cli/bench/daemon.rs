@@ -9,8 +9,7 @@ use serde_json::{Value, json};
 
 use super::queue::{JobGen, add_range};
 use super::{
-    CLIENT, CliError, Ctx, DaemonRef, Latencies, Report, expect_counts, rate, round3,
-    store_err,
+    CLIENT, CliError, Ctx, DaemonRef, Latencies, Report, expect_counts, rate, round3, store_err,
 };
 use crate::metrics::OutcomeLabels;
 
@@ -27,7 +26,11 @@ fn finished(d: &DaemonRef, outcome: &'static str) -> u64 {
 
 /// Waits until the daemon finished `n` jobs as ok, moving `bar`; fails if
 /// a job fails or nothing moves for [`STALL`].
-async fn wait_finished(d: &DaemonRef, n: u64, bar: &indicatif::ProgressBar) -> Result<(), CliError> {
+async fn wait_finished(
+    d: &DaemonRef,
+    n: u64,
+    bar: &indicatif::ProgressBar,
+) -> Result<(), CliError> {
     let mut last = (finished(d, "ok"), Instant::now());
     loop {
         let ok = finished(d, "ok");

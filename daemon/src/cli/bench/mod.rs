@@ -78,11 +78,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 100)]
     pub lines: usize,
     /// Waiting jobs at which scale measures claims (comma list).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "10000,100000,1000000"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
     pub sizes: Vec<usize>,
     /// Archived jobs scale puts beside the largest backlog (default: as
     /// many as the largest size).
@@ -300,10 +296,8 @@ impl Ctx {
             return ProgressBar::hidden();
         }
         let bar = ProgressBar::new(len).with_style(
-            ProgressStyle::with_template(
-                "{msg:>14} {bar:36} {pos}/{len} {per_sec:>12} eta {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template("{msg:>14} {bar:36} {pos}/{len} {per_sec:>12} eta {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.set_message(what.to_owned());
         bar
@@ -482,11 +476,7 @@ fn round3(x: f64) -> f64 {
 
 fn rate(n: usize, elapsed: Duration) -> f64 {
     let s = elapsed.as_secs_f64();
-    if s > 0.0 {
-        (n as f64 / s).round()
-    } else {
-        0.0
-    }
+    if s > 0.0 { (n as f64 / s).round() } else { 0.0 }
 }
 
 /// A bench's figures, in the order they were measured.
@@ -664,7 +654,7 @@ fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

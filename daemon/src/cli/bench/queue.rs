@@ -177,7 +177,8 @@ pub(super) async fn store(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
             Ok::<_, CliError>((claim_lat, release_lat, done))
         }));
     }
-    let (mut claim_lat, mut release_lat, mut done) = (Latencies::default(), Latencies::default(), 0);
+    let (mut claim_lat, mut release_lat, mut done) =
+        (Latencies::default(), Latencies::default(), 0);
     for h in handles {
         let (c, rl, d) = join(h).await?;
         claim_lat.extend(c);
@@ -371,9 +372,8 @@ pub(super) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let interval = a.interval;
-    let window_of = move |t: Instant| {
-        ((t - started).as_secs_f64() / interval.as_secs_f64()).floor() as usize
-    };
+    let window_of =
+        move |t: Instant| ((t - started).as_secs_f64() / interval.as_secs_f64()).floor() as usize;
 
     // The adder: what is due every 50 ms, in one call.
     let adder = {
