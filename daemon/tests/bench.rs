@@ -28,6 +28,7 @@ async fn base_url(backend: &str, dir: &Path) -> Option<String> {
 fn mode_args(mode: &str) -> Vec<&'static str> {
     match mode {
         "store" => vec!["--jobs", "400", "--jobtypes", "2", "--batch", "50"],
+        "reference" => vec!["--jobs", "400", "--batch", "50"],
         "drain" => vec!["--jobs", "300", "--jobtypes", "2", "--add-batch", "128"],
         "e2e" => vec![
             "--jobs",
@@ -137,6 +138,15 @@ fn check_figures(mode: &str, f: &Value) {
             assert!(releases >= 8, "{f}");
             latency(&f["release_latency"], "release", None);
         }
+        "reference" => {
+            assert_eq!(f["jobs_added"], 400);
+            assert_eq!(f["jobs_archived"], 400);
+            rate(&f["adds_per_s"], "adds/s");
+            rate(&f["claim_archive_per_s"], "claim+ack/s");
+            latency(&f["add_latency"], "add", Some(1));
+            latency(&f["claim_latency"], "claim", None);
+            assert!(f["release_latency"]["calls"].as_u64().unwrap() >= 8, "{f}");
+        }
         "drain" => {
             assert_eq!(f["jobs"], 300);
             assert_eq!(f["jobs_archived"], 300);
@@ -221,8 +231,9 @@ async fn namespace_gone(backend: &str, url: &str, dir: &Path, ns: &str) {
         "postgres" => {
             use sqlx::Connection;
             let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+            // The store's schema, and the reference queue's.
             let (n,): (i64,) = sqlx::query_as(
-                "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1",
+                "SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE $1 || '%'",
             )
             .bind(ns)
             .fetch_one(&mut c)
@@ -275,6 +286,28 @@ fn bench_modes(
     });
 }
 
+/// The bare reference queues, where the backend has one.
+#[rstest]
+fn bench_reference(#[values("postgres", "redis")] backend: &'static str) {
+    block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(url) = base_url(backend, dir.path()).await else {
+            return;
+        };
+        let report = {
+            let (url, data) = (url.clone(), dir.path().to_owned());
+            tokio::task::spawn_blocking(move || bench(&url, &data, "reference"))
+                .await
+                .unwrap()
+        };
+        assert_eq!(report["mode"], "reference", "{report}");
+        assert_eq!(report["backend"], backend, "{report}");
+        check_figures("reference", &report["figures"]);
+        let ns = report["namespace"].as_str().unwrap();
+        namespace_gone(backend, &url, dir.path(), ns).await;
+    });
+}
+
 #[test]
 fn bad_arguments_are_usage_errors() {
     for args in [
@@ -293,6 +326,7 @@ fn bad_arguments_are_usage_errors() {
         ],
         &["bench", "store", "--store", "ftp://nowhere"],
         &["bench", "nonsense"],
+        &["bench", "reference", "--store", "memory://"],
     ] {
         let out = Command::new(BIN)
             .args(args)

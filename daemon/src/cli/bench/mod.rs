@@ -129,6 +129,9 @@ pub enum Mode {
     /// A steady add+claim+archive load: claim latency and memory per
     /// window.
     Soak,
+    /// The `store` load on a bare reference queue on the same server
+    /// (PostgreSQL `SKIP LOCKED`, Redis `ZPOPMIN`), for ratios.
+    Reference,
 }
 
 impl Mode {
@@ -140,6 +143,7 @@ impl Mode {
             Mode::Intake => "intake",
             Mode::Scale => "scale",
             Mode::Soak => "soak",
+            Mode::Reference => "reference",
         }
     }
 }
@@ -223,6 +227,7 @@ async fn run_in(args: &BenchArgs, ns: &str, dir: &std::path::Path) -> Result<Rep
         ns: ns.to_owned(),
         dir: dir.to_owned(),
         daemons: Mutex::new(Vec::new()),
+        reference: Mutex::new(None),
         show_progress: !args.json && std::io::stderr().is_terminal(),
         started: Instant::now(),
     };
@@ -242,7 +247,11 @@ async fn run_in(args: &BenchArgs, ns: &str, dir: &std::path::Path) -> Result<Rep
         }
     };
     ctx.stop_daemons().await;
-    let dropped = factory::drop_namespace(&url).await;
+    let mut dropped = factory::drop_namespace(&url).await;
+    let reference = ctx.reference.lock().ok().and_then(|mut r| r.take());
+    if let Some(q) = reference {
+        dropped = dropped.and(q.remove().await);
+    }
     let mut report = result?;
     dropped.map_err(|e| CliError::local(format!("cannot drop the bench namespace {ns}: {e}")))?;
     report.seconds = ctx.started.elapsed().as_secs_f64();
@@ -255,6 +264,7 @@ async fn run_mode(ctx: &Ctx) -> Result<Report, CliError> {
         Mode::Store => queue::store(ctx, &mut report).await?,
         Mode::Scale => queue::scale(ctx, &mut report).await?,
         Mode::Soak => queue::soak(ctx, &mut report).await?,
+        Mode::Reference => queue::reference(ctx, &mut report).await?,
         Mode::Drain => daemon::drain(ctx, &mut report).await?,
         Mode::E2e => daemon::e2e(ctx, &mut report).await?,
         Mode::Intake => daemon::intake(ctx, &mut report).await?,
@@ -272,6 +282,8 @@ pub(super) struct Ctx {
     ns: String,
     dir: PathBuf,
     daemons: Mutex<Vec<Option<Daemon>>>,
+    /// The reference queue, removed with the namespace.
+    reference: Mutex<Option<Arc<dyn factory::reference::RefQueue>>>,
     show_progress: bool,
     started: Instant,
 }
@@ -499,7 +511,7 @@ impl Report {
             parameters.insert(k.to_owned(), v);
         };
         match a.mode {
-            Mode::Store => {
+            Mode::Store | Mode::Reference => {
                 p("jobs", json!(a.jobs));
                 p("jobtypes", json!(a.jobtypes));
                 p("claimers", json!(a.claimers));

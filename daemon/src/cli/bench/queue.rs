@@ -568,3 +568,113 @@ pub(super) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     r.figure("windows", Value::Array(rows));
     Ok(())
 }
+
+/// `reference`: the `store` load (one jobtype) on the bare reference queue
+/// of the store's server.
+pub(super) async fn reference(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
+    let a = &ctx.args;
+    let q = factory::reference::open(&ctx.url, &ctx.ns)
+        .await
+        .map_err(store_err("reference queue"))?
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "{} has no reference queue (PostgreSQL and Redis have one)",
+                ctx.backend
+            ))
+        })?;
+    if let Ok(mut slot) = ctx.reference.lock() {
+        *slot = Some(q.clone());
+    }
+    let n = a.jobs;
+    let per = a.add_batch;
+    let batches = n.div_ceil(per);
+    let tasks = a.claimers.min(batches);
+    let bar = ctx.bar(n as u64, "adding");
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let (q, bar, payload) = (q.clone(), bar.clone(), a.payload);
+        handles.push(tokio::spawn(async move {
+            let mut lat = Latencies::default();
+            let mut b = t;
+            while b < batches {
+                let (lo, hi) = (b * per, ((b + 1) * per).min(n));
+                let t0 = Instant::now();
+                let added = q
+                    .add(lo, hi, payload)
+                    .await
+                    .map_err(store_err("reference add"))?;
+                lat.push(t0.elapsed());
+                if added != hi - lo {
+                    return Err(CliError::local("the reference queue lost adds"));
+                }
+                bar.inc(added as u64);
+                b += tasks;
+            }
+            Ok::<_, CliError>(lat)
+        }));
+    }
+    let mut add_lat = Latencies::default();
+    for h in handles {
+        add_lat.extend(join(h).await?);
+    }
+    let add_time = started.elapsed();
+    bar.finish_and_clear();
+
+    let bar = ctx.bar(n as u64, "claim+ack");
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for c in 0..a.claimers {
+        let (q, bar, batch) = (q.clone(), bar.clone(), a.batch);
+        let owner = format!("{}-claimer{c}", ctx.ns);
+        handles.push(tokio::spawn(async move {
+            let (mut claim_lat, mut ack_lat, mut done) =
+                (Latencies::default(), Latencies::default(), 0usize);
+            loop {
+                let t0 = Instant::now();
+                let keys = q
+                    .claim(batch, &owner)
+                    .await
+                    .map_err(store_err("reference claim"))?;
+                claim_lat.push(t0.elapsed());
+                if keys.is_empty() {
+                    break;
+                }
+                let t0 = Instant::now();
+                let acked = q.ack(&keys).await.map_err(store_err("reference ack"))?;
+                ack_lat.push(t0.elapsed());
+                if acked != keys.len() {
+                    return Err(CliError::local("the reference queue lost acks"));
+                }
+                done += acked;
+                bar.inc(acked as u64);
+            }
+            Ok::<_, CliError>((claim_lat, ack_lat, done))
+        }));
+    }
+    let (mut claim_lat, mut ack_lat, mut done) = (Latencies::default(), Latencies::default(), 0);
+    for h in handles {
+        let (c, k, d) = join(h).await?;
+        claim_lat.extend(c);
+        ack_lat.extend(k);
+        done += d;
+    }
+    let ca_time = started.elapsed();
+    bar.finish_and_clear();
+    if done != n {
+        return Err(CliError::local(format!(
+            "the reference queue handed out {done} jobs of {n}"
+        )));
+    }
+    r.figure("adds_per_s", rate(n, add_time));
+    r.figure("claim_archive_per_s", rate(n, ca_time));
+    r.figure("jobs_added", n);
+    r.figure("jobs_archived", done);
+    r.figure("add_seconds", round3(add_time.as_secs_f64()));
+    r.figure("claim_archive_seconds", round3(ca_time.as_secs_f64()));
+    r.figure("add_latency", add_lat.summary());
+    r.figure("claim_latency", claim_lat.summary());
+    r.figure("release_latency", ack_lat.summary());
+    r.note("a bare reference queue: no duplicate detection, fencing, results or counts");
+    Ok(())
+}

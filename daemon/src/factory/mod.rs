@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use jobstore_api::{Error, JobStore, MemoryStore, Result};
 
+pub mod reference;
+
 /// The file name of the embedded default store in the data dir.
 pub const DEFAULT_SQLITE_FILE: &str = "jobs.db";
 
@@ -129,17 +131,7 @@ pub async fn server_memory(url: &str) -> Result<Option<u64>> {
         #[cfg(feature = "redis")]
         "redis" | "rediss" => {
             let unavailable = |e: redis::RedisError| Error::unavailable("redis INFO memory", e);
-            // The store's own `prefix` parameter means nothing to the client.
-            let mut plain = url::Url::parse(url).map_err(|e| Error::invalid(format!("{e}")))?;
-            let kept: Vec<(String, String)> = plain
-                .query_pairs()
-                .filter(|(k, _)| k != "prefix")
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect();
-            plain.set_query(None);
-            if !kept.is_empty() {
-                plain.query_pairs_mut().extend_pairs(kept);
-            }
+            let plain = without_prefix(url)?;
             let client = redis::Client::open(plain.as_str()).map_err(unavailable)?;
             let mut conn = client
                 .get_multiplexed_async_connection()
@@ -157,6 +149,23 @@ pub async fn server_memory(url: &str) -> Result<Option<u64>> {
         }
         _ => Ok(None),
     }
+}
+
+/// A Redis store URL without the store's own `prefix` parameter, which
+/// means nothing to the client.
+#[cfg(feature = "redis")]
+fn without_prefix(url: &str) -> Result<url::Url> {
+    let mut plain = url::Url::parse(url).map_err(|e| Error::invalid(format!("{e}")))?;
+    let kept: Vec<(String, String)> = plain
+        .query_pairs()
+        .filter(|(k, _)| k != "prefix")
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    plain.set_query(None);
+    if !kept.is_empty() {
+        plain.query_pairs_mut().extend_pairs(kept);
+    }
+    Ok(plain)
 }
 
 /// Removes a namespace made with [`with_namespace`] and everything in it.
