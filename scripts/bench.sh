@@ -2,9 +2,9 @@
 # Runs every `jobstore bench` mode on memory, SQLite, PostgreSQL and Redis
 # (MongoDB where a server answers), BENCH_RUNS times each (default 3),
 # interleaved (run 1 of every mode and backend, then run 2, ...), plus the
-# stores' reference queues (the PostgreSQL SKIP LOCKED and Redis ZPOPMIN
-# queues of `cargo bench -p jobstore-postgres/-redis --bench throughput`),
-# and writes BENCHMARKS.md: medians with min and max, the exact commands,
+# bare reference queues on PostgreSQL (SKIP LOCKED) and Redis (ZPOPMIN)
+# under the store mode's load (`jobstore bench reference`), and writes
+# BENCHMARKS.md: medians with min and max, the exact commands,
 # the machine, the load during the run, each figure's ratio to its
 # reference.
 #
@@ -59,6 +59,7 @@ done
 declare -A ARGS
 if [[ $MODE == quick ]]; then
   ARGS[store]="--jobs 500"
+  ARGS[reference]="--jobs 500"
   ARGS[drain]="--jobs 500"
   ARGS[e2e]="--jobs 300 --rate 100 --rate-duration 1s"
   ARGS[intake]="--jobs 300"
@@ -66,12 +67,13 @@ if [[ $MODE == quick ]]; then
   RUNS=${BENCH_RUNS:-1}
 else
   ARGS[store]="--jobs 100000 --claimers 4 --batch 100"
+  ARGS[reference]="${ARGS[store]}"
   ARGS[drain]="--jobs 20000"
   ARGS[e2e]="--jobs 5000 --rate 100 --rate-duration 5s --clients 8"
   ARGS[intake]="--jobs 20000 --clients 8 --lines 100"
   ARGS[scale]="--sizes 10000,100000,1000000 --archive 100000 --samples 200 --batch 100"
 fi
-MODES=(store drain e2e intake scale)
+MODES=(reference store drain e2e intake scale)
 
 RESULTS="$WORK/results.jsonl"
 COMMANDS="$WORK/commands.txt"
@@ -116,32 +118,18 @@ else
   for run in $(seq 1 "$RUNS"); do
     for mode in "${MODES[@]}"; do
       for b in "${BACKENDS[@]}"; do
+        if [[ $mode == reference && $b != postgres && $b != redis ]]; then continue; fi
         # shellcheck disable=SC2086
         one "$b" "$mode" "$run" ${ARGS[$mode]}
       done
     done
   done
-  # The references, in the same run.
-  REFS="$WORK/refs.txt"
-  : >"$REFS"
-  if [[ -n "${URL[postgres]:-}" ]]; then
-    echo "reference: PostgreSQL SKIP LOCKED queue" >&2
-    echo "BENCH_ROUNDS=$RUNS BENCH_BIG=0 cargo bench -p jobstore-postgres --bench throughput" >>"$COMMANDS"
-    JOBSTORE_TEST_POSTGRES_URL=$PG BENCH_ROUNDS=$RUNS BENCH_BIG=0 \
-      cargo bench -q -p jobstore-postgres --bench throughput 2>/dev/null | sed 's/^/postgres| /' >>"$REFS" || echo "  failed" >&2
-  fi
-  if [[ -n "${URL[redis]:-}" ]]; then
-    echo "reference: Redis ZPOPMIN queue" >&2
-    echo "BENCH_RUNS=$RUNS BENCH_BIG=0 cargo bench -p jobstore-redis --bench throughput" >>"$COMMANDS"
-    JOBSTORE_TEST_REDIS_URL=$REDIS BENCH_RUNS=$RUNS BENCH_BIG=0 \
-      cargo bench -q -p jobstore-redis --bench throughput 2>/dev/null | sed 's/^/redis| /' >>"$REFS" || echo "  failed" >&2
-  fi
 fi
 
 END=$(date -u +%FT%TZ)
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 python3 scripts/bench_report.py \
-  --results "$RESULTS" --commands "$COMMANDS" --refs "${REFS:-/dev/null}" \
+  --results "$RESULTS" --commands "$COMMANDS" \
   --mode "$MODE" --runs "$RUNS" --start "$START" --end "$END" \
   --load-start "$LOAD0" --load-end "$LOAD1" \
   --rev "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >"$OUT_MD"

@@ -7,7 +7,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import statistics
 import sys
 from collections import defaultdict
@@ -77,46 +76,9 @@ def machine():
     return f"{os.cpu_count()} CPUs ({model}), {mem} RAM, {platform.system()} {platform.release()}"
 
 
-def parse_refs(path):
-    """Per-round reference figures from the stores' own benches."""
-    refs = defaultdict(lambda: defaultdict(list))
-    try:
-        lines = open(path).read().splitlines()
-    except OSError:
-        return refs
-    for line in lines:
-        if line.startswith("postgres| "):
-            m = re.search(
-                r"claim\+archive (\d+) / (\d+) jobs/s.*reference complete (\d+) / (\d+).*delete (\d+)"
-                r".*adds 1 task (\d+) vs (\d+), 4 tasks (\d+) vs (\d+)",
-                line,
-            )
-            if m:
-                g = [float(x) for x in m.groups()]
-                r = refs["postgres"]
-                r["crate_claim_archive"].append((g[0] + g[1]) / 2)
-                r["ref_claim_archive"].append((g[2] + g[3]) / 2)
-                r["ref_claim_delete"].append(g[4])
-                r["crate_adds"].append(g[7])
-                r["ref_adds"].append(g[8])
-        elif line.startswith("redis| "):
-            m = re.search(
-                r"run \d+: adds\s+(\d+)/s\s+ref\s+(\d+)/s.*claim\+archive\s+(\d+)/s\s+ref\s+(\d+)/s",
-                line,
-            )
-            if m:
-                g = [float(x) for x in m.groups()]
-                r = refs["redis"]
-                r["crate_adds"].append(g[0])
-                r["ref_adds"].append(g[1])
-                r["crate_claim_archive"].append(g[2])
-                r["ref_claim_archive"].append(g[3])
-    return refs
-
-
 def main():
     ap = argparse.ArgumentParser()
-    for a in ["results", "commands", "refs", "mode", "runs", "start", "end", "load-start", "load-end", "rev"]:
+    for a in ["results", "commands", "mode", "runs", "start", "end", "load-start", "load-end", "rev"]:
         ap.add_argument("--" + a, required=True)
     a = ap.parse_args()
 
@@ -129,7 +91,6 @@ def main():
         else:
             by[(r["mode"], r["backend"])].append(r)
     backends = [b for b in BACKENDS if any(k[1] == b for k in by)]
-    refs = parse_refs(a.refs)
     loads = [l for r in runs for l in r.get("load", [])]
 
     def s(mode, backend, path):
@@ -154,26 +115,25 @@ def main():
         for b in backends:
             adds = s("store", b, "adds_per_s")
             ca = s("store", b, "claim_archive_per_s")
-            ref = refs.get(b, {})
-            ref_adds = spread(ref.get("ref_adds", []))
-            ref_ca = spread(ref.get("ref_claim_archive", []))
+            ref_adds = s("reference", b, "adds_per_s")
+            ref_ca = s("reference", b, "claim_archive_per_s")
             target_ca = {"postgres": 1.0, "redis": 0.75}.get(b)
             w(f"| {b} | {fmt(adds)} | {fmt(ca)} | {fmt(s('store', b, 'claim_latency.p50_ms'))} / {fmt(s('store', b, 'claim_latency.p99_ms'))} "
               f"| {fmt(s('store', b, 'release_latency.p50_ms'))} / {fmt(s('store', b, 'release_latency.p99_ms'))} "
               f"| {fmt_ratio(ratio(adds, ref_adds), 0.9 if ref_adds else None)} | {fmt_ratio(ratio(ca, ref_ca), target_ca if ref_ca else None)} |")
         w("")
-        if refs:
-            w("References, measured in the same run by the stores' own benches (their own load: 100,000 jobs on PostgreSQL, "
-              "200,000 on Redis, 4 tasks, batches of 100):\n")
-            w("| backend | reference adds/s | reference claim+ack/s | reference claim+delete/s | the crate bench's jobstore adds/s | the crate bench's jobstore claim+archive/s |")
-            w("|---|---|---|---|---|---|")
-            for b, r in refs.items():
-                w(f"| {b} | {fmt(spread(r.get('ref_adds', [])))} | {fmt(spread(r.get('ref_claim_archive', [])))} "
-                  f"| {fmt(spread(r.get('ref_claim_delete', [])))} | {fmt(spread(r.get('crate_adds', [])))} "
-                  f"| {fmt(spread(r.get('crate_claim_archive', [])))} |")
-            w("\nPostgreSQL's reference is a bare single-table `SKIP LOCKED` queue (claim+ack: `UPDATE state = 'completed'`); "
-              "Redis's is a bare ZPOPMIN queue (one ZSET and one HASH per job). Neither has ids with duplicate detection, "
-              "fencing, results or counts.\n")
+        ref_backends = [b for b in backends if by.get(("reference", b))]
+        if ref_backends:
+            w("References (`jobstore bench reference`, the same load in the same run): PostgreSQL's is a bare "
+              "single-table `SKIP LOCKED` queue (claim+ack: `UPDATE state = 'completed'`), Redis's a bare ZPOPMIN "
+              "queue (one ZSET and one HASH per job). Neither has ids with duplicate detection, fencing, results "
+              "or counts.\n")
+            w("| backend | reference adds/s | reference claim+ack/s | claim p50 / p99 ms |")
+            w("|---|---|---|---|")
+            for b in ref_backends:
+                w(f"| {b} | {fmt(s('reference', b, 'adds_per_s'))} | {fmt(s('reference', b, 'claim_archive_per_s'))} "
+                  f"| {fmt(s('reference', b, 'claim_latency.p50_ms'))} / {fmt(s('reference', b, 'claim_latency.p99_ms'))} |")
+            w("")
 
         w("## Daemon (`drain`, `e2e`)\n")
         w("| backend | drain jobs/s | drain vs store claim+archive | e2e jobs/s | e2e vs drain | add-to-start at 100/s p50 / p99 ms | add-to-start at full speed p50 / p99 ms |")
