@@ -19,7 +19,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use jobstore_api::{Error, Result};
+#[cfg(any(feature = "postgres", feature = "redis"))]
+use jobstore_api::Error;
+use jobstore_api::Result;
 
 /// A reference queue in a namespace of its own.
 #[async_trait]
@@ -47,6 +49,7 @@ pub async fn open(url: &str, ns: &str) -> Result<Option<Arc<dyn RefQueue>>> {
     }
 }
 
+#[cfg(any(feature = "postgres", feature = "redis"))]
 fn unavailable(what: &str) -> impl Fn(Box<dyn std::error::Error + Send + Sync>) -> Error + '_ {
     move |e| Error::unavailable(format!("reference queue: {what}"), e)
 }
