@@ -47,7 +47,10 @@ URL[memory]="memory://"
 URL[sqlite]="sqlite://$WORK/jobs.db"
 if pg_isready -q -d "$PG" 2>/dev/null; then URL[postgres]="$PG"; else echo "PostgreSQL does not answer at $PG: skipped" >&2; fi
 if redis-cli -u "$REDIS" ping >/dev/null 2>&1; then URL[redis]="$REDIS"; else echo "Redis does not answer at $REDIS: skipped" >&2; fi
-if timeout 5 "$BIN" bench store --store "$MONGO" --jobs 10 --json >/dev/null 2>&1; then URL[mongodb]="$MONGO"; else echo "MongoDB does not answer at $MONGO: skipped" >&2; fi
+mongo_hostport=$(sed -E 's#^mongodb(\+srv)?://([^@/]*@)?([^/,?]+).*#\3#' <<<"$MONGO")
+[[ $mongo_hostport == *:* ]] || mongo_hostport+=":27017"
+if timeout 2 bash -c "</dev/tcp/${mongo_hostport%:*}/${mongo_hostport##*:}" 2>/dev/null \
+   && timeout 60 "$BIN" bench store --store "$MONGO" --jobs 10 --json >/dev/null 2>&1; then URL[mongodb]="$MONGO"; else echo "MongoDB does not answer at $MONGO: skipped" >&2; fi
 BACKENDS=()
 for b in memory sqlite postgres redis mongodb; do
   [[ -n "${URL[$b]:-}" ]] || continue

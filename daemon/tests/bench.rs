@@ -343,6 +343,51 @@ fn bad_arguments_are_usage_errors() {
     }
 }
 
+/// SIGTERM (as Ctrl-C) stops a bench, which still drops its namespace.
+#[test]
+fn a_signal_still_drops_the_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("jobs.db").display());
+    let mut child = Command::new(BIN)
+        .args([
+            "bench", "drain", "--json", "--jobs", "2000000", "--store", &url,
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env_remove("JOBSTORE_STORE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let bench_files = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("bench_"))
+            .collect::<Vec<_>>()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !bench_files().iter().any(|n| n.ends_with(".db")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no namespace appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(bench_files(), Vec::<String>::new());
+}
+
 #[test]
 fn noop_worker_answers_every_message() {
     use std::io::{BufRead, BufReader, Write};

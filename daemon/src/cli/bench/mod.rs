@@ -233,12 +233,12 @@ async fn run_in(args: &BenchArgs, ns: &str, dir: &std::path::Path) -> Result<Rep
     };
     let result = tokio::select! {
         r = run_mode(&ctx) => r,
-        _ = tokio::signal::ctrl_c() => {
+        _ = stop_signal() => {
             tokio::spawn(async {
-                let _ = tokio::signal::ctrl_c().await;
+                stop_signal().await;
                 std::process::exit(130);
             });
-            eprintln!("jobstore: interrupted; removing the bench namespace (Ctrl-C again exits at once)");
+            eprintln!("jobstore: interrupted; removing the bench namespace (a second signal exits at once)");
             Err(CliError {
                 code: 130,
                 message: "interrupted".into(),
@@ -256,6 +256,22 @@ async fn run_in(args: &BenchArgs, ns: &str, dir: &std::path::Path) -> Result<Rep
     dropped.map_err(|e| CliError::local(format!("cannot drop the bench namespace {ns}: {e}")))?;
     report.seconds = ctx.started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 async fn run_mode(ctx: &Ctx) -> Result<Report, CliError> {
