@@ -348,7 +348,7 @@ fn bad_arguments_are_usage_errors() {
 fn a_signal_still_drops_the_namespace() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("jobs.db").display());
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args([
             "bench", "drain", "--json", "--jobs", "2000000", "--store", &url,
         ])
