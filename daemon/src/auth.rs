@@ -136,7 +136,7 @@ impl Caller {
             Caller::Open | Caller::Admin => Ok(()),
             Caller::Client(own) if own == client => Ok(()),
             Caller::Client(own) => Err(Denied::Forbidden(format!(
-                "the token of client {own:?} does not reach client {client:?}"
+                "the token of client \"{own}\" does not reach client \"{client}\""
             ))),
         }
     }

@@ -91,6 +91,14 @@ pub struct ServeArgs {
     /// Longest a request may take, slow clients included [default: 30s].
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub request_timeout: Option<Duration>,
+    /// Longest a client may take to send a request's headers; a slower one
+    /// is disconnected [default: 10s].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub header_read_timeout: Option<Duration>,
+    /// Longest a client may take to send a request's body; a slower one is
+    /// answered 408 [default: 30s].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub body_read_timeout: Option<Duration>,
     /// How long an add with client-chosen ids waits for the store to say
     /// which ids already existed [default: 10s].
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
@@ -192,6 +200,12 @@ pub struct FileConfig {
     /// See [`ServeArgs::request_timeout`].
     #[serde(default, with = "opt_duration")]
     pub request_timeout: Option<Duration>,
+    /// See [`ServeArgs::header_read_timeout`].
+    #[serde(default, with = "opt_duration")]
+    pub header_read_timeout: Option<Duration>,
+    /// See [`ServeArgs::body_read_timeout`].
+    #[serde(default, with = "opt_duration")]
+    pub body_read_timeout: Option<Duration>,
     /// See [`ServeArgs::idempotent_wait`].
     #[serde(default, with = "opt_duration")]
     pub idempotent_wait: Option<Duration>,
@@ -331,6 +345,10 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Longest request.
     pub request_timeout: Duration,
+    /// Longest wait for a request's headers (the connection is closed).
+    pub header_read_timeout: Duration,
+    /// Longest wait for a request's body (answered 408).
+    pub body_read_timeout: Duration,
     /// Wait for the store's verdict on client-chosen ids.
     pub idempotent_wait: Duration,
     /// Records per ingest batch.
@@ -364,6 +382,8 @@ impl fmt::Debug for Config {
             .field("http_allow_hosts", &self.http_allow_hosts)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("request_timeout", &self.request_timeout)
+            .field("header_read_timeout", &self.header_read_timeout)
+            .field("body_read_timeout", &self.body_read_timeout)
             .field("idempotent_wait", &self.idempotent_wait)
             .field("ingest_batch", &self.ingest_batch)
             .field("shutdown_grace", &self.shutdown_grace)
@@ -401,6 +421,8 @@ impl Config {
             http_allow_hosts: Vec::new(),
             max_body_bytes: 32 << 20,
             request_timeout: Duration::from_secs(30),
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
             idempotent_wait: Duration::from_secs(10),
             ingest_batch: 1000,
             ingest_reserve_timeout: Duration::from_secs(60),
@@ -486,6 +508,14 @@ impl Config {
                 .request_timeout
                 .or(file.request_timeout)
                 .unwrap_or(d.request_timeout),
+            header_read_timeout: args
+                .header_read_timeout
+                .or(file.header_read_timeout)
+                .unwrap_or(d.header_read_timeout),
+            body_read_timeout: args
+                .body_read_timeout
+                .or(file.body_read_timeout)
+                .unwrap_or(d.body_read_timeout),
             idempotent_wait: args
                 .idempotent_wait
                 .or(file.idempotent_wait)
@@ -566,6 +596,11 @@ impl Config {
                  or JOBSTORE_ADMIN_TOKEN), listen on 127.0.0.1, or pass --insecure-listen",
                 self.listen
             )));
+        }
+        if self.header_read_timeout.is_zero() || self.body_read_timeout.is_zero() {
+            return Err(ConfigError::Invalid(
+                "header_read_timeout and body_read_timeout must be above 0".into(),
+            ));
         }
         if self.max_body_bytes == 0 {
             return Err(ConfigError::Invalid(

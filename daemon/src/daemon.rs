@@ -256,16 +256,14 @@ impl Daemon {
                         tracing::info!("shutting down: no new requests, finishing those in flight");
                     }
                 };
-                let serve = axum::serve(listener, app).with_graceful_shutdown(graceful);
+                let serve = http::serve::serve(listener, app, config.header_read_timeout, graceful);
                 let deadline = async {
                     shutdown.cancelled().await;
                     tokio::time::sleep(config.shutdown_grace).await;
                 };
                 let http = async {
                     tokio::select! {
-                        r = serve => if let Err(e) = r {
-                            tracing::error!(error = %e, "HTTP server failed");
-                        },
+                        () = serve => {},
                         _ = deadline => tracing::warn!("requests still in flight at the end of the grace period"),
                     }
                 };

@@ -264,24 +264,29 @@ pub fn check_worker(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A new lease token for `worker`, handed out by daemon `sysid`.
-pub fn new_lease(sysid: &str, worker: &str) -> String {
+/// A new lease token for `client`'s `worker`, handed out by daemon
+/// `sysid`: `{sysid}/{client}:{worker}/{session}`. The client is part of
+/// the token so that it is refused on another client's paths.
+pub fn new_lease(sysid: &str, client: &str, worker: &str) -> String {
     let session: [u8; 8] = rand::random();
-    format!("{sysid}/{worker}/{}", hex::encode(session))
+    format!("{sysid}/{client}:{worker}/{}", hex::encode(session))
 }
 
-/// The worker named in a lease token, if the token is well formed.
-pub fn lease_worker(token: &str) -> Option<&str> {
+/// The client and worker named in a lease token, if the token is well
+/// formed.
+pub fn lease_holder(token: &str) -> Option<(&str, &str)> {
     let mut parts = token.rsplitn(3, '/');
     let session = parts.next()?;
-    let worker = parts.next()?;
+    let holder = parts.next()?;
     let sysid = parts.next()?;
+    let (client, worker) = holder.split_once(':')?;
     (session.len() == 16
         && session.bytes().all(|b| b.is_ascii_hexdigit())
+        && crate::tenant::Client::new(client).is_ok()
         && check_worker(worker).is_ok()
         && jobstore_api::validate::sysid(token).is_ok()
         && !sysid.is_empty())
-    .then_some(worker)
+    .then_some((client, worker))
 }
 
 #[cfg(test)]
@@ -291,18 +296,21 @@ mod tests {
 
     #[test]
     fn lease_tokens_name_their_worker() {
-        let t = new_lease("node-1", "w_1");
-        assert_eq!(lease_worker(&t), Some("w_1"));
-        let t = new_lease("host/with/slashes", "w");
-        assert_eq!(lease_worker(&t), Some("w"));
+        let t = new_lease("node-1", "acme", "w_1");
+        assert_eq!(lease_holder(&t), Some(("acme", "w_1")));
+        let t = new_lease("host/with/slashes", "c", "w");
+        assert_eq!(lease_holder(&t), Some(("c", "w")));
         for bad in [
             "",
-            "node/w",
-            "node/w/xyz",
-            "node/w w/0123456789abcdef",
-            "/w/0123456789abcdef",
+            "node/c:w",
+            "node/c:w/xyz",
+            "node/w/0123456789abcdef",
+            "node/c:w w/0123456789abcdef",
+            "node/c-d:w/0123456789abcdef",
+            "node/:w/0123456789abcdef",
+            "/c:w/0123456789abcdef",
         ] {
-            assert_eq!(lease_worker(bad), None, "{bad:?}");
+            assert_eq!(lease_holder(bad), None, "{bad:?}");
         }
         assert!(check_worker("a.b-c_1").is_ok());
         assert!(check_worker("a/b").is_err());

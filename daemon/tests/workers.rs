@@ -489,14 +489,14 @@ fn worker_endpoints_keep_tenants_apart() {
             assert_eq!(globex.post(path, body.clone()).await.0, 403, "{path}");
             assert_eq!(anon.post(path, body).await.0, 401, "{path}");
         }
-        // acme's lease on globex's paths names globex's ids: nothing held.
+        // acme's lease on globex's paths is refused: it names client acme.
         let (s, _) = globex
             .post(
                 "/globex/jobs/heartbeat",
                 json!({"lease": lease, "ids": ids}),
             )
             .await;
-        assert_eq!(s, 409);
+        assert_eq!(s, 403);
         assert_eq!(
             json(globex.req(globex.c.get(format!("{}/acme/workers", d.url))))
                 .await

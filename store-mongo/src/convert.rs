@@ -24,6 +24,8 @@ pub(crate) mod f {
     pub const RESULT: &str = "result";
     pub const CLAIM_TOK: &str = "claim_tok";
     pub const OP_TOKS: &str = "op_toks";
+    pub const VER: &str = "ver";
+    pub const ADD_TOK: &str = "add_tok";
 }
 
 /// Bytes as BSON binary, subtype 0 (generic).
@@ -46,6 +48,7 @@ pub(crate) fn new_job_doc(job: &NewJob, now: Millis) -> Document {
         f::LOCK: LOCK_FREE,
         f::ATTEMPTS: 0_i64,
         f::CREATE_DT: now,
+        f::VER: 0_i64,
     }
 }
 
@@ -83,9 +86,14 @@ pub(crate) fn get_i64(d: &Document, field: &str, what: &str) -> Result<i64> {
     match d.get(field) {
         Some(Bson::Int64(v)) => Ok(*v),
         Some(Bson::Int32(v)) => Ok(i64::from(*v)),
+        // What the shell and JavaScript tools write for any number.
+        Some(Bson::Double(v)) if v.fract() == 0.0 && v.abs() <= MAX_EXACT_DOUBLE => Ok(*v as i64),
         _ => Err(malformed(what, field)),
     }
 }
+
+/// The largest integer every smaller one of which a double holds exactly.
+const MAX_EXACT_DOUBLE: f64 = 9_007_199_254_740_992.0;
 
 fn opt_i64(d: &Document, field: &str, what: &str) -> Result<Option<i64>> {
     match d.get(field) {
@@ -250,6 +258,23 @@ mod tests {
         d.insert(f::ATTEMPTS, 0_i64);
         d.insert(f::DATA, "not binary");
         assert!(job_from_doc(&d).is_err());
+    }
+
+    #[test]
+    fn integral_doubles_are_read_as_integers() {
+        let mut d = new_job_doc(&NewJob::new("a", "t", ""), 1);
+        d.insert(f::PRIORITY, 3.0_f64);
+        d.insert(f::ATTEMPTS, 2.0_f64);
+        d.insert(f::DT, 1_700_000_000_000.0_f64);
+        let job = job_from_doc(&d).unwrap();
+        assert_eq!(
+            (job.priority, job.attempts, job.dt),
+            (3, 2, 1_700_000_000_000)
+        );
+        for bad in [2.5_f64, f64::NAN, f64::INFINITY, 1e300] {
+            d.insert(f::ATTEMPTS, bad);
+            assert!(job_from_doc(&d).is_err(), "{bad}");
+        }
     }
 
     #[test]

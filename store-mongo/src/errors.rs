@@ -35,6 +35,15 @@ const TRANSIENT_CODES: &[i32] = &[
     11602, // InterruptedDueToReplStateChange
     13435, // NotPrimaryNoSecondaryOk
     13436, // NotPrimaryOrSecondary
+    16500, // RequestRateTooLarge (Azure Cosmos DB throttling)
+];
+
+/// Server codes of a lost cursor: transient for a read, which can simply
+/// run again.
+const CURSOR_LOST_CODES: &[i32] = &[
+    43,  // CursorNotFound
+    175, // QueryPlanKilled
+    237, // CursorKilled
 ];
 
 /// Server codes of documents over the 16 MiB limit.
@@ -102,6 +111,14 @@ pub(crate) fn map(what: &str, e: MongoError) -> Error {
         return Error::too_large(format!("document in {what}"), 0, MAX_BSON_DOCUMENT);
     }
     Error::backend(message, e)
+}
+
+/// [`map`] for a read: a lost cursor is `Unavailable` too.
+pub(crate) fn map_read(what: &str, e: MongoError) -> Error {
+    if server_code(&e).is_some_and(|c| CURSOR_LOST_CODES.contains(&c)) {
+        return Error::unavailable(format!("MongoDB {what} failed"), e);
+    }
+    map(what, e)
 }
 
 /// The write errors of a write command run with `runCommand`, whose reply
@@ -196,6 +213,31 @@ mod tests {
         assert_eq!(kind(&wc), ErrorKind::Unavailable);
         let e = check_write_reply("t", &one(2)).unwrap_err();
         assert!(std::error::Error::source(&e).is_some());
+    }
+
+    fn command_error(code: i32) -> MongoError {
+        let e: mongodb::error::CommandError = mongodb::bson::from_document(mongodb::bson::doc! {
+            "code": code, "codeName": "X", "errmsg": "test"
+        })
+        .unwrap();
+        MongoError::from(K::Command(e))
+    }
+
+    #[test]
+    fn service_codes_are_mapped() {
+        assert_eq!(
+            map("t", command_error(16500)).kind(),
+            ErrorKind::Unavailable
+        );
+        for code in [43, 175, 237] {
+            assert_eq!(
+                map_read("t", command_error(code)).kind(),
+                ErrorKind::Unavailable
+            );
+            assert_eq!(map("t", command_error(code)).kind(), ErrorKind::Backend);
+        }
+        assert_eq!(map_read("t", command_error(2)).kind(), ErrorKind::Backend);
+        assert_eq!(map("t", command_error(10334)).kind(), ErrorKind::TooLarge);
     }
 
     #[test]

@@ -5,11 +5,16 @@ mod errors;
 mod store;
 
 use std::fmt;
+use std::future::IntoFuture;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use jobstore_api::{Error, Result};
 use mongodb::bson::{Document, doc};
+use mongodb::event::EventHandler;
+use mongodb::event::command::CommandEvent;
 use mongodb::options::{
     ClientOptions, CollectionOptions, IndexOptions, ReadConcern, ReadPreference, SelectionCriteria,
     WriteConcern,
@@ -19,6 +24,30 @@ use mongodb::{Client, Collection, Database, IndexModel};
 /// The URL parameter that sets the collection prefix (removed before the
 /// URL reaches the driver).
 pub const PREFIX_PARAM: &str = "jobstore_prefix";
+
+/// The URL parameter that sets the write-concern timeout in milliseconds.
+pub const WTIMEOUT_PARAM: &str = "jobstore_wtimeout_ms";
+
+/// The URL parameter that sets the per-round-trip timeout in milliseconds.
+pub const TIMEOUT_PARAM: &str = "jobstore_timeout_ms";
+
+/// The URL parameter that lowers the largest payload accepted, in bytes.
+pub const MAX_PAYLOAD_PARAM: &str = "jobstore_max_payload";
+
+/// How long a write waits for a majority to acknowledge it, by default.
+pub const DEFAULT_WTIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest one round trip may take, by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The name of the claim index.
+pub(crate) const CLAIM_INDEX: &str = "claim";
+
+/// The name of the purge index.
+pub(crate) const PURGE_INDEX: &str = "purge";
+
+/// The name of the index of archived jobs' result codes.
+pub(crate) const CODES_INDEX: &str = "codes";
 
 /// The database used when neither the URL path nor [`MongoOptions`] names one.
 pub const DEFAULT_DATABASE: &str = "jobstore";
@@ -71,6 +100,21 @@ pub struct MongoStore {
     sysids: Collection<Document>,
     counters: Collection<Document>,
     hook: Option<RoundTripHook>,
+    /// The write concern's `wtimeout`.
+    wtimeout: Duration,
+    /// The longest one round trip may take.
+    timeout: Duration,
+    /// The largest payload accepted.
+    max_payload: usize,
+    /// Whether the server runs `$unionWith` (4.4 and later).
+    union_with: bool,
+    /// Whether the server offers change streams (a replica set member or
+    /// a `mongos`).
+    change_streams: bool,
+    /// How many job documents that could not be read were skipped.
+    skipped: Arc<AtomicU64>,
+    /// How many archived jobs one purge round trip deletes.
+    purge_batch: usize,
 }
 
 impl fmt::Debug for MongoStore {
@@ -94,15 +138,37 @@ impl MongoStore {
     /// Like [`connect`](Self::connect), with the database and prefix set in
     /// code (each overriding the URL).
     pub async fn connect_with(url: &str, options: MongoOptions) -> Result<Self> {
-        let store = Self::open(url, options).await?;
+        let mut store = Self::open(url, options, None).await?;
         store.create_indexes().await?;
+        store.probe_server().await?;
+        Ok(store)
+    }
+
+    /// Like [`connect_with`](Self::connect_with), with every command the
+    /// driver sends reported to `events` (tests only: they count round
+    /// trips and read the commands' options).
+    #[doc(hidden)]
+    pub async fn connect_observed(
+        url: &str,
+        options: MongoOptions,
+        events: EventHandler<CommandEvent>,
+    ) -> Result<Self> {
+        let mut store = Self::open(url, options, Some(events)).await?;
+        store.create_indexes().await?;
+        store.probe_server().await?;
         Ok(store)
     }
 
     /// The store for `url` and `options`, without contacting the server
     /// (a `mongodb+srv://` URL is resolved through DNS, though).
-    async fn open(url: &str, options: MongoOptions) -> Result<Self> {
-        let (driver_url, url_prefix) = split_own_params(url)?;
+    async fn open(
+        url: &str,
+        options: MongoOptions,
+        events: Option<EventHandler<CommandEvent>>,
+    ) -> Result<Self> {
+        let own = split_own_params(url)?;
+        let driver_url = own.driver_url.clone();
+        let url_prefix = own.prefix.clone();
         let mut client_options =
             ClientOptions::parse(&driver_url)
                 .await
@@ -112,6 +178,9 @@ impl MongoStore {
                     }
                     _ => errors::map("URL resolution", e),
                 })?;
+        if let Some(events) = events {
+            client_options.command_event_handler = Some(events);
+        }
         if client_options.app_name.is_none() {
             client_options.app_name = Some("jobstore".to_owned());
         }
@@ -128,7 +197,7 @@ impl MongoStore {
         let coll = |name: &str| {
             db.collection_with_options::<Document>(
                 &format!("{prefix}{name}"),
-                pinned_collection_options(),
+                pinned_collection_options(own.wtimeout),
             )
         };
         let store = MongoStore {
@@ -140,6 +209,15 @@ impl MongoStore {
             db: db.clone(),
             prefix,
             hook: None,
+            wtimeout: own.wtimeout,
+            timeout: own.timeout,
+            max_payload: own
+                .max_payload
+                .map_or(store::MAX_PAYLOAD, |m| m.min(store::MAX_PAYLOAD)),
+            union_with: true,
+            change_streams: false,
+            skipped: Arc::default(),
+            purge_batch: store::PURGE_BATCH,
         };
         Ok(store)
     }
@@ -150,14 +228,23 @@ impl MongoStore {
             .create_indexes([
                 IndexModel::builder()
                     .keys(doc! { "jobtype": 1, "priority": -1, "dt": 1, "id": 1, "lock": 1 })
-                    .options(named("claim"))
+                    .options(named(CLAIM_INDEX))
                     .build(),
                 IndexModel::builder()
                     .keys(doc! { "done_dt": 1 })
                     .options(
                         IndexOptions::builder()
-                            .name("purge".to_owned())
+                            .name(PURGE_INDEX.to_owned())
                             .sparse(true)
+                            .build(),
+                    )
+                    .build(),
+                IndexModel::builder()
+                    .keys(doc! { "result.code": 1, "jobtype": 1 })
+                    .options(
+                        IndexOptions::builder()
+                            .name(CODES_INDEX.to_owned())
+                            .partial_filter_expression(doc! { "result.code": { "$exists": true } })
                             .build(),
                     )
                     .build(),
@@ -176,6 +263,94 @@ impl MongoStore {
         Ok(())
     }
 
+    /// Reads what the server offers: its version (`buildInfo`: `$unionWith`
+    /// needs 4.4) and its topology (`hello`: change streams need a replica
+    /// set member or a `mongos`).
+    async fn probe_server(&mut self) -> Result<()> {
+        let admin = self.client.database("admin");
+        // A service that refuses `buildInfo` gets the fallback that works
+        // everywhere; only an unreachable server fails the connect.
+        self.union_with = match self
+            .call("buildInfo", admin.run_command(doc! { "buildInfo": 1 }))
+            .await
+        {
+            Ok(info) => version_at_least(&info, &[4, 4]),
+            Err(e) if e.is_retryable() => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "MongoDB buildInfo refused; counting waiting jobs without $unionWith");
+                false
+            }
+        };
+        let hello = self
+            .call("hello", admin.run_command(doc! { "hello": 1 }))
+            .await?;
+        self.change_streams =
+            hello.get_str("setName").is_ok() || hello.get_str("msg").is_ok_and(|m| m == "isdbgrid");
+        tracing::debug!(
+            union_with = self.union_with,
+            change_streams = self.change_streams,
+            "MongoDB server probed"
+        );
+        Ok(())
+    }
+
+    /// Counts waiting jobs without `$unionWith`, as on servers before 4.4
+    /// (tests only: forces the fallback on any server).
+    #[doc(hidden)]
+    pub fn without_union_with(mut self) -> Self {
+        self.union_with = false;
+        self
+    }
+
+    /// Deletes at most `n` archived jobs per purge round trip (tests only).
+    #[doc(hidden)]
+    pub fn with_purge_batch(mut self, n: usize) -> Self {
+        self.purge_batch = n.max(1);
+        self
+    }
+
+    pub(crate) fn purge_batch(&self) -> usize {
+        self.purge_batch
+    }
+
+    /// Tries change streams in `watch` whatever the server's topology
+    /// (tests only: shows the fallback where the server refuses them).
+    #[doc(hidden)]
+    pub fn with_change_streams(mut self) -> Self {
+        self.change_streams = true;
+        self
+    }
+
+    /// Whether `waiting_jobtypes` uses `$unionWith` (the server is 4.4 or
+    /// later).
+    pub fn uses_union_with(&self) -> bool {
+        self.union_with
+    }
+
+    pub(crate) fn union_with(&self) -> bool {
+        self.union_with
+    }
+
+    pub(crate) fn change_streams(&self) -> bool {
+        self.change_streams
+    }
+
+    pub(crate) fn max_payload(&self) -> usize {
+        self.max_payload
+    }
+
+    pub(crate) fn count_skipped(&self) {
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many job documents that could not be read (a field missing or
+    /// of another type) claims have skipped since this store was
+    /// connected (shared by its clones). Each is also logged as a
+    /// `tracing` warning with its id.
+    pub fn skipped_documents(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+
     /// Installs a [`RoundTripHook`] (tests only).
     #[doc(hidden)]
     pub fn with_round_trip_hook(mut self, hook: RoundTripHook) -> Self {
@@ -189,6 +364,41 @@ impl MongoStore {
             Some(hook) => hook(op, n).await,
             None => Ok(()),
         }
+    }
+
+    /// Runs one round trip, `fut`, bounded by the store's timeout: a
+    /// driver error is mapped by [`errors::map`], and a round trip past
+    /// the timeout is `Unavailable` (the driver has no socket timeout).
+    pub(crate) async fn call<T>(
+        &self,
+        what: &str,
+        fut: impl IntoFuture<Output = mongodb::error::Result<T>>,
+    ) -> Result<T> {
+        bounded(self.timeout, what, fut).await
+    }
+
+    /// [`call`](Self::call) for a read: the cursor-lost codes are
+    /// `Unavailable` too, since a read can simply run again.
+    pub(crate) async fn read<T>(
+        &self,
+        what: &str,
+        fut: impl IntoFuture<Output = mongodb::error::Result<T>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(self.timeout, fut).await {
+            Ok(r) => r.map_err(|e| errors::map_read(what, e)),
+            Err(elapsed) => Err(timed_out(self.timeout, what, elapsed)),
+        }
+    }
+
+    /// The write concern's `wtimeout` in milliseconds, for commands sent
+    /// with `runCommand`.
+    pub(crate) fn wtimeout_ms(&self) -> i64 {
+        i64::try_from(self.wtimeout.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// The longest one round trip may take.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// The database the store lives in.
@@ -228,40 +438,136 @@ impl MongoStore {
 /// - read preference `primary`: a secondary may not have the write yet;
 /// - read concern `local`: on the primary, a read sees every write
 ///   acknowledged before it;
-/// - write concern `majority` (no time limit; journaled as the server's
+/// - write concern `majority` with `wtimeout` (journaled as the server's
 ///   `writeConcernMajorityJournalDefault` says): an acknowledged write
 ///   survives a failover, so what a call reported stays true, and an
-///   unacknowledged `w: 0` can never make a call guess its outcome.
-fn pinned_collection_options() -> CollectionOptions {
+///   unacknowledged `w: 0` can never make a call guess its outcome; a set
+///   that cannot reach a majority answers after `wtimeout` with a
+///   write-concern error instead of never.
+fn pinned_collection_options(wtimeout: Duration) -> CollectionOptions {
     CollectionOptions::builder()
         .selection_criteria(SelectionCriteria::ReadPreference(ReadPreference::Primary))
         .read_concern(ReadConcern::local())
-        .write_concern(WriteConcern::majority())
+        .write_concern(majority(wtimeout))
         .build()
 }
 
-/// Splits this store's own parameters off `url`: the URL for the driver,
-/// and the `jobstore_prefix` value, if any.
-fn split_own_params(url: &str) -> Result<(String, Option<String>)> {
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), None));
+/// Write concern `majority` with this `wtimeout`.
+fn majority(wtimeout: Duration) -> WriteConcern {
+    let mut wc = WriteConcern::majority();
+    wc.w_timeout = Some(wtimeout);
+    wc
+}
+
+/// `fut` bounded by `timeout`, its error mapped as from operation `what`.
+pub(crate) async fn bounded<T>(
+    timeout: Duration,
+    what: &str,
+    fut: impl IntoFuture<Output = mongodb::error::Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(r) => r.map_err(|e| errors::map(what, e)),
+        Err(elapsed) => Err(timed_out(timeout, what, elapsed)),
+    }
+}
+
+/// The error of a round trip past `timeout`.
+fn timed_out(timeout: Duration, what: &str, elapsed: tokio::time::error::Elapsed) -> Error {
+    Error::unavailable(
+        format!(
+            "MongoDB {what} failed: no answer within {} ms ({TIMEOUT_PARAM})",
+            timeout.as_millis()
+        ),
+        elapsed,
+    )
+}
+
+/// Whether a `buildInfo` reply's `versionArray` (else `version`) is at
+/// least `min`; a reply with neither counts as older.
+fn version_at_least(info: &Document, min: &[i64]) -> bool {
+    use mongodb::bson::Bson;
+    let parts: Vec<i64> = match info.get("versionArray") {
+        Some(Bson::Array(a)) => a
+            .iter()
+            .map_while(|v| match v {
+                Bson::Int32(n) => Some(i64::from(*n)),
+                Bson::Int64(n) => Some(*n),
+                Bson::Double(d) if d.fract() == 0.0 => Some(*d as i64),
+                _ => None,
+            })
+            .collect(),
+        _ => match info.get_str("version") {
+            Ok(v) => v
+                .split(['.', '-'])
+                .map_while(|p| p.parse::<i64>().ok())
+                .collect(),
+            Err(_) => Vec::new(),
+        },
     };
-    let mut prefix = None;
+    !parts.is_empty() && parts.as_slice() >= min
+}
+
+/// This store's own URL parameters, and the URL left for the driver.
+#[derive(Debug, Clone, PartialEq)]
+struct OwnParams {
+    driver_url: String,
+    prefix: Option<String>,
+    wtimeout: Duration,
+    timeout: Duration,
+    max_payload: Option<usize>,
+}
+
+/// A positive integer URL parameter.
+fn positive(key: &str, value: &str) -> Result<u64> {
+    match value.parse::<u64>() {
+        Ok(v) if v > 0 => Ok(v),
+        _ => Err(Error::invalid(format!(
+            "URL parameter {key} must be a positive integer, not {value:?}"
+        ))),
+    }
+}
+
+/// Splits this store's own parameters off `url` (see [`OwnParams`]).
+fn split_own_params(url: &str) -> Result<OwnParams> {
+    let mut own = OwnParams {
+        driver_url: url.to_owned(),
+        prefix: None,
+        wtimeout: DEFAULT_WTIMEOUT,
+        timeout: DEFAULT_TIMEOUT,
+        max_payload: None,
+    };
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok(own);
+    };
     let mut kept = Vec::new();
     for param in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = param.split_once('=').unwrap_or((param, ""));
         if key.eq_ignore_ascii_case(PREFIX_PARAM) {
-            prefix = Some(value.to_owned());
+            own.prefix = Some(value.to_owned());
+        } else if key.eq_ignore_ascii_case(WTIMEOUT_PARAM) {
+            own.wtimeout = Duration::from_millis(positive(key, value)?);
+        } else if key.eq_ignore_ascii_case(TIMEOUT_PARAM) {
+            own.timeout = Duration::from_millis(positive(key, value)?);
+        } else if key.eq_ignore_ascii_case(MAX_PAYLOAD_PARAM) {
+            let v = usize::try_from(positive(key, value)?).unwrap_or(usize::MAX);
+            let min = jobstore_api::limits::MIN_PAYLOAD_SUPPORT;
+            if !(min..=store::MAX_PAYLOAD).contains(&v) {
+                return Err(Error::invalid(format!(
+                    "URL parameter {key} must be between {min} and {} bytes, not {v}",
+                    store::MAX_PAYLOAD
+                )));
+            }
+            own.max_payload = Some(v);
         } else {
             kept.push(param);
         }
     }
-    let driver_url = if kept.is_empty() {
+    own.driver_url = if kept.is_empty() {
         base.to_owned()
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    Ok((driver_url, prefix))
+    Ok(own)
 }
 
 /// A database name MongoDB accepts: 1..=63 bytes, none of `/\. "$*<>:|?`
@@ -300,7 +606,10 @@ mod tests {
 
     #[test]
     fn own_params_are_stripped() {
-        let split = |u: &str| split_own_params(u).unwrap();
+        let split = |u: &str| {
+            let own = split_own_params(u).unwrap();
+            (own.driver_url, own.prefix)
+        };
         assert_eq!(split("mongodb://h:1/db"), ("mongodb://h:1/db".into(), None));
         assert_eq!(
             split("mongodb://h:1/db?jobstore_prefix=q1_"),
@@ -317,6 +626,52 @@ mod tests {
             split("mongodb://h/?authSource=admin"),
             ("mongodb://h/?authSource=admin".into(), None)
         );
+    }
+
+    #[test]
+    fn timeouts_come_from_the_url_with_defaults() {
+        let own = split_own_params("mongodb://h/db").unwrap();
+        assert_eq!(
+            (own.wtimeout, own.timeout),
+            (DEFAULT_WTIMEOUT, DEFAULT_TIMEOUT)
+        );
+        let own = split_own_params(
+            "mongodb://h/db?jobstore_wtimeout_ms=250&w=1&jobstore_timeout_ms=900&jobstore_max_payload=2000000",
+        )
+        .unwrap();
+        assert_eq!(own.driver_url, "mongodb://h/db?w=1");
+        assert_eq!(own.wtimeout, Duration::from_millis(250));
+        assert_eq!(own.timeout, Duration::from_millis(900));
+        assert_eq!(own.max_payload, Some(2_000_000));
+        for bad in [
+            "mongodb://h/?jobstore_timeout_ms=0",
+            "mongodb://h/?jobstore_wtimeout_ms=-1",
+            "mongodb://h/?jobstore_max_payload=x",
+            "mongodb://h/?jobstore_max_payload=1000",
+            "mongodb://h/?jobstore_max_payload=99999999",
+        ] {
+            let e = split_own_params(bad).unwrap_err();
+            assert_eq!(e.kind(), jobstore_api::ErrorKind::InvalidInput, "{bad}");
+        }
+    }
+
+    #[test]
+    fn server_versions_are_compared() {
+        assert!(version_at_least(
+            &doc! { "versionArray": [7, 0, 2, 0] },
+            &[4, 4]
+        ));
+        assert!(version_at_least(
+            &doc! { "versionArray": [4, 4, 0, 0] },
+            &[4, 4]
+        ));
+        assert!(!version_at_least(
+            &doc! { "versionArray": [4, 2, 24, 0] },
+            &[4, 4]
+        ));
+        assert!(version_at_least(&doc! { "version": "5.0.3-rc1" }, &[4, 4]));
+        assert!(!version_at_least(&doc! { "version": "3.6.0" }, &[4, 4]));
+        assert!(!version_at_least(&doc! { "ok": 1 }, &[4, 4]));
     }
 
     #[test]
@@ -337,7 +692,7 @@ mod tests {
     async fn collections_pin_read_preference_and_concerns() {
         let url = "mongodb://127.0.0.1:1/db?replicaSet=rs&readPreference=secondaryPreferred\
                    &readConcernLevel=available&w=0&wtimeoutMS=5&jobstore_prefix=p_";
-        let store = MongoStore::open(url, MongoOptions::default())
+        let store = MongoStore::open(url, MongoOptions::default(), None)
             .await
             .unwrap();
         assert_eq!(store.prefix(), "p_");
@@ -359,9 +714,14 @@ mod tests {
             );
             assert_eq!(
                 coll.write_concern(),
-                Some(&WriteConcern::majority()),
+                Some(&majority(DEFAULT_WTIMEOUT)),
                 "{}",
                 coll.name()
+            );
+            assert_eq!(
+                coll.write_concern().and_then(|w| w.w_timeout),
+                Some(DEFAULT_WTIMEOUT),
+                "a write never waits for a majority forever"
             );
         }
         // The URL's options did reach the client (so the pin is what wins).

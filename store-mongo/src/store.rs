@@ -9,11 +9,12 @@ use futures::{StreamExt, TryStreamExt};
 use jobstore_api::*;
 use mongodb::Collection;
 use mongodb::bson::{Bson, Document, doc};
-use mongodb::options::{ReadPreference, ReturnDocument, SelectionCriteria};
+use mongodb::options::{Hint, ReadPreference, ReturnDocument, SelectionCriteria};
 
 use crate::MongoStore;
 use crate::convert::{self, f};
 use crate::errors::{self, DUPLICATE_KEY, MAX_BSON_DOCUMENT};
+use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 
 /// The largest payload: MongoDB's 16 MiB document limit less 1 MiB for the
 /// other fields (ids and jobtype of at most 200 bytes each, a result with
@@ -30,6 +31,9 @@ const CLAIM_ROUNDS: usize = 4;
 /// `$unionWith` stage each, well under MongoDB's limit of 1000 stages in a
 /// pipeline (even counting the three stages of each sub-pipeline).
 const JOBTYPES_PER_COUNT: usize = 200;
+
+/// How many archived jobs one purge round trip deletes.
+pub(crate) const PURGE_BATCH: usize = 1_000;
 
 /// How many `waiting_jobtypes` aggregations run at once.
 const COUNT_CONCURRENCY: usize = 4;
@@ -55,6 +59,13 @@ struct Candidate {
     dt: Millis,
 }
 
+/// Fewest extra candidates a claim round reads beyond what it wants, so
+/// that claimers of one jobtype can spread over them.
+const SPREAD_MIN: usize = 64;
+
+/// How many capped counts run at once when `$unionWith` is missing.
+const FALLBACK_CONCURRENCY: usize = 16;
+
 /// How many operation tokens a job keeps (`op_toks`, newest last): a
 /// renew, release or cancel finds its own token in the read-back unless
 /// this many later operations changed the same job in between.
@@ -71,6 +82,7 @@ fn push_op_token(token: &str) -> Document {
 /// spawned task; [`undo`](Self::undo) gives them back in place.
 struct Unclaim {
     jobs: Collection<Document>,
+    timeout: Duration,
     filter: Document,
     update: Document,
     armed: bool,
@@ -78,20 +90,15 @@ struct Unclaim {
 
 impl Unclaim {
     /// The jobs among `ids` that the claim with `token` locked for `owner`.
-    fn new(
-        jobs: &Collection<Document>,
-        ids: &[&str],
-        token: &str,
-        owner: &str,
-        now: Millis,
-    ) -> Self {
+    fn new(store: &MongoStore, ids: &[&str], token: &str, owner: &str, now: Millis) -> Self {
         Unclaim {
-            jobs: jobs.clone(),
+            jobs: store.jobs.clone(),
+            timeout: store.timeout(),
             filter: doc! { f::ID: { "$in": ids }, f::CLAIM_TOK: token, f::LOCK: owner },
             // As `Release::Unget`: free again at once, the attempt uncounted.
             update: doc! {
                 "$set": { f::LOCK: LOCK_FREE, f::DT: now },
-                "$inc": { f::ATTEMPTS: -1_i64 },
+                "$inc": { f::ATTEMPTS: -1_i64, f::VER: 1_i64 },
             },
             armed: true,
         }
@@ -100,10 +107,13 @@ impl Unclaim {
     /// Gives the jobs back now (best effort: a failure is logged, and the
     /// jobs come back when their lease runs out).
     async fn undo(&mut self) {
-        let r = self
-            .jobs
-            .update_many(self.filter.clone(), self.update.clone())
-            .await;
+        let r = crate::bounded(
+            self.timeout,
+            "claim (give back)",
+            self.jobs
+                .update_many(self.filter.clone(), self.update.clone()),
+        )
+        .await;
         self.armed = false;
         if let Err(e) = r {
             tracing::warn!(error = %e, "could not give back the jobs of a failed claim; they come back after their lease");
@@ -125,8 +135,10 @@ impl Drop for Unclaim {
             return;
         };
         let (jobs, filter, update) = (self.jobs.clone(), self.filter.clone(), self.update.clone());
+        let timeout = self.timeout;
         runtime.spawn(async move {
-            if let Err(e) = jobs.update_many(filter, update).await {
+            let give_back = jobs.update_many(filter, update);
+            if let Err(e) = crate::bounded(timeout, "claim (give back)", give_back).await {
                 tracing::warn!(error = %e, "could not give back the jobs of a cancelled claim; they come back after their lease");
             }
         });
@@ -183,10 +195,9 @@ impl Outcome<'_> {
             ),
             Outcome::Delete => (archived(None), None),
         };
-        let mut update = doc! { "$set": set, "$push": push_op_token(token) };
-        if let Some(inc) = inc {
-            update.insert("$inc", inc);
-        }
+        let mut inc = inc.unwrap_or_default();
+        inc.insert(f::VER, 1_i64);
+        let update = doc! { "$set": set, "$push": push_op_token(token), "$inc": inc };
         doc! {
             "q": { f::ID: { "$in": ids }, f::LOCK: owner },
             "u": update,
@@ -255,14 +266,16 @@ impl MongoStore {
     /// The ids among `ids` whose documents carry `token` in `op_toks`.
     async fn ids_with_token(&self, ids: &[&str], token: &str) -> Result<HashSet<String>> {
         let docs: Vec<Document> = self
-            .jobs
-            .find(doc! { f::ID: { "$in": ids }, f::OP_TOKS: token })
-            .projection(doc! { f::ID: 1 })
-            .await
-            .map_err(|e| errors::map("find", e))?
-            .try_collect()
-            .await
-            .map_err(|e| errors::map("find", e))?;
+            .read("find", async {
+                self.jobs
+                    .find(doc! { f::ID: { "$in": ids }, f::OP_TOKS: token })
+                    .projection(doc! { f::ID: 1 })
+                    .batch_size(batch(ids.len()))
+                    .await?
+                    .try_collect()
+                    .await
+            })
+            .await?;
         docs.iter()
             .map(|d| convert::get_str(d, f::ID, "job"))
             .collect()
@@ -286,24 +299,34 @@ impl MongoStore {
         }
         filter.insert(f::ID, doc! { "$in": ids });
         let mut update = doc! { "$set": set, "$push": push_op_token(&token) };
-        if let Some(inc) = inc {
-            update.insert("$inc", inc);
-        }
-        let r = self
-            .jobs
-            .update_many(filter, update)
-            .await
-            .map_err(|e| errors::map(what, e))?;
-        self.after_round_trip(what, 1).await?;
-        let changed: Vec<&str> = if r.matched_count == 0 {
-            Vec::new()
-        } else if r.matched_count == ids.len() as u64 {
-            ids.to_vec()
-        } else {
+        let mut inc = inc.unwrap_or_default();
+        inc.insert(f::VER, 1_i64);
+        update.insert("$inc", inc);
+        let send = || self.call(what, self.jobs.update_many(filter.clone(), update.clone()));
+        let first = match send().await {
+            Ok(r) => self.after_round_trip(what, 1).await.map(|()| r),
+            Err(e) => Err(e),
+        };
+        // `None`: the first attempt failed and was sent again, so the
+        // match count says nothing of what the first one changed.
+        let matched = match first {
+            Ok(r) => Some(r.matched_count),
+            Err(e) if e.is_retryable() => {
+                tracing::debug!(error = %e, "{what}: sending the update once more");
+                send().await?;
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        let changed: Vec<&str> = match matched {
+            Some(0) => Vec::new(),
+            Some(n) if n == ids.len() as u64 => ids.to_vec(),
             // Later operations may have changed some of these jobs since;
             // each appended its own token and left this one in place.
-            let found = self.ids_with_token(ids, &token).await?;
-            ids.iter().copied().filter(|i| found.contains(*i)).collect()
+            _ => {
+                let found = self.ids_with_token(ids, &token).await?;
+                ids.iter().copied().filter(|i| found.contains(*i)).collect()
+            }
         };
         Ok((changed.into_iter().map(str::to_owned).collect(), token))
     }
@@ -345,34 +368,56 @@ impl MongoStore {
                 (outcome.statement(&ids, owner, &token, now), size)
             })
             .collect();
-        let mut matched = 0_u64;
-        for command in pack(statements, RELEASE_COMMAND_BYTES) {
-            let reply = self
-                .db
-                .run_command(doc! {
-                    "update": self.jobs.name(),
-                    "updates": command,
-                    "ordered": false,
-                    "writeConcern": { "w": "majority" },
-                })
-                .selection_criteria(SelectionCriteria::ReadPreference(ReadPreference::Primary))
-                .await
-                .map_err(|e| errors::map(WHAT, e))?;
-            errors::check_write_reply(WHAT, &reply)?;
-            matched += u64::try_from(convert::get_i64(&reply, "n", "update reply")?)
-                .map_err(|_| Error::backend_msg("negative match count from MongoDB"))?;
-        }
-        self.after_round_trip(WHAT, 1).await?;
+        let commands = pack(statements, RELEASE_COMMAND_BYTES);
+        let send = || async {
+            let mut matched = 0_u64;
+            for command in &commands {
+                let reply = self
+                    .call(
+                        WHAT,
+                        self.db
+                            .run_command(doc! {
+                                "update": self.jobs.name(),
+                                "updates": command,
+                                "ordered": false,
+                                "writeConcern": { "w": "majority", "wtimeout": self.wtimeout_ms() },
+                            })
+                            .selection_criteria(SelectionCriteria::ReadPreference(
+                                ReadPreference::Primary,
+                            )),
+                    )
+                    .await?;
+                errors::check_write_reply(WHAT, &reply)?;
+                matched += u64::try_from(convert::get_i64(&reply, "n", "update reply")?)
+                    .map_err(|_| Error::backend_msg("negative match count from MongoDB"))?;
+            }
+            Ok::<_, Error>(matched)
+        };
+        let first = match send().await {
+            Ok(n) => self.after_round_trip(WHAT, 1).await.map(|()| n),
+            Err(e) => Err(e),
+        };
+        // `None`: sent again after a failure that may have applied part of
+        // the statements; only the token's read-back can tell.
+        let matched = match first {
+            Ok(n) => Some(n),
+            Err(e) if e.is_retryable() => {
+                tracing::debug!(error = %e, "release: sending the update once more");
+                send().await?;
+                None
+            }
+            Err(e) => return Err(e),
+        };
         let ids: Vec<&str> = releases.iter().map(|r| r.id.as_str()).collect();
-        let released: Vec<&str> = if matched == 0 {
-            Vec::new()
-        } else if matched == ids.len() as u64 {
-            ids
-        } else {
+        let released: Vec<&str> = match matched {
+            Some(0) => Vec::new(),
+            Some(n) if n == ids.len() as u64 => ids,
             // Later operations may have changed some of these jobs since;
             // each appended its own token and left this one in place.
-            let found = self.ids_with_token(&ids, &token).await?;
-            ids.into_iter().filter(|i| found.contains(*i)).collect()
+            _ => {
+                let found = self.ids_with_token(&ids, &token).await?;
+                ids.into_iter().filter(|i| found.contains(*i)).collect()
+            }
         };
         let taken: HashSet<&str> = released.iter().copied().collect();
         let deleted: Vec<&str> = releases
@@ -381,14 +426,20 @@ impl MongoStore {
             .map(|r| r.id.as_str())
             .collect();
         if !deleted.is_empty() {
-            self.jobs
-                .delete_many(doc! {
-                    f::ID: { "$in": &deleted },
-                    f::LOCK: LOCK_DONE,
-                    f::OP_TOKS: &token,
-                })
-                .await
-                .map_err(|e| errors::map("release (delete)", e))?;
+            let filter = doc! {
+                f::ID: { "$in": &deleted },
+                f::LOCK: LOCK_DONE,
+                f::OP_TOKS: &token,
+            };
+            let send = || self.call("release (delete)", self.jobs.delete_many(filter.clone()));
+            // Idempotent: sent once more after a failure that may have
+            // deleted part of the tombstones.
+            if let Err(e) = send().await {
+                if !e.is_retryable() {
+                    return Err(e);
+                }
+                send().await?;
+            }
             self.after_round_trip(WHAT, 2).await?;
         }
         Ok(released.into_iter().map(str::to_owned).collect())
@@ -407,7 +458,7 @@ impl MongoStore {
             filter.insert(f::JOBTYPE, jobtype);
             [
                 doc! { "$match": filter },
-                doc! { "$limit": i64::try_from(WAITING_COUNT_CAP).unwrap_or(i64::MAX) },
+                doc! { "$limit": cap_i64() },
                 doc! { "$project": { f::ID: 0, f::JOBTYPE: 1 } },
             ]
         };
@@ -423,13 +474,18 @@ impl MongoStore {
         }
         pipeline.push(doc! { "$group": { "_id": "$jobtype", "n": { "$sum": 1 } } });
         let docs: Vec<Document> = self
-            .jobs
-            .aggregate(pipeline)
-            .await
-            .map_err(|e| errors::map("count waiting", e))?
-            .try_collect()
-            .await
-            .map_err(|e| errors::map("count waiting", e))?;
+            .read("count waiting", async {
+                // The hint pins the first `$match`; a `$unionWith`
+                // sub-pipeline takes none, and its `$match` on the
+                // claim index's leading keys is answered from it.
+                self.jobs
+                    .aggregate(pipeline)
+                    .hint(claim_index())
+                    .await?
+                    .try_collect()
+                    .await
+            })
+            .await?;
         docs.iter()
             .map(|d| {
                 let count = u64::try_from(convert::get_i64(d, "n", "waiting count")?)
@@ -442,66 +498,146 @@ impl MongoStore {
             .collect()
     }
 
-    /// One claim round: candidates, conditional update, read-back.
-    /// Returns the jobs claimed with their sort keys, and how many
-    /// candidates there were; the jobs' [`Unclaim`] goes to `taken`.
+    /// The fallback of [`count_waiting`](Self::count_waiting) for servers
+    /// without `$unionWith` (before 4.4): one capped `count` per jobtype,
+    /// [`FALLBACK_CONCURRENCY`] at a time.
+    async fn count_waiting_each(
+        &self,
+        jobtypes: &[String],
+        now: Millis,
+    ) -> Result<Vec<WaitingJobtype>> {
+        let counts: Vec<Option<WaitingJobtype>> = futures::stream::iter(jobtypes.to_vec())
+            .map(|jobtype: String| async move {
+                let mut filter = eligible(now);
+                filter.insert(f::JOBTYPE, jobtype.as_str());
+                let n = self
+                    .read("count waiting", async {
+                        self.jobs
+                            .count_documents(filter)
+                            .limit(WAITING_COUNT_CAP)
+                            .hint(claim_index())
+                            .await
+                    })
+                    .await?;
+                Ok::<_, Error>((n > 0).then_some(WaitingJobtype {
+                    jobtype,
+                    count: n.min(WAITING_COUNT_CAP),
+                }))
+            })
+            .buffer_unordered(FALLBACK_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok(counts.into_iter().flatten().collect())
+    }
+
+    /// One claim round: the candidates read whole, the update pinned to
+    /// the versions read, and the token's read-back. Returns the jobs
+    /// claimed with their sort keys, how many were picked and how many
+    /// candidates the query gave; the jobs' [`Unclaim`] goes to `taken`.
+    ///
+    /// `spread`: read more candidates than wanted and take them in this
+    /// claimer's own order (seeded by it) rather than the first `want`.
+    /// `extra`: read this many more (the unreadable candidates skipped by
+    /// earlier rounds).
     ///
     /// Only the update and the read-back can leave jobs locked without
     /// handing them out: if either fails, the round gives back what it may
     /// have locked before returning the error.
+    #[allow(clippy::too_many_arguments)]
     async fn claim_round(
         &self,
         jobtype: &str,
         want: usize,
+        extra: usize,
         owner: &str,
         until: Millis,
         now: Millis,
+        spread: Option<u64>,
         taken: &mut Vec<Unclaim>,
-    ) -> Result<(Vec<(Candidate, Job)>, usize)> {
+    ) -> Result<RoundOutcome> {
         let mut filter = eligible(now);
         filter.insert(f::JOBTYPE, jobtype);
-        let docs: Vec<Document> = self
-            .jobs
-            .find(filter)
-            .sort(doc! { f::PRIORITY: -1, f::DT: 1, f::JOB_ID: 1 })
-            .limit(i64::try_from(want).unwrap_or(i64::MAX))
-            .projection(doc! { f::ID: 0, f::JOB_ID: 1, f::PRIORITY: 1, f::DT: 1 })
-            .await
-            .map_err(|e| errors::map("claim (find)", e))?
-            .try_collect()
-            .await
-            .map_err(|e| errors::map("claim (find)", e))?;
-        let mut candidates = HashMap::with_capacity(docs.len());
-        for d in &docs {
-            let c = Candidate {
-                id: convert::get_str(d, f::JOB_ID, "job")?,
-                priority: i32::try_from(convert::get_i64(d, f::PRIORITY, "job")?)
-                    .map_err(|_| Error::backend_msg("malformed job priority in MongoDB"))?,
-                dt: convert::get_i64(d, f::DT, "job")?,
+        let fetch = extra
+            + if spread.is_some() {
+                want + want.max(SPREAD_MIN)
+            } else {
+                want
             };
-            candidates.insert(c.id.clone(), c);
+        let docs: Vec<Document> = self
+            .read("claim (find)", async {
+                self.jobs
+                    .find(filter)
+                    .sort(doc! { f::PRIORITY: -1, f::DT: 1, f::JOB_ID: 1 })
+                    .hint(claim_index())
+                    .limit(i64::try_from(fetch).unwrap_or(i64::MAX))
+                    .batch_size(batch(fetch))
+                    .await?
+                    .try_collect()
+                    .await
+            })
+            .await?;
+        self.after_round_trip("claim", 1).await?;
+        let found = docs.len();
+        let mut skipped = 0;
+        // Each candidate as read, with the version its update is pinned to.
+        let mut read: Vec<(Candidate, Job, Bson)> = Vec::with_capacity(docs.len());
+        for d in &docs {
+            match convert::job_from_doc(d) {
+                Ok(job) => {
+                    let c = Candidate {
+                        id: job.id.clone(),
+                        priority: job.priority,
+                        dt: job.dt,
+                    };
+                    let ver = d.get(f::VER).cloned().unwrap_or(Bson::Null);
+                    read.push((c, job, ver));
+                }
+                Err(e) => {
+                    skipped += 1;
+                    self.skip(d, &e);
+                }
+            }
         }
-        let n = candidates.len();
-        if n == 0 {
-            return Ok((Vec::new(), 0));
+        if let Some(seed) = spread {
+            shuffle(&mut read, seed);
         }
-        let ids: Vec<String> = candidates.keys().cloned().collect();
+        read.truncate(want);
+        let picked = read.len();
+        if picked == 0 {
+            return Ok(RoundOutcome::empty(found, fetch, skipped));
+        }
+        let ids: Vec<String> = read.iter().map(|(_, j, _)| j.id.clone()).collect();
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         let token = new_token();
         // Armed before the update is sent: from here a cancelled future
         // gives back whatever the update may have locked.
-        let mut unclaim = Unclaim::new(&self.jobs, &ids, &token, owner, now);
-        match self
-            .lock_and_read_back(&ids, &token, owner, until, now, &mut candidates)
-            .await
-        {
-            Ok(claimed) => {
+        let mut unclaim = Unclaim::new(self, &ids, &token, owner, now);
+        match self.lock_and_check(&read, &token, owner, until, now).await {
+            Ok(mine) => {
+                let claimed: Vec<(Candidate, Job)> = read
+                    .into_iter()
+                    .filter(|(_, j, _)| mine.contains(j.id.as_str()))
+                    .map(|(c, mut job, _)| {
+                        // Exactly what this claim's update made of the
+                        // job as read (the update was pinned to it).
+                        job.lock = owner.to_owned();
+                        job.dt = until;
+                        job.attempts += 1;
+                        (c, job)
+                    })
+                    .collect();
                 if claimed.is_empty() {
                     unclaim.disarm();
                 } else {
                     taken.push(unclaim);
                 }
-                Ok((claimed, n))
+                Ok(RoundOutcome {
+                    claimed,
+                    picked,
+                    found,
+                    fetched: fetch,
+                    skipped,
+                })
             }
             Err(e) => {
                 unclaim.undo().await;
@@ -510,58 +646,140 @@ impl MongoStore {
         }
     }
 
-    /// The update and read-back of a claim round.
-    async fn lock_and_read_back(
+    /// The update of a claim round, pinned to the versions read, and the
+    /// ids it took, read back by the token it pushed on `op_toks` (which
+    /// stays there even if a later claimer takes the job over after this
+    /// claim's lease ran out: the job was this claim's too, and its attempt
+    /// is this claim's hand-out).
+    async fn lock_and_check(
         &self,
-        ids: &[&str],
+        read: &[(Candidate, Job, Bson)],
         token: &str,
         owner: &str,
         until: Millis,
         now: Millis,
-        candidates: &mut HashMap<String, Candidate>,
-    ) -> Result<Vec<(Candidate, Job)>> {
+    ) -> Result<HashSet<String>> {
+        // Jobs grouped by the version read: one `$in` per distinct version
+        // (fresh jobs all have version 0), each job pinned to its own.
+        let mut by_ver: Vec<(Bson, Vec<&str>)> = Vec::new();
+        for (_, job, ver) in read {
+            match by_ver.iter_mut().find(|(v, _)| v == ver) {
+                Some((_, ids)) => ids.push(job.id.as_str()),
+                None => by_ver.push((ver.clone(), vec![job.id.as_str()])),
+            }
+        }
+        let mut pins: Vec<Document> = by_ver
+            .into_iter()
+            .map(|(ver, ids)| match ver {
+                Bson::Null => doc! { f::ID: { "$in": ids }, f::VER: { "$exists": false } },
+                v => doc! { f::ID: { "$in": ids }, f::VER: v },
+            })
+            .collect();
         let mut filter = eligible(now);
-        filter.insert(f::ID, doc! { "$in": ids });
+        if pins.len() == 1 {
+            filter.extend(pins.remove(0));
+        } else {
+            filter.insert("$or", pins);
+        }
         let r = self
-            .jobs
-            .update_many(
-                filter,
-                doc! {
-                    "$set": { f::LOCK: owner, f::DT: until, f::CLAIM_TOK: token },
-                    "$inc": { f::ATTEMPTS: 1_i64 },
-                },
+            .call(
+                "claim (update)",
+                self.jobs.update_many(
+                    filter,
+                    doc! {
+                        "$set": { f::LOCK: owner, f::DT: until, f::CLAIM_TOK: token },
+                        "$inc": { f::ATTEMPTS: 1_i64, f::VER: 1_i64 },
+                        "$push": push_op_token(token),
+                    },
+                ),
             )
-            .await
-            .map_err(|e| errors::map("claim (update)", e))?;
+            .await?;
         self.after_round_trip("claim", 2).await?;
         if r.matched_count == 0 {
-            return Ok(Vec::new());
+            return Ok(HashSet::new());
         }
-        let docs: Vec<Document> = self
-            .jobs
-            .find(doc! { f::ID: { "$in": ids }, f::CLAIM_TOK: token })
-            .await
-            .map_err(|e| errors::map("claim (read back)", e))?
-            .try_collect()
-            .await
-            .map_err(|e| errors::map("claim (read back)", e))?;
+        let ids: Vec<&str> = read.iter().map(|(_, j, _)| j.id.as_str()).collect();
+        let mine = self.ids_with_token(&ids, token).await?;
         self.after_round_trip("claim", 3).await?;
-        let mut claimed = Vec::with_capacity(docs.len());
-        for d in &docs {
-            let job = convert::job_from_doc(d)?;
-            let c = candidates.remove(&job.id).ok_or_else(|| {
-                Error::backend_msg(format!("claim read back job {:?}, not a candidate", job.id))
-            })?;
-            claimed.push((c, job));
-        }
-        Ok(claimed)
+        Ok(mine)
     }
+
+    /// Reports a document that cannot be read: skipped, never handed out.
+    fn skip(&self, d: &Document, e: &Error) {
+        let id = d.get(f::ID).map(ToString::to_string).unwrap_or_default();
+        self.count_skipped();
+        tracing::warn!(id = %id, error = %e, "skipping a job document that cannot be read");
+    }
+}
+
+/// What one claim round did.
+struct RoundOutcome {
+    /// The jobs claimed, with their sort keys.
+    claimed: Vec<(Candidate, Job)>,
+    /// How many candidates the round picked to update.
+    picked: usize,
+    /// How many candidates the query gave.
+    found: usize,
+    /// How many candidates the query asked for.
+    fetched: usize,
+    /// How many candidates could not be read and were skipped.
+    skipped: usize,
+}
+
+impl RoundOutcome {
+    fn empty(found: usize, fetched: usize, skipped: usize) -> Self {
+        RoundOutcome {
+            claimed: Vec::new(),
+            picked: 0,
+            found,
+            fetched,
+            skipped,
+        }
+    }
+}
+
+/// Shuffles `v` in an order drawn from `seed` (xorshift, Fisher-Yates).
+fn shuffle<T>(v: &mut [T], seed: u64) {
+    let mut x = seed | 1;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let j = usize::try_from(x % (i as u64 + 1)).unwrap_or(0);
+        v.swap(i, j);
+    }
+}
+
+/// A random seed for a claimer's own order.
+fn seed() -> u64 {
+    let t = new_token();
+    u64::from_str_radix(&t[..16], 16).unwrap_or(0x9e37_79b9_7f4a_7c15)
+}
+
+/// The hint that pins a query to the claim index.
+fn claim_index() -> Hint {
+    Hint::Name(crate::CLAIM_INDEX.to_owned())
+}
+
+/// A cursor batch size for `n` documents (at least 1).
+fn batch(n: usize) -> u32 {
+    u32::try_from(n.max(1)).unwrap_or(u32::MAX)
+}
+
+/// [`WAITING_COUNT_CAP`] as a BSON integer.
+fn cap_i64() -> i64 {
+    i64::try_from(WAITING_COUNT_CAP).unwrap_or(i64::MAX)
 }
 
 #[async_trait]
 impl JobStore for MongoStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(MAX_PAYLOAD).with_waiting_count_cap(WAITING_COUNT_CAP)
+        let caps = Capabilities::new(self.max_payload()).with_waiting_count_cap(WAITING_COUNT_CAP);
+        if self.change_streams() {
+            caps.with_notifications()
+        } else {
+            caps
+        }
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -569,23 +787,52 @@ impl JobStore for MongoStore {
         if jobs.is_empty() {
             return Ok(AddOutcome::default());
         }
-        let docs = jobs.iter().map(|j| convert::new_job_doc(j, now));
-        let existing: HashSet<usize> = match self.jobs.insert_many(docs).ordered(false).await {
-            Ok(_) => HashSet::new(),
-            Err(e) => match &*e.kind {
-                // Only `_id` is unique in this collection, so a duplicate
-                // key means the id exists already (in any state).
-                mongodb::error::ErrorKind::InsertMany(ime)
-                    if ime.write_concern_error.is_none()
-                        && ime
-                            .write_errors
-                            .as_ref()
-                            .is_some_and(|ws| ws.iter().all(|w| w.code == DUPLICATE_KEY)) =>
-                {
-                    ime.write_errors.iter().flatten().map(|w| w.index).collect()
+        let token = new_token();
+        let docs: Vec<Document> = jobs
+            .iter()
+            .map(|j| {
+                let mut d = convert::new_job_doc(j, now);
+                d.insert(f::ADD_TOK, &token);
+                d
+            })
+            .collect();
+        let first = match self.insert_jobs(&docs).await {
+            Ok(existing) => self.after_round_trip("add", 1).await.map(|()| existing),
+            Err(e) => Err(e),
+        };
+        let existing = match first {
+            Ok(existing) => existing,
+            // The insert may have applied (a write-concern error after the
+            // write, a lost connection): send it again, and tell the ids the
+            // first attempt inserted by their `add_tok`.
+            Err(e) if e.is_retryable() => {
+                tracing::debug!(error = %e, "add: sending the insert once more");
+                let dups = self.insert_jobs(&docs).await?;
+                if dups.is_empty() {
+                    dups
+                } else {
+                    let ids: Vec<&str> = dups.iter().map(|i| jobs[*i].id.as_str()).collect();
+                    let found: Vec<Document> = self
+                        .read("add (read back)", async {
+                            self.jobs
+                                .find(doc! { f::ID: { "$in": &ids }, f::ADD_TOK: &token })
+                                .projection(doc! { f::ID: 1 })
+                                .batch_size(batch(ids.len()))
+                                .await?
+                                .try_collect()
+                                .await
+                        })
+                        .await?;
+                    let ours: HashSet<String> = found
+                        .iter()
+                        .map(|d| convert::get_str(d, f::ID, "job"))
+                        .collect::<Result<_>>()?;
+                    dups.into_iter()
+                        .filter(|i| !ours.contains(&jobs[*i].id))
+                        .collect()
                 }
-                _ => return Err(errors::map("insert", e)),
-            },
+            }
+            Err(e) => return Err(e),
         };
         let mut out = AddOutcome::default();
         for (i, job) in jobs.iter().enumerate() {
@@ -605,10 +852,8 @@ impl JobStore for MongoStore {
         // read every eligible job's key. Jobtypes with no eligible job cost
         // one sub-pipeline each below and are left out there.
         let jobtypes = self
-            .jobs
-            .distinct(f::JOBTYPE, doc! {})
-            .await
-            .map_err(|e| errors::map("distinct jobtypes", e))?;
+            .read("distinct jobtypes", self.jobs.distinct(f::JOBTYPE, doc! {}))
+            .await?;
         let jobtypes: Vec<String> = jobtypes
             .into_iter()
             .map(|jt| match jt {
@@ -620,6 +865,9 @@ impl JobStore for MongoStore {
             .chunks(JOBTYPES_PER_COUNT)
             .map(<[String]>::to_vec)
             .collect();
+        if !self.union_with() {
+            return self.count_waiting_each(&jobtypes, now).await;
+        }
         let counts: Vec<Vec<WaitingJobtype>> = futures::stream::iter(chunks)
             .map(|chunk| async move { self.count_waiting(&chunk, now).await })
             .buffer_unordered(COUNT_CONCURRENCY)
@@ -642,15 +890,24 @@ impl JobStore for MongoStore {
         // Each round's jobs, given back if this future is dropped before
         // they are returned.
         let mut taken: Vec<Unclaim> = Vec::new();
+        // The first round takes the first candidates in order; a round
+        // after one that lost candidates to racers takes them in this
+        // claimer's own order, so that concurrent claimers spread.
+        let mut spread = None;
+        // Candidates that could not be read and were skipped: the next
+        // round reads that many more, so they cannot crowd out the rest.
+        let mut skipped = 0;
         for _ in 0..CLAIM_ROUNDS {
             let want = limit - claimed.len();
             if want == 0 {
                 break;
             }
             let round = self
-                .claim_round(jobtype, want, owner, until, now, &mut taken)
+                .claim_round(
+                    jobtype, want, skipped, owner, until, now, spread, &mut taken,
+                )
                 .await;
-            let (got, candidates) = match round {
+            let round = match round {
                 Ok(r) => r,
                 // The failed round gave back its jobs; those of earlier
                 // rounds are handed out rather than stranded.
@@ -660,13 +917,19 @@ impl JobStore for MongoStore {
                 }
                 Err(e) => return Err(e),
             };
-            let lost = candidates - got.len();
-            claimed.extend(got);
-            // Stop when nothing was lost to a racer, or when the candidates
-            // were every eligible job there was.
-            if lost == 0 || candidates < want {
+            let lost = round.picked - round.claimed.len();
+            claimed.extend(round.claimed);
+            // Stop when nothing was lost to a racer or skipped, or when the
+            // candidates were every eligible job there was (the query gave
+            // fewer than it asked for, and all were picked or skipped).
+            let more = round.found == round.fetched || round.found > round.picked + round.skipped;
+            if (lost == 0 && round.skipped == 0) || !more {
                 break;
             }
+            if lost > 0 {
+                spread = Some(seed());
+            }
+            skipped += round.skipped;
         }
         claimed.sort_by(|(a, _), (b, _)| {
             b.priority
@@ -709,13 +972,14 @@ impl JobStore for MongoStore {
     async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {
         validate::update_data(id, owner, data, &self.capabilities(), now)?;
         let r = self
-            .jobs
-            .update_one(
-                doc! { f::ID: id, f::LOCK: owner },
-                doc! { "$set": { f::DATA: convert::binary(data) } },
+            .call(
+                "update data",
+                self.jobs.update_one(
+                    doc! { f::ID: id, f::LOCK: owner },
+                    doc! { "$set": { f::DATA: convert::binary(data) }, "$inc": { f::VER: 1_i64 } },
+                ),
             )
-            .await
-            .map_err(|e| errors::map("update data", e))?;
+            .await?;
         Ok(r.matched_count == 1)
     }
 
@@ -733,66 +997,117 @@ impl JobStore for MongoStore {
 
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {
         validate::id(id)?;
-        self.jobs
-            .find_one(doc! { f::ID: id })
-            .await
-            .map_err(|e| errors::map("find job", e))?
+        self.read("find job", self.jobs.find_one(doc! { f::ID: id }))
+            .await?
             .map(|d| convert::job_from_doc(&d))
             .transpose()
     }
 
     async fn purge_archived(&self, before: Millis) -> Result<u64> {
         validate::time("before", before)?;
-        let r = self
-            .jobs
-            .delete_many(doc! { f::DONE_DT: { "$lt": before }, f::LOCK: LOCK_DONE })
-            .await
-            .map_err(|e| errors::map("purge", e))?;
-        Ok(r.deleted_count)
+        let filter = doc! { f::DONE_DT: { "$lt": before }, f::LOCK: LOCK_DONE };
+        let mut purged = 0;
+        let size = self.purge_batch();
+        for round in 1.. {
+            let docs: Vec<Document> = self
+                .read("purge (find)", async {
+                    self.jobs
+                        .find(filter.clone())
+                        .hint(Hint::Name(crate::PURGE_INDEX.to_owned()))
+                        .limit(i64::try_from(size).unwrap_or(i64::MAX))
+                        .batch_size(batch(size))
+                        .projection(doc! { f::ID: 1 })
+                        .await?
+                        .try_collect()
+                        .await
+                })
+                .await?;
+            let ids: Vec<Bson> = docs.iter().filter_map(|d| d.get(f::ID).cloned()).collect();
+            if ids.is_empty() {
+                break;
+            }
+            let mut batch_filter = filter.clone();
+            batch_filter.insert(f::ID, doc! { "$in": &ids });
+            let r = self
+                .call("purge", self.jobs.delete_many(batch_filter))
+                .await?;
+            purged += r.deleted_count;
+            self.after_round_trip("purge", round).await?;
+            if docs.len() < size {
+                break;
+            }
+        }
+        Ok(purged)
     }
 
     async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {
         validate::time("now", now)?;
         let when = |cond: Document| doc! { "$sum": { "$cond": [cond, 1, 0] } };
         let done = doc! { "$eq": ["$lock", LOCK_DONE] };
-        let mut group = doc! {
-            "_id": "$jobtype",
-            "waiting": when(doc! { "$and": [
-                { "$ne": ["$lock", LOCK_DONE] }, { "$lte": ["$dt", now] },
-            ] }),
-            "scheduled": when(doc! { "$and": [
-                { "$eq": ["$lock", LOCK_FREE] }, { "$gt": ["$dt", now] },
-            ] }),
-            "running": when(doc! { "$and": [
-                { "$ne": ["$lock", LOCK_FREE] }, { "$ne": ["$lock", LOCK_DONE] },
-                { "$gt": ["$dt", now] },
-            ] }),
-            "archived": when(done.clone()),
-        };
-        // Archived jobs with no result count as `ok`, as in MemoryStore:
-        // `ok` is the archived total less the other codes.
+        // (1) States, from the claim index only (covered).
+        let states = [
+            doc! { "$project": { f::ID: 0, f::JOBTYPE: 1, f::DT: 1, f::LOCK: 1 } },
+            doc! { "$group": {
+                "_id": "$jobtype",
+                "waiting": when(doc! { "$and": [
+                    { "$ne": ["$lock", LOCK_DONE] }, { "$lte": ["$dt", now] },
+                ] }),
+                "scheduled": when(doc! { "$and": [
+                    { "$eq": ["$lock", LOCK_FREE] }, { "$gt": ["$dt", now] },
+                ] }),
+                "running": when(doc! { "$and": [
+                    { "$ne": ["$lock", LOCK_FREE] }, { "$ne": ["$lock", LOCK_DONE] },
+                    { "$gt": ["$dt", now] },
+                ] }),
+                "archived": when(done),
+            } },
+        ];
+        // (2) Archived jobs by result code other than ok, from the codes
+        // index only (covered). Archived jobs with no result count as
+        // `ok`, as in MemoryStore: `ok` is the archived total less these.
         let others: Vec<ResultCode> = ResultCode::ALL
             .into_iter()
             .filter(|c| *c != ResultCode::Ok)
             .collect();
+        let mut by_code = doc! { "_id": "$jobtype" };
         for code in &others {
-            group.insert(
+            by_code.insert(
                 format!("a_{code}"),
-                when(doc! { "$and": [done.clone(), { "$eq": ["$result.code", code.as_str()] }] }),
+                when(doc! { "$eq": ["$result.code", code.as_str()] }),
             );
         }
-        let docs: Vec<Document> = self
-            .jobs
-            .aggregate([doc! { "$group": group }])
-            .await
-            .map_err(|e| errors::map("count jobs", e))?
-            .try_collect()
-            .await
-            .map_err(|e| errors::map("count jobs", e))?;
+        // No `$project`: the server sees that `$group` needs only these two
+        // fields and reads them from the index.
+        let codes = [
+            doc! { "$match": { "result.code": { "$in": others.iter().map(|c| c.as_str()).collect::<Vec<_>>() } } },
+            doc! { "$group": by_code },
+        ];
+        let (docs, code_docs): (Vec<Document>, Vec<Document>) = futures::try_join!(
+            self.read("count jobs", async {
+                self.jobs
+                    .aggregate(states)
+                    .hint(claim_index())
+                    .await?
+                    .try_collect()
+                    .await
+            }),
+            self.read("count jobs by result", async {
+                self.jobs
+                    .aggregate(codes)
+                    .hint(Hint::Name(crate::CODES_INDEX.to_owned()))
+                    .await?
+                    .try_collect()
+                    .await
+            }),
+        )?;
         let count = |d: &Document, k: &str| -> Result<u64> {
             u64::try_from(convert::get_i64(d, k, "job count")?)
                 .map_err(|_| Error::backend_msg("negative job count from MongoDB"))
         };
+        let mut by_jobtype: HashMap<String, &Document> = HashMap::new();
+        for d in &code_docs {
+            by_jobtype.insert(convert::get_str(d, "_id", "job count")?, d);
+        }
         let mut out = Vec::with_capacity(docs.len());
         for d in &docs {
             let mut c = JobCounts {
@@ -803,11 +1118,13 @@ impl JobStore for MongoStore {
                 archived: Default::default(),
             };
             let mut ok = count(d, "archived")?;
-            for code in &others {
-                let n = count(d, &format!("a_{code}"))?;
-                ok = ok.saturating_sub(n);
-                if n > 0 {
-                    c.archived.insert(*code, n);
+            if let Some(codes) = by_jobtype.get(&c.jobtype) {
+                for code in &others {
+                    let n = count(codes, &format!("a_{code}"))?;
+                    ok = ok.saturating_sub(n);
+                    if n > 0 {
+                        c.archived.insert(*code, n);
+                    }
                 }
             }
             if ok > 0 {
@@ -816,6 +1133,19 @@ impl JobStore for MongoStore {
             out.push(c);
         }
         Ok(out)
+    }
+
+    async fn watch(&self) -> Result<WorkWatcher> {
+        if !self.change_streams() {
+            return Ok(WorkWatcher::polling(DEFAULT_POLL_INTERVAL));
+        }
+        match self.change_stream().await {
+            Ok(watcher) => Ok(watcher),
+            Err(e) => {
+                tracing::warn!(error = %e, "MongoDB change stream refused; polling instead");
+                Ok(WorkWatcher::polling(DEFAULT_POLL_INTERVAL))
+            }
+        }
     }
 
     async fn set_handler(
@@ -827,46 +1157,48 @@ impl JobStore for MongoStore {
         validate::handler(jobtype, handler, now)?;
         let seq = self.next_handler_seq().await?;
         let d = convert::handler_doc(jobtype, handler, seq, now);
-        self.handlers
-            .insert_one(&d)
-            .await
-            .map_err(|e| errors::map("insert handler", e))?;
+        self.call("insert handler", self.handlers.insert_one(&d))
+            .await?;
         convert::handler_from_doc(&d)
     }
 
     async fn get_handler(&self, jobtype: &str) -> Result<Option<HandlerVersion>> {
         validate::jobtype(jobtype)?;
-        self.handlers
-            .find_one(doc! { "jobtype": jobtype })
-            .sort(doc! { "dt": -1, "seq": -1 })
-            .await
-            .map_err(|e| errors::map("find handler", e))?
-            .map(|d| convert::handler_from_doc(&d))
-            .transpose()
+        self.read(
+            "find handler",
+            self.handlers
+                .find_one(doc! { "jobtype": jobtype })
+                .sort(doc! { "dt": -1, "seq": -1 }),
+        )
+        .await?
+        .map(|d| convert::handler_from_doc(&d))
+        .transpose()
     }
 
     async fn delete_handler(&self, jobtype: &str) -> Result<bool> {
         validate::jobtype(jobtype)?;
         let r = self
-            .handlers
-            .delete_many(doc! { "jobtype": jobtype })
-            .await
-            .map_err(|e| errors::map("delete handler", e))?;
+            .call(
+                "delete handler",
+                self.handlers.delete_many(doc! { "jobtype": jobtype }),
+            )
+            .await?;
         Ok(r.deleted_count > 0)
     }
 
     async fn list_handlers(&self) -> Result<Vec<HandlerVersion>> {
         let docs: Vec<Document> = self
-            .handlers
-            .aggregate([
-                doc! { "$sort": { "jobtype": 1, "dt": -1, "seq": -1 } },
-                doc! { "$group": { "_id": "$jobtype", "newest": { "$first": "$$ROOT" } } },
-            ])
-            .await
-            .map_err(|e| errors::map("list handlers", e))?
-            .try_collect()
-            .await
-            .map_err(|e| errors::map("list handlers", e))?;
+            .read("list handlers", async {
+                self.handlers
+                    .aggregate([
+                        doc! { "$sort": { "jobtype": 1, "dt": -1, "seq": -1 } },
+                        doc! { "$group": { "_id": "$jobtype", "newest": { "$first": "$$ROOT" } } },
+                    ])
+                    .await?
+                    .try_collect()
+                    .await
+            })
+            .await?;
         docs.iter()
             .map(|d| match d.get("newest") {
                 Some(Bson::Document(v)) => convert::handler_from_doc(v),
@@ -884,18 +1216,22 @@ impl JobStore for MongoStore {
         };
         // Matches a free (expired) lease and takes it over, or inserts one;
         // a valid lease does not match, and the insert then fails on `_id`.
-        let r = self
+        let upsert = self
             .sysids
             .update_one(
                 doc! { "_id": sysid, "expires": { "$lte": now } },
                 doc! { "$set": { "token": &lease.token, "expires": lease.expires } },
             )
-            .upsert(true)
-            .await;
+            .upsert(true);
+        let r = tokio::time::timeout(self.timeout(), upsert).await;
         match r {
-            Ok(_) => Ok(lease),
-            Err(e) if errors::is_duplicate_key(&e) => Err(Error::sysid_held(sysid)),
-            Err(e) => Err(errors::map("reserve sysid", e)),
+            Ok(Ok(_)) => Ok(lease),
+            Ok(Err(e)) if errors::is_duplicate_key(&e) => Err(Error::sysid_held(sysid)),
+            Ok(Err(e)) => Err(errors::map("reserve sysid", e)),
+            Err(elapsed) => Err(Error::unavailable(
+                "MongoDB reserve sysid failed: no answer in time",
+                elapsed,
+            )),
         }
     }
 
@@ -908,13 +1244,14 @@ impl JobStore for MongoStore {
         validate::sysid_lease(&lease.sysid, ttl, now)?;
         let expires = now + duration_ms(ttl);
         let r = self
-            .sysids
-            .update_one(
-                doc! { "_id": &lease.sysid, "token": &lease.token },
-                doc! { "$set": { "expires": expires } },
+            .call(
+                "renew sysid",
+                self.sysids.update_one(
+                    doc! { "_id": &lease.sysid, "token": &lease.token },
+                    doc! { "$set": { "expires": expires } },
+                ),
             )
-            .await
-            .map_err(|e| errors::map("renew sysid", e))?;
+            .await?;
         if r.matched_count == 0 {
             return Err(Error::sysid_lost(&lease.sysid));
         }
@@ -927,30 +1264,123 @@ impl JobStore for MongoStore {
     async fn release_sysid(&self, lease: &SysidLease) -> Result<bool> {
         validate::sysid(&lease.sysid)?;
         let r = self
-            .sysids
-            .delete_one(doc! { "_id": &lease.sysid, "token": &lease.token })
-            .await
-            .map_err(|e| errors::map("release sysid", e))?;
+            .call(
+                "release sysid",
+                self.sysids
+                    .delete_one(doc! { "_id": &lease.sysid, "token": &lease.token }),
+            )
+            .await?;
         Ok(r.deleted_count == 1)
     }
 }
 
+/// Aborts the change stream's task when the watcher is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 impl MongoStore {
+    /// A watcher fed by a change stream on the jobs collection: inserts and
+    /// updates that free a job (`lock = ""`: retry and unget releases),
+    /// each with its jobtype, projected so that no payload is ever sent.
+    async fn change_stream(&self) -> Result<WorkWatcher> {
+        let pipeline = [
+            doc! { "$match": { "$or": [
+                { "operationType": "insert" },
+                { "operationType": "update", "updateDescription.updatedFields.lock": LOCK_FREE },
+            ] } },
+            doc! { "$project": { "operationType": 1, "fullDocument.jobtype": 1 } },
+        ];
+        // The update events carry only the changed fields: the server
+        // looks the document up, and the projection keeps only its jobtype.
+        let mut stream = self
+            .call(
+                "watch",
+                self.jobs
+                    .watch()
+                    .pipeline(pipeline)
+                    .full_document(mongodb::options::FullDocumentType::UpdateLookup),
+            )
+            .await?;
+        let (tx, rx) = tokio::sync::broadcast::channel(1024);
+        let task = tokio::spawn(async move {
+            while let Some(event) = stream.next().await {
+                let notice = match event {
+                    Ok(event) => event
+                        .full_document
+                        .as_ref()
+                        .and_then(|d| d.get_str(f::JOBTYPE).ok())
+                        .unwrap_or_default()
+                        .to_owned(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "MongoDB change stream failed; polling instead");
+                        break;
+                    }
+                };
+                if tx.send(notice).is_err() {
+                    break;
+                }
+            }
+            // Dropping `tx` closes the channel: the watcher polls from here.
+        });
+        Ok(WorkWatcher::notified(
+            rx,
+            DEFAULT_POLL_INTERVAL,
+            Some(Box::new(AbortOnDrop(task))),
+        ))
+    }
+
+    /// One unordered insert of `docs`: the indexes of the documents that
+    /// already existed (duplicate `_id`), or the error.
+    async fn insert_jobs(&self, docs: &[Document]) -> Result<HashSet<usize>> {
+        let insert = self.jobs.insert_many(docs).ordered(false);
+        let r = tokio::time::timeout(self.timeout(), insert)
+            .await
+            .map_err(|elapsed| {
+                Error::unavailable("MongoDB insert failed: no answer in time", elapsed)
+            })?;
+        match r {
+            Ok(_) => Ok(HashSet::new()),
+            Err(e) => match &*e.kind {
+                // Only `_id` is unique in this collection, so a duplicate
+                // key means the id exists already (in any state).
+                mongodb::error::ErrorKind::InsertMany(ime)
+                    if ime.write_concern_error.is_none()
+                        && ime
+                            .write_errors
+                            .as_ref()
+                            .is_some_and(|ws| ws.iter().all(|w| w.code == DUPLICATE_KEY)) =>
+                {
+                    Ok(ime.write_errors.iter().flatten().map(|w| w.index).collect())
+                }
+                _ => Err(errors::map("insert", e)),
+            },
+        }
+    }
+
     /// The next handler version number: an atomic `$inc` on one counter
     /// document, so numbers increase across every process.
     async fn next_handler_seq(&self) -> Result<i64> {
         // The first upserts of two processes may race on `_id`; the loser
         // retries once and then finds the document.
         for attempt in 0..2 {
-            let r = self
+            let upsert = self
                 .counters
                 .find_one_and_update(
                     doc! { "_id": "handler_seq" },
                     doc! { "$inc": { "n": 1_i64 } },
                 )
                 .upsert(true)
-                .return_document(ReturnDocument::After)
-                .await;
+                .return_document(ReturnDocument::After);
+            let r = tokio::time::timeout(self.timeout(), upsert)
+                .await
+                .map_err(|elapsed| {
+                    Error::unavailable("MongoDB handler counter failed: no answer in time", elapsed)
+                })?;
             match r {
                 Ok(Some(d)) => return convert::get_i64(&d, "n", "counter"),
                 Ok(None) => {

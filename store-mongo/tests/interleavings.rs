@@ -248,3 +248,195 @@ async fn claim_cancelled_after_its_update_gives_its_jobs_back() {
     })
     .await;
 }
+
+/// A hook that fails round trip 1 of `op` once, after it applied (as a
+/// write-concern error or a lost reply after the write would).
+fn fail_once_after(op: &'static str) -> RoundTripHook {
+    let failed = Arc::new(Mutex::new(false));
+    Arc::new(move |name, n| {
+        let failed = failed.clone();
+        async move {
+            let mut failed = failed.lock().unwrap();
+            if name == op && n == 1 && !*failed {
+                *failed = true;
+                return Err(Error::unavailable(
+                    "injected failure after the write",
+                    std::io::Error::other("test"),
+                ));
+            }
+            Ok(())
+        }
+        .boxed()
+    })
+}
+
+/// A renew whose update applied but failed is sent again with the same
+/// token and reports, by the token's read-back, every job it renewed.
+#[tokio::test]
+async fn renew_failed_after_applying_reports_what_it_renewed() {
+    with_two_stores(|a, _b| async move {
+        let jobs = [NewJob::new("x", "t", "x"), NewJob::new("y", "t", "y")];
+        a.add_jobs(&jobs, T0).await.unwrap();
+        assert_eq!(a.claim_jobs("t", 2, "A", MIN, T0).await.unwrap().len(), 2);
+        let failing = a.clone().with_round_trip_hook(fail_once_after("renew"));
+        let mut renewed = failing
+            .renew_locks(&ids(&["x", "y"]), "A", MIN * 2, T0 + 1)
+            .await
+            .unwrap();
+        renewed.sort();
+        assert_eq!(renewed, ids(&["x", "y"]));
+        let x = a.get_job("x").await.unwrap().unwrap();
+        assert_eq!(x.dt, T0 + 1 + 120_000);
+    })
+    .await;
+}
+
+/// A release whose command applied but failed is sent again (matching
+/// nothing the second time) and still reports every job it released.
+#[tokio::test]
+async fn release_failed_after_applying_reports_what_it_released() {
+    with_two_stores(|a, _b| async move {
+        let jobs = [NewJob::new("x", "t", "x"), NewJob::new("y", "t", "y")];
+        a.add_jobs(&jobs, T0).await.unwrap();
+        assert_eq!(a.claim_jobs("t", 2, "A", MIN, T0).await.unwrap().len(), 2);
+        let failing = a.clone().with_round_trip_hook(fail_once_after("release"));
+        let mut released = failing
+            .release_all(&ids(&["x", "y"]), "A", &Release::Unget, T0 + 1)
+            .await
+            .unwrap();
+        released.sort();
+        assert_eq!(released, ids(&["x", "y"]));
+        let x = a.get_job("x").await.unwrap().unwrap();
+        assert_eq!(
+            (x.lock.as_str(), x.attempts),
+            ("", 0),
+            "ungot once, not twice"
+        );
+    })
+    .await;
+}
+
+/// An add whose insert applied but failed (a write-concern error after
+/// the write) is sent again inside the store; the ids the first attempt
+/// inserted are new, an id that existed before is existing.
+#[tokio::test]
+async fn add_failed_after_applying_reports_exact_outcome() {
+    with_two_stores(|a, _b| async move {
+        a.add_jobs(&[NewJob::new("old", "t", "o")], T0)
+            .await
+            .unwrap();
+        let failing = a.clone().with_round_trip_hook(fail_once_after("add"));
+        let jobs = [
+            NewJob::new("n1", "t", "1"),
+            NewJob::new("old", "t", "again"),
+            NewJob::new("n2", "t", "2"),
+        ];
+        let out = failing.add_jobs(&jobs, T0 + 1).await.unwrap();
+        assert_eq!(out.new, ids(&["n1", "n2"]));
+        assert_eq!(out.existing, ids(&["old"]));
+    })
+    .await;
+}
+
+/// Claims by A and B with B's claim placed after round trip `n` of A's;
+/// returns what A and B got and the job as stored.
+async fn claim_with_takeover(
+    a: MongoStore,
+    b: MongoStore,
+    n: usize,
+    b_now: i64,
+) -> (Vec<Job>, Vec<Job>, Job) {
+    a.add_job(NewJob::new("j", "t", "payload"), T0)
+        .await
+        .unwrap();
+    let b_got = Arc::new(Mutex::new(Vec::new()));
+    let bg = b_got.clone();
+    let a = a.with_round_trip_hook(hook_on("claim", move |k| {
+        let (b, bg) = (b.clone(), bg.clone());
+        async move {
+            if k == n {
+                let got = b.claim_jobs("t", 1, "B", MIN, b_now).await.unwrap();
+                bg.lock().unwrap().extend(got);
+            }
+        }
+    }));
+    let a_got = a
+        .claim_jobs("t", 1, "A", Duration::from_secs(1), T0)
+        .await
+        .unwrap();
+    let b_got = b_got.lock().unwrap().clone();
+    let stored = a.get_job("j").await.unwrap().unwrap();
+    (a_got, b_got, stored)
+}
+
+/// Review finding: A's claim stalls between its update and its read-back
+/// past its lease, and B takes the job over. Every claim that counted an
+/// attempt hands the job out: A with attempts 1, B with attempts 2, and
+/// the stored count equals the hand-outs.
+#[tokio::test]
+async fn claim_attempts_equal_hand_outs_when_taken_over_before_read_back() {
+    with_two_stores(|a, b| async move {
+        let (a_got, b_got, stored) = claim_with_takeover(a, b, 2, T0 + 1000).await;
+        assert_eq!(a_got.len(), 1, "A's update took the job: A hands it out");
+        assert_eq!(
+            (a_got[0].lock.as_str(), a_got[0].attempts, a_got[0].dt),
+            ("A", 1, T0 + 1000)
+        );
+        assert_eq!(a_got[0].data, b"payload");
+        assert_eq!(b_got.len(), 1, "B took it over after A's lease");
+        assert_eq!((b_got[0].lock.as_str(), b_got[0].attempts), ("B", 2));
+        assert_eq!(stored.attempts, 2, "two hand-outs, two attempts");
+        assert_eq!(stored.lock, "B");
+    })
+    .await;
+}
+
+/// B claims the job after A read it and before A's update: A's update,
+/// pinned to the version it read, takes nothing, and no attempt of A's is
+/// counted.
+#[tokio::test]
+async fn claim_attempts_equal_hand_outs_when_taken_before_update() {
+    with_two_stores(|a, b| async move {
+        let (a_got, b_got, stored) = claim_with_takeover(a, b, 1, T0).await;
+        assert_eq!(b_got.len(), 1);
+        assert_eq!((b_got[0].lock.as_str(), b_got[0].attempts), ("B", 1));
+        assert!(a_got.is_empty(), "A got {a_got:?}");
+        assert_eq!((stored.lock.as_str(), stored.attempts), ("B", 1));
+    })
+    .await;
+}
+
+/// The old owner of an expired job updates its payload after A's claim
+/// read the job and before A's update: A's update, pinned to the version
+/// it read, does not take the job with the old payload; its next round
+/// reads the job again and hands it out with the new one.
+#[tokio::test]
+async fn claim_never_hands_out_a_payload_changed_after_its_read() {
+    with_two_stores(|a, b| async move {
+        a.add_job(NewJob::new("j", "t", "old"), T0).await.unwrap();
+        let lease = Duration::from_secs(1);
+        assert_eq!(a.claim_jobs("t", 1, "O", lease, T0).await.unwrap().len(), 1);
+        let done = Arc::new(Mutex::new(false));
+        let a = a.with_round_trip_hook(hook_on("claim", move |n| {
+            let (b, done) = (b.clone(), done.clone());
+            async move {
+                let first = {
+                    let mut d = done.lock().unwrap();
+                    !std::mem::replace(&mut *d, true)
+                };
+                if n == 1 && first {
+                    assert!(b.update_data("j", "O", b"new", T0 + 2000).await.unwrap());
+                }
+            }
+        }));
+        let got = a.claim_jobs("t", 1, "A", MIN, T0 + 2000).await.unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].data.as_slice(), got[0].attempts), (&b"new"[..], 2));
+        let stored = a.get_job("j").await.unwrap().unwrap();
+        assert_eq!(
+            (stored.data.as_slice(), stored.lock.as_str()),
+            (&b"new"[..], "A")
+        );
+    })
+    .await;
+}

@@ -2,12 +2,15 @@
 //! prefix, the declared payload limit against the server's document limit,
 //! and errors when no server answers.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use jobstore_api::limits::{MAX_ID_LEN, MAX_JOBTYPE_LEN, MAX_OUTPUT};
 use jobstore_api::{ErrorKind, JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release};
 use jobstore_conformance::services;
 use jobstore_mongo::{MongoOptions, MongoStore};
+use mongodb::bson::doc;
 
 const T0: i64 = 1_700_000_000_000;
 const MIN: Duration = Duration::from_secs(60);
@@ -172,6 +175,519 @@ async fn waiting_counts_span_several_aggregations() {
         for (i, c) in counts.iter().enumerate() {
             assert_eq!(c.jobtype, format!("t{i:03}"));
             assert_eq!(c.count, if i == 0 { 2 } else { 1 }, "{}", c.jobtype);
+        }
+    };
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// The fallback for servers without `$unionWith` (before 4.4), forced on
+/// this server: one capped count per jobtype gives the same answer.
+#[tokio::test]
+async fn waiting_counts_without_union_with() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+        .await
+        .expect("connect");
+    let fallback = s.clone().without_union_with();
+    let outcome = async {
+        assert!(!fallback.uses_union_with());
+        let mut jobs: Vec<NewJob> = (0..30)
+            .map(|i| NewJob::new(format!("j{i}"), format!("t{:02}", i % 10), "x"))
+            .collect();
+        jobs.push(NewJob::new("later", "later", "x").run_at(T0 + 60_000));
+        s.add_jobs(&jobs, T0).await.unwrap();
+        let mut union = s.waiting_jobtypes(T0 + 1).await.unwrap();
+        let mut each = fallback.waiting_jobtypes(T0 + 1).await.unwrap();
+        union.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
+        each.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
+        assert_eq!(each.len(), 10, "{each:?}");
+        assert!(each.iter().all(|c| c.count == 3), "{each:?}");
+        assert_eq!(union, each);
+    };
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// A TCP proxy to `upstream` that can stop passing bytes on ("freeze"),
+/// as a server that accepts a request and never answers (a primary
+/// waiting for a majority that is down, a half-open connection).
+async fn freezing_proxy(upstream: String) -> (String, Arc<AtomicBool>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let frozen = Arc::new(AtomicBool::new(false));
+    let fz = frozen.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let (cr, cw) = client.into_split();
+            let (sr, sw) = server.into_split();
+            tokio::spawn(pipe(cr, sw, fz.clone()));
+            tokio::spawn(pipe(sr, cw, fz.clone()));
+        }
+    });
+    (addr.to_string(), frozen)
+}
+
+/// Copies `from` to `to`, holding each chunk while `frozen` is set.
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    frozen: Arc<AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        while frozen.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The first `host:port` of a `mongodb://` URL.
+fn first_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let hosts = rest.split(['/', '?']).next().unwrap_or(rest);
+    let host = hosts.rsplit('@').next().unwrap_or(hosts);
+    host.split(',').next().unwrap_or(host).to_owned()
+}
+
+/// A server that stops answering: each round trip gives up after
+/// `jobstore_timeout_ms` with `Unavailable` instead of hanging, and the
+/// store works again once the server answers.
+#[tokio::test]
+async fn a_server_that_stops_answering_is_unavailable_after_the_timeout() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let (proxy, frozen) = freezing_proxy(first_host(&url)).await;
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect(&format!(
+        "mongodb://{proxy}/{ns}?directConnection=true&jobstore_timeout_ms=700"
+    ))
+    .await
+    .expect("connect through the proxy");
+    let outcome = async {
+        s.add_job(NewJob::new("j", "t", "x"), T0).await.unwrap();
+        frozen.store(true, Ordering::SeqCst);
+        let started = std::time::Instant::now();
+        let err = s.claim_jobs("t", 1, "A", MIN, T0).await.unwrap_err();
+        let took = started.elapsed();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert!(err.to_string().contains("jobstore_timeout_ms"), "{err}");
+        assert!(took < Duration::from_secs(3), "gave up after {took:?}");
+        let err = s.add_job(NewJob::new("k", "t", "x"), T0).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        frozen.store(false, Ordering::SeqCst);
+        let mut got = Vec::new();
+        for _ in 0..20 {
+            match s.claim_jobs("t", 2, "A", MIN, T0 + 1).await {
+                Ok(g) => {
+                    got = g;
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+        assert!(!got.is_empty(), "the store works again");
+    };
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
+    frozen.store(false, Ordering::SeqCst);
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// `jobstore_max_payload` lowers the payload limit (a service with a
+/// smaller document limit): the store declares it and rejects larger
+/// payloads as `TooLarge` before sending them.
+#[tokio::test]
+async fn max_payload_from_the_url() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect(&with_path(
+        &url,
+        &format!("{ns}?jobstore_max_payload=1048576"),
+    ))
+    .await
+    .expect("connect");
+    let outcome = async {
+        assert_eq!(s.capabilities().max_payload, 1 << 20);
+        assert!(
+            s.add_job(NewJob::new("ok", "t", vec![1u8; 1 << 20]), T0)
+                .await
+                .unwrap()
+        );
+        let err = s
+            .add_job(NewJob::new("big", "t", vec![1u8; (1 << 20) + 1]), T0)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::TooLarge);
+        assert_eq!(s.get_job("big").await.unwrap(), None);
+    };
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Documents written by other tools: integral doubles (what the shell
+/// writes) are read as integers; a document that cannot be read is
+/// skipped and counted, and the jobtype's other jobs are still claimed.
+#[tokio::test]
+async fn malformed_documents_do_not_starve_a_jobtype() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+        .await
+        .expect("connect");
+    let outcome = async {
+        let jobs = s.database().collection::<mongodb::bson::Document>("jobs");
+        let bin = |b: &[u8]| mongodb::bson::Binary {
+            subtype: mongodb::bson::spec::BinarySubtype::Generic,
+            bytes: b.to_vec(),
+        };
+        // Highest priority, oldest: the first candidate, and unreadable
+        // (its payload is a string).
+        jobs.insert_one(doc! {
+            "_id": "bad", "id": "bad", "jobtype": "t", "data": "not binary",
+            "priority": 9_i64, "dt": T0 - 10, "lock": "", "attempts": 0_i64,
+            "create_dt": T0 - 10,
+        })
+        .await
+        .unwrap();
+        // Written by the shell: every number a double.
+        jobs.insert_one(doc! {
+            "_id": "shell", "id": "shell", "jobtype": "t", "data": bin(b"s"),
+            "priority": 5.0_f64, "dt": (T0 - 5) as f64, "lock": "", "attempts": 0.0_f64,
+            "create_dt": (T0 - 5) as f64,
+        })
+        .await
+        .unwrap();
+        s.add_job(NewJob::new("good", "t", "g"), T0).await.unwrap();
+        let before = s.skipped_documents();
+        // A claim of one: the unreadable first candidate must not make it
+        // come back empty.
+        let got = s.claim_jobs("t", 1, "A", MIN, T0).await.unwrap();
+        let ids: Vec<&str> = got.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(ids, ["shell"]);
+        assert_eq!(
+            (got[0].priority, got[0].attempts, got[0].data.as_slice()),
+            (5, 1, &b"s"[..])
+        );
+        assert!(
+            s.skipped_documents() > before,
+            "the unreadable document was reported"
+        );
+        let bad = jobs.find_one(doc! { "_id": "bad" }).await.unwrap().unwrap();
+        assert_eq!(bad.get_str("lock").unwrap(), "", "never locked");
+    };
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Many claimers of one jobtype at once: no job is handed out twice, and
+/// while enough jobs wait every batch comes back full.
+#[tokio::test]
+async fn many_claimers_get_full_batches_and_no_job_twice() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+        .await
+        .expect("connect");
+    const CLAIMERS: usize = 8;
+    const BATCH: usize = 10;
+    const ROUNDS: usize = 3;
+    let outcome = async {
+        // More jobs than all the claims take, so every batch can be full.
+        let jobs: Vec<NewJob> = (0..CLAIMERS * BATCH * ROUNDS + 40)
+            .map(|i| NewJob::new(format!("j{i:04}"), "t", "x"))
+            .collect();
+        s.add_jobs(&jobs, T0).await.unwrap();
+        let mut tasks = tokio::task::JoinSet::new();
+        // Claim rounds (candidate queries), counted through the hook.
+        let rounds = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for n in 0..CLAIMERS {
+            // Separate clients, so the claims really run at once.
+            let r = rounds.clone();
+            let c = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+                .await
+                .expect("connect a claimer")
+                .with_round_trip_hook(Arc::new(move |op, k| {
+                    if op == "claim" && k == 1 {
+                        r.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Box::pin(async { Ok(()) })
+                }));
+            tasks.spawn(async move {
+                let owner = format!("claimer-{n}");
+                let mut batches = Vec::new();
+                for _ in 0..ROUNDS {
+                    let got = c.claim_jobs("t", BATCH, &owner, MIN, T0 + 1).await.unwrap();
+                    batches.push(got.into_iter().map(|j| j.id).collect::<Vec<_>>());
+                }
+                batches
+            });
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut sizes = Vec::new();
+        while let Some(batches) = tasks.join_next().await {
+            for batch in batches.unwrap() {
+                sizes.push(batch.len());
+                for id in batch {
+                    assert!(seen.insert(id.clone()), "{id} handed out twice");
+                }
+            }
+        }
+        let rounds = rounds.load(Ordering::SeqCst);
+        println!(
+            "many claimers: {} claims in {rounds} rounds, batch sizes {sizes:?}",
+            sizes.len()
+        );
+        assert!(
+            sizes.iter().all(|n| *n == BATCH),
+            "short batches: {sizes:?}"
+        );
+        assert_eq!(seen.len(), CLAIMERS * BATCH * ROUNDS);
+    };
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// A purge deletes in bounded batches (here 10 a round trip): 25 old
+/// archived jobs take three deletes, and newer archived jobs, waiting and
+/// running jobs stay.
+#[tokio::test]
+async fn purge_deletes_in_bounded_batches() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+        .await
+        .expect("connect");
+    let deletes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let d = deletes.clone();
+    let batched = s
+        .clone()
+        .with_purge_batch(10)
+        .with_round_trip_hook(Arc::new(move |op, _| {
+            if op == "purge" {
+                d.fetch_add(1, Ordering::SeqCst);
+            }
+            Box::pin(async { Ok(()) })
+        }));
+    let outcome = async {
+        let old: Vec<NewJob> = (0..25)
+            .map(|i| NewJob::new(format!("old{i:02}"), "t", "x"))
+            .collect();
+        s.add_jobs(&old, T0).await.unwrap();
+        let got = s.claim_jobs("t", 25, "o", MIN, T0).await.unwrap();
+        let ids: Vec<String> = got.into_iter().map(|j| j.id).collect();
+        let archived = s
+            .archive_jobs(&ids, "o", JobResult::from_status(200), T0)
+            .await
+            .unwrap();
+        assert_eq!(archived.len(), 25);
+        s.add_jobs(
+            &[
+                NewJob::new("new", "n", "x"),
+                NewJob::new("waiting", "w", "x"),
+            ],
+            T0,
+        )
+        .await
+        .unwrap();
+        assert_eq!(s.claim_jobs("n", 1, "o", MIN, T0).await.unwrap().len(), 1);
+        let kept = s
+            .archive_jobs(
+                &["new".to_owned()],
+                "o",
+                JobResult::from_status(200),
+                T0 + 5000,
+            )
+            .await
+            .unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(batched.purge_archived(T0 + 1000).await.unwrap(), 25);
+        assert_eq!(deletes.load(Ordering::SeqCst), 3, "25 jobs, 10 a batch");
+        assert!(s.get_job("old00").await.unwrap().is_none());
+        assert!(s.get_job("new").await.unwrap().is_some());
+        assert!(s.get_job("waiting").await.unwrap().is_some());
+        assert_eq!(batched.purge_archived(T0 + 1000).await.unwrap(), 0);
+    };
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// On a standalone server (the emulator) the store declares no
+/// notifications and polls; where change streams are tried and refused,
+/// `watch` falls back to polling too.
+#[tokio::test]
+async fn watch_polls_where_change_streams_are_missing_or_refused() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+        .await
+        .expect("connect");
+    let outcome = async {
+        let caps = s.capabilities();
+        let w = s.watch().await.unwrap();
+        assert_eq!(caps.notifications, w.is_notified());
+        // Set by the hosted workflow, which runs a replica set.
+        if std::env::var("JOBSTORE_MONGO_EXPECT_CHANGE_STREAMS").is_ok_and(|v| v == "1") {
+            assert!(caps.notifications, "a replica set offers change streams");
+        }
+        if !caps.notifications {
+            let forced = s.clone().with_change_streams();
+            let w = forced.watch().await.unwrap();
+            println!(
+                "change stream forced on a standalone server: notified = {}",
+                w.is_notified()
+            );
+            assert!(
+                !w.is_notified(),
+                "a standalone server refuses change streams"
+            );
+        }
+    };
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// The commands a store sends on its jobs collection, as the driver
+/// reports them (name and command document).
+type Sent = Arc<std::sync::Mutex<Vec<(String, mongodb::bson::Document)>>>;
+
+/// A store whose commands on `jobs` are recorded in the returned list.
+async fn observed_store(url: &str, ns: &str) -> (MongoStore, Sent) {
+    use mongodb::event::EventHandler;
+    use mongodb::event::command::CommandEvent;
+    let sent: Sent = Arc::default();
+    let log = sent.clone();
+    let store = MongoStore::connect_observed(
+        url,
+        MongoOptions::default().database(ns),
+        EventHandler::callback(move |ev: CommandEvent| {
+            if let CommandEvent::Started(e) = ev {
+                let on_jobs = e
+                    .command
+                    .get(&e.command_name)
+                    .and_then(|v| v.as_str())
+                    .is_some_and(|c| c == "jobs")
+                    || e.command_name == "getMore";
+                if on_jobs {
+                    log.lock()
+                        .unwrap()
+                        .push((e.command_name.clone(), e.command.clone()));
+                }
+            }
+        }),
+    )
+    .await
+    .expect("connect");
+    (store, sent)
+}
+
+/// Round trips: a claim of 150 jobs is one `find` (batch size 150: no
+/// `getMore`, where the default first batch of 101 would need one), one
+/// `update` and one read-back `find`; the candidate query and the count
+/// queries carry the claim index's hint.
+#[tokio::test]
+async fn claims_and_counts_take_one_batch_and_the_claim_index() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let (s, sent) = observed_store(&url, &ns).await;
+    let outcome = async {
+        let jobs: Vec<NewJob> = (0..160)
+            .map(|i| NewJob::new(format!("j{i:03}"), "t", "x"))
+            .collect();
+        s.add_jobs(&jobs, T0).await.unwrap();
+        sent.lock().unwrap().clear();
+        let got = s.claim_jobs("t", 150, "o", MIN, T0).await.unwrap();
+        assert_eq!(got.len(), 150);
+        let claim: Vec<(String, mongodb::bson::Document)> =
+            std::mem::take(&mut *sent.lock().unwrap());
+        let names: Vec<&str> = claim.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["find", "update", "find"], "one round trip each");
+        let find = &claim[0].1;
+        assert_eq!(find.get_str("hint").ok(), Some("claim"), "{find}");
+        // The driver asks for one more than the limit when they are equal,
+        // so the server closes the cursor with the first batch.
+        let batch = find
+            .get_i32("batchSize")
+            .map(i64::from)
+            .or(find.get_i64("batchSize"))
+            .unwrap_or(0);
+        assert!(batch >= 150, "{find}");
+        let read_back = &claim[2].1;
+        assert!(read_back.contains_key("batchSize"), "{read_back}");
+        s.job_counts(T0).await.unwrap();
+        s.waiting_jobtypes(T0).await.unwrap();
+        let counts = std::mem::take(&mut *sent.lock().unwrap());
+        let aggregates: Vec<&mongodb::bson::Document> = counts
+            .iter()
+            .filter(|(n, _)| n == "aggregate")
+            .map(|(_, c)| c)
+            .collect();
+        assert_eq!(
+            aggregates.len(),
+            3,
+            "two for job_counts, one for waiting counts"
+        );
+        for a in &aggregates {
+            assert!(a.contains_key("hint"), "{a}");
+        }
+        for a in &aggregates {
+            let stages = a.get_array("pipeline").unwrap();
+            for stage in stages {
+                let stage = stage.as_document().unwrap();
+                if let Ok(p) = stage.get_document("$project") {
+                    assert!(!p.contains_key("data"), "no payload is projected: {a}");
+                }
+            }
         }
     };
     let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;

@@ -88,7 +88,19 @@ impl FromRequest<AppState> for RawBody {
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let limit = state.config.max_body_bytes;
-        match Bytes::from_request(req, state).await {
+        let wait = state.config.body_read_timeout;
+        let read = tokio::time::timeout(wait, Bytes::from_request(req, state)).await;
+        let Ok(read) = read else {
+            return Err(ApiError::new(
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                format!(
+                    "the request body did not arrive within the body read timeout of {}",
+                    humantime::format_duration(wait)
+                ),
+            ));
+        };
+        match read {
             Ok(b) => Ok(RawBody(b)),
             Err(BytesRejection::FailedToBufferBody(e)) if is_length_limit(&e) => {
                 Err(ApiError::too_large(
@@ -101,6 +113,22 @@ impl FromRequest<AppState> for RawBody {
                 e.body_text()
             ))),
         }
+    }
+}
+
+/// A JSON request body deserialized into `T` (whatever the
+/// `Content-Type`), read as [`RawBody`] is; a body that is not such JSON is
+/// a 400 that says why.
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let RawBody(body) = RawBody::from_request(req, state).await?;
+        serde_json::from_slice(&body).map(JsonBody).map_err(|e| {
+            ApiError::invalid(format!("the body is not the JSON this endpoint takes: {e}"))
+        })
     }
 }
 

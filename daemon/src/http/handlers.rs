@@ -274,7 +274,7 @@ pub fn check_http_target(allow: &[String], body: &str) -> ApiResult<()> {
     post,
     path = "/{client}/handler/add/{type}/add",
     tag = "handlers",
-    params(("client" = String, Path), ("type" = String, Path), HandlerQuery),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("type" = String, Path, description = "The jobtype: A-Z a-z 0-9 _ . : -, starting with a letter or digit; at most 200 bytes with the client and a dash", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$"), HandlerQuery),
     request_body(content((HandlerSpec = "application/json"), (String = "text/plain"))),
     responses(
         (status = 200, body = HandlerView),
@@ -338,7 +338,7 @@ pub async fn set(
     get,
     path = "/{client}/handler/get/{type}",
     tag = "handlers",
-    params(("client" = String, Path), ("type" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("type" = String, Path, description = "The jobtype: A-Z a-z 0-9 _ . : -, starting with a letter or digit; at most 200 bytes with the client and a dash", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$")),
     responses(
         (status = 200, body = HandlerView),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -374,7 +374,7 @@ pub struct DeleteResponse {
     delete,
     path = "/{client}/handler/del/{type}/delete",
     tag = "handlers",
-    params(("client" = String, Path), ("type" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("type" = String, Path, description = "The jobtype: A-Z a-z 0-9 _ . : -, starting with a letter or digit; at most 200 bytes with the client and a dash", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$")),
     responses(
         (status = 200, body = DeleteResponse),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -405,7 +405,7 @@ pub async fn delete(
     post,
     path = "/{client}/handler/del/{type}/delete",
     tag = "handlers",
-    params(("client" = String, Path), ("type" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("type" = String, Path, description = "The jobtype: A-Z a-z 0-9 _ . : -, starting with a letter or digit; at most 200 bytes with the client and a dash", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$")),
     responses(
         (status = 200, body = DeleteResponse),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -433,7 +433,7 @@ pub struct HandlerList {
     get,
     path = "/{client}/handlers",
     tag = "handlers",
-    params(("client" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
     responses(
         (status = 200, body = HandlerList),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),

@@ -91,8 +91,8 @@ pub struct AddResponse {
     path = "/{client}/job/{type}/add",
     tag = "jobs",
     params(
-        ("client" = String, Path, description = "The client (tenant)"),
-        ("type" = String, Path, description = "The jobtype"),
+        ("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"),
+        ("type" = String, Path, description = "The jobtype: A-Z a-z 0-9 _ . : -, starting with a letter or digit; at most 200 bytes with the client and a dash", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$"),
         AddQuery
     ),
     request_body(
@@ -442,7 +442,7 @@ fn state_name(s: JobState) -> &'static str {
     get,
     path = "/{client}/jobs/{id}",
     tag = "jobs",
-    params(("client" = String, Path), ("id" = String, Path, description = "The job id as the add answered it")),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("id" = String, Path, description = "The job id as the add answered it: no control characters, no | or /; at most 200 bytes with the client and a dash", pattern = "^[^|/\\u0000-\\u001f\\u007f-\\u009f]{1,135}$")),
     responses(
         (status = 200, body = JobView),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -472,6 +472,7 @@ pub async fn get(
 #[serde(deny_unknown_fields)]
 pub struct CancelRequest {
     /// Job ids, as the add answered them.
+    #[schema(min_items = 1)]
     pub ids: Vec<String>,
 }
 
@@ -491,7 +492,7 @@ pub struct CancelResponse {
     post,
     path = "/{client}/jobs/cancel",
     tag = "jobs",
-    params(("client" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
     request_body(content((CancelRequest = "application/json"), (String = "text/plain"))),
     responses(
         (status = 200, body = CancelResponse),
@@ -597,7 +598,7 @@ fn jobtype_stats(c: &JobCounts) -> JobtypeStats {
     get,
     path = "/{client}/stats",
     tag = "jobs",
-    params(("client" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
     responses(
         (status = 200, body = ClientStats),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),

@@ -16,7 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::{PathParams, QueryOf, Tenant};
+use super::extract::{JsonBody, PathParams, QueryOf, Tenant};
 use crate::executor::{Limits, policy};
 use crate::journal::Record;
 use crate::metrics::OutcomeLabels;
@@ -33,17 +33,24 @@ pub const MAX_WAIT_MS: u64 = 60_000;
 #[into_params(parameter_in = Query)]
 pub struct FetchQuery {
     /// Most jobs to hand out (default 1, at most 1000).
+    #[param(minimum = 1, maximum = 1000)]
     pub max: Option<u32>,
     /// Wait up to this many milliseconds for work to arrive (long-poll;
     /// default 0, at most 60000 and below the request timeout).
+    #[param(maximum = 60000)]
     pub wait: Option<u64>,
     /// The worker's name (1–64 bytes of A-Z a-z 0-9 _ . -); the daemon
     /// names it when absent.
+    #[param(pattern = "^[A-Za-z0-9_.-]{1,64}$")]
     pub worker: Option<String>,
     /// A lease token from an earlier fetch, to hold these jobs under the
     /// same one (one heartbeat renews them all).
+    #[param(
+        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9][A-Za-z0-9_]{0,63}:[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
+    )]
     pub lease: Option<String>,
     /// The lease length in milliseconds (default: the daemon's `--lease`).
+    #[param(minimum = 1000, maximum = 604800000)]
     pub lease_ms: Option<u64>,
 }
 
@@ -107,11 +114,20 @@ fn lease_of(state: &AppState, lease_ms: Option<u64>) -> ApiResult<Duration> {
     }
 }
 
-/// A lease token the caller sent, checked to be well formed.
-fn owner_of(lease: &str) -> ApiResult<(String, String)> {
-    let worker = remote::lease_worker(lease).ok_or_else(|| {
+/// A lease token the caller sent, checked to be well formed and to be
+/// `client`'s: the lock owner and the worker's name.
+fn owner_of(lease: &str, client: &Client) -> ApiResult<(String, String)> {
+    let (holder, worker) = remote::lease_holder(lease).ok_or_else(|| {
         ApiError::invalid("lease is not a lease token from a fetch").field("lease")
     })?;
+    if holder != client.as_str() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("the lease token belongs to client \"{holder}\", not \"{client}\""),
+        )
+        .field("lease"));
+    }
     Ok((lease.to_owned(), worker.to_owned()))
 }
 
@@ -123,8 +139,8 @@ fn owner_of(lease: &str) -> ApiResult<(String, String)> {
     path = "/{client}/job/{type}/get",
     tag = "workers",
     params(
-        ("client" = String, Path),
-        ("type" = String, Path, description = "A jobtype, or several separated by commas"),
+        ("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"),
+        ("type" = String, Path, description = "A jobtype, or several separated by commas", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}(,[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}){0,31}$"),
         FetchQuery
     ),
     responses(
@@ -168,7 +184,7 @@ pub async fn fetch(
     let lease = lease_of(&state, q.lease_ms)?;
     let (owner, worker) = match (&q.lease, &q.worker) {
         (Some(token), named) => {
-            let (owner, worker) = owner_of(token)?;
+            let (owner, worker) = owner_of(token, &tenant.client)?;
             if named.as_ref().is_some_and(|n| *n != worker) {
                 return Err(
                     ApiError::invalid("the lease token belongs to another worker name")
@@ -179,11 +195,17 @@ pub async fn fetch(
         }
         (None, Some(name)) => {
             remote::check_worker(name).map_err(|m| ApiError::invalid(m).field("worker"))?;
-            (remote::new_lease(&state.sysid.sysid(), name), name.clone())
+            (
+                remote::new_lease(&state.sysid.sysid(), tenant.client.as_str(), name),
+                name.clone(),
+            )
         }
         (None, None) => {
             let name = format!("w-{}", hex::encode(rand::random::<[u8; 4]>()));
-            (remote::new_lease(&state.sysid.sysid(), &name), name)
+            (
+                remote::new_lease(&state.sysid.sysid(), tenant.client.as_str(), &name),
+                name,
+            )
         }
     };
     jobstore_api::validate::sysid(&owner).map_err(|_| {
@@ -312,10 +334,15 @@ pub async fn fetch(
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
     /// The lease token from the fetch.
+    #[schema(
+        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9][A-Za-z0-9_]{0,63}:[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
+    )]
     pub lease: String,
     /// The jobs to keep.
+    #[schema(min_items = 1)]
     pub ids: Vec<String>,
     /// The new lease length in milliseconds (default: the daemon's).
+    #[schema(minimum = 1000, maximum = 604800000)]
     pub lease_ms: Option<u64>,
 }
 
@@ -365,7 +392,7 @@ fn lost_error(what: &str) -> ApiError {
     post,
     path = "/{client}/jobs/heartbeat",
     tag = "workers",
-    params(("client" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
     request_body = HeartbeatRequest,
     responses(
         (status = 200, body = HeartbeatResponse),
@@ -378,9 +405,9 @@ fn lost_error(what: &str) -> ApiError {
 pub async fn heartbeat(
     State(state): State<AppState>,
     tenant: Tenant,
-    Json(req): Json<HeartbeatRequest>,
+    JsonBody(req): JsonBody<HeartbeatRequest>,
 ) -> ApiResult<Json<HeartbeatResponse>> {
-    let (owner, worker) = owner_of(&req.lease)?;
+    let (owner, worker) = owner_of(&req.lease, &tenant.client)?;
     let lease = lease_of(&state, req.lease_ms)?;
     let ids = store_ids(&tenant.client, &req.ids)?;
     let now = now_millis();
@@ -431,6 +458,7 @@ pub struct Finish {
     pub id: String,
     /// 2xx ok, 4xx failed (archived); 1xx retry, 5xx error (run again after
     /// a backoff, until the handler's limits).
+    #[schema(minimum = 100, maximum = 599)]
     pub status: u16,
     /// Output kept with the result (64 KiB at most).
     pub output: Option<String>,
@@ -449,6 +477,9 @@ pub struct Finish {
 #[serde(deny_unknown_fields)]
 pub struct FinishRequest {
     /// The lease token from the fetch.
+    #[schema(
+        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9][A-Za-z0-9_]{0,63}:[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
+    )]
     pub lease: String,
     /// The jobs.
     pub jobs: Vec<Finish>,
@@ -472,7 +503,7 @@ pub struct FinishResponse {
     post,
     path = "/{client}/jobs/finish",
     tag = "workers",
-    params(("client" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
     request_body = FinishRequest,
     responses(
         (status = 200, body = FinishResponse),
@@ -485,9 +516,9 @@ pub struct FinishResponse {
 pub async fn finish(
     State(state): State<AppState>,
     tenant: Tenant,
-    Json(req): Json<FinishRequest>,
+    JsonBody(req): JsonBody<FinishRequest>,
 ) -> ApiResult<Json<FinishResponse>> {
-    let (owner, worker) = owner_of(&req.lease)?;
+    let (owner, worker) = owner_of(&req.lease, &tenant.client)?;
     let ids: Vec<String> = req.jobs.iter().map(|f| f.id.clone()).collect();
     let ids = store_ids(&tenant.client, &ids)?;
     let now = now_millis();
@@ -649,6 +680,9 @@ pub async fn finish(
 #[serde(deny_unknown_fields)]
 pub struct UpdateRequest {
     /// The lease token from the fetch.
+    #[schema(
+        pattern = "^[^_|/\\u0000-\\u001f\\u007f-\\u009f][^|\\u0000-\\u001f\\u007f-\\u009f]*/[A-Za-z0-9][A-Za-z0-9_]{0,63}:[A-Za-z0-9_.-]{1,64}/[0-9a-fA-F]{16}$"
+    )]
     pub lease: String,
     /// The new payload: a string as its bytes, any other JSON value as its text.
     #[schema(value_type = Option<Object>)]
@@ -669,7 +703,7 @@ pub struct UpdateResponse {
     post,
     path = "/{client}/jobs/{id}/update",
     tag = "workers",
-    params(("client" = String, Path), ("id" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("id" = String, Path, description = "The job id: no control characters, no | or /", pattern = "^[^|/\\u0000-\\u001f\\u007f-\\u009f]{1,135}$")),
     request_body = UpdateRequest,
     responses(
         (status = 200, body = UpdateResponse),
@@ -683,9 +717,9 @@ pub async fn update(
     State(state): State<AppState>,
     tenant: Tenant,
     params: PathParams,
-    Json(req): Json<UpdateRequest>,
+    JsonBody(req): JsonBody<UpdateRequest>,
 ) -> ApiResult<Json<UpdateResponse>> {
-    let (owner, worker) = owner_of(&req.lease)?;
+    let (owner, worker) = owner_of(&req.lease, &tenant.client)?;
     let id = tenant.client.job_id(params.get("id"))?;
     let data = match (&req.data, &req.data_base64) {
         (Some(_), Some(_)) => {
@@ -736,7 +770,7 @@ pub struct WorkerList {
     get,
     path = "/{client}/workers",
     tag = "workers",
-    params(("client" = String, Path)),
+    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
     responses(
         (status = 200, body = WorkerList),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)

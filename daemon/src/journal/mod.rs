@@ -55,6 +55,50 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+/// Test probe: for the journal directories a test watches, every point at
+/// which bytes of a segment became durable (after `fdatasync`, and after a
+/// new segment's directory entry was synced), in order, with the test's own
+/// marks in between. A test replays it to build the disk a power loss at
+/// any moment would leave: each segment cut to its last durable length.
+#[cfg(test)]
+pub(crate) mod probe {
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    /// One event in a watched directory.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) enum Event {
+        /// Segment `seq` is durable up to `len` bytes.
+        Synced { seq: u64, len: u64 },
+        /// A mark from the test (the ids it was told are durable).
+        Acked(Vec<String>),
+    }
+
+    static WATCHED: Mutex<Vec<(PathBuf, Vec<Event>)>> = Mutex::new(Vec::new());
+
+    /// Starts recording events of `dir`.
+    pub(crate) fn watch(dir: &Path) {
+        WATCHED.lock().unwrap().push((dir.to_owned(), Vec::new()));
+    }
+
+    /// Records `event` if `dir` is watched.
+    pub(crate) fn record(dir: &Path, event: Event) {
+        let mut w = WATCHED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, events)) = w.iter_mut().find(|(d, _)| d == dir) {
+            events.push(event);
+        }
+    }
+
+    /// Stops watching `dir` and returns its events.
+    pub(crate) fn take(dir: &Path) -> Vec<Event> {
+        let mut w = WATCHED.lock().unwrap();
+        let i = w.iter().position(|(d, _)| d == dir).expect("watched");
+        w.remove(i).1
+    }
+}
+
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;

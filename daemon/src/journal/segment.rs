@@ -109,6 +109,14 @@ pub(crate) fn create_segment(dir: &Path, seq: u64, fsync: bool) -> Result<File, 
         file.sync_data()
             .map_err(io_err("fsyncing a new segment", &path))?;
         sync_dir(dir)?;
+        #[cfg(test)]
+        super::probe::record(
+            dir,
+            super::probe::Event::Synced {
+                seq,
+                len: HEADER_LEN,
+            },
+        );
     }
     Ok(file)
 }

@@ -302,6 +302,14 @@ impl Writer {
                 s.syncing();
             }
             synced.map_err(|e| io_err("fsyncing records", &path())(e))?;
+            #[cfg(test)]
+            super::probe::record(
+                &self.shared.dir,
+                super::probe::Event::Synced {
+                    seq: self.seq,
+                    len: self.len + self.buf.len() as u64,
+                },
+            );
         }
         Ok(())
     }
