@@ -158,6 +158,9 @@ fn check_figures(mode: &str, f: &Value) {
             // 1 warm-up, 50 at 100/s for 0.5 s, 200 at full speed.
             assert_eq!(f["jobs_archived"], 251);
             rate(&f["jobs_per_s"], "jobs/s");
+            // One add every 10 ms, unless the adds are slower than that.
+            let achieved = num(&f["rate_achieved_per_s"], "rate");
+            assert!(0.0 < achieved && achieved <= 110.0, "{f}");
             latency(&f["add_to_start_at_rate"], "add-to-start at rate", Some(50));
             latency(&f["ack_latency_at_rate"], "ack at rate", Some(50));
             latency(&f["add_to_start_full_speed"], "add-to-start", Some(200));

@@ -268,6 +268,7 @@ pub(super) async fn e2e(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(a.rate)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut at_rate = Vec::with_capacity(k);
+    let rate_started = Instant::now();
     for _ in 0..k {
         tick.tick().await;
         let at_us = now_us();
@@ -280,6 +281,7 @@ pub(super) async fn e2e(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
         });
         bar.inc(1);
     }
+    let rate_time = rate_started.elapsed();
     bar.finish_and_clear();
     let bar = ctx.bar(1 + k as u64, "finishing");
     wait_finished(&d, 1 + k as u64, &bar).await?;
@@ -303,6 +305,7 @@ pub(super) async fn e2e(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let full_lat = add_to_start(&ctx.store, &full).await?;
     r.figure("jobs_per_s", rate(n, took));
     r.figure("jobs_archived", 1 + k + n);
+    r.figure("rate_achieved_per_s", rate(k, rate_time));
     r.figure("add_to_start_at_rate", rate_lat.summary());
     r.figure("ack_latency_at_rate", acks(&at_rate).summary());
     r.figure("adds_per_s_full_speed", rate(n, sent_in));
