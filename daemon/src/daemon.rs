@@ -75,6 +75,7 @@ pub struct Daemon {
     shutdown: CancellationToken,
     task: JoinHandle<()>,
     store: Arc<dyn JobStore>,
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -90,6 +91,23 @@ impl Daemon {
     /// Opens the journal and the store, reserves the sysid, starts ingest
     /// and binds the listener. Returns once the daemon serves requests.
     pub async fn start(config: Config) -> Result<Daemon, DaemonError> {
+        Self::start_inner(config, None).await
+    }
+
+    /// [`start`](Daemon::start) on a store already open (`config.store_url`
+    /// is then only shown in logs): tools such as `jobstore bench` share
+    /// one store, `memory://` included, between the daemon and themselves.
+    pub async fn start_with_store(
+        config: Config,
+        store: Arc<dyn JobStore>,
+    ) -> Result<Daemon, DaemonError> {
+        Self::start_inner(config, Some(store)).await
+    }
+
+    async fn start_inner(
+        config: Config,
+        opened: Option<Arc<dyn JobStore>>,
+    ) -> Result<Daemon, DaemonError> {
         config.check()?;
         let config = Arc::new(config);
         std::fs::create_dir_all(&config.data_dir).map_err(|source| DaemonError::DataDir {
@@ -113,12 +131,15 @@ impl Daemon {
             .store_url
             .as_deref()
             .map_or_else(|| "embedded SQLite".to_owned(), redact_url);
-        let raw_store = factory::open(config.store_url.as_deref(), &config.data_dir)
-            .await
-            .map_err(|source| DaemonError::Store {
-                url: url_for_log.clone(),
-                source,
-            })?;
+        let raw_store = match opened {
+            Some(store) => store,
+            None => factory::open(config.store_url.as_deref(), &config.data_dir)
+                .await
+                .map_err(|source| DaemonError::Store {
+                    url: url_for_log.clone(),
+                    source,
+                })?,
+        };
         let metrics = Arc::new(Metrics::new());
         let store_health = Arc::new(StoreHealth::default());
         let store: Arc<dyn JobStore> = Arc::new(MeteredStore::new(
@@ -295,6 +316,7 @@ impl Daemon {
             shutdown,
             task,
             store,
+            metrics,
         })
     }
 
@@ -311,6 +333,11 @@ impl Daemon {
     /// The daemon's store (metered), for tests and tools.
     pub fn store(&self) -> Arc<dyn JobStore> {
         self.store.clone()
+    }
+
+    /// The daemon's metrics, as `GET /metrics` shows them.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
     }
 
     /// Begins a graceful shutdown.

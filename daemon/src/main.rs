@@ -44,20 +44,31 @@ fn main() -> ExitCode {
                 }
             }
         }
-        command => match runtime.block_on(run_client(command)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("jobstore: {e}");
-                ExitCode::from(e.code)
+        command => {
+            if matches!(command, Command::Bench(_)) {
+                // Daemons run inside the bench: their warnings, not their
+                // progress, unless JOBSTORE_LOG says otherwise.
+                init_tracing_default(LogFormat::Human, "warn");
             }
-        },
+            match runtime.block_on(run_client(command)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("jobstore: {e}");
+                    ExitCode::from(e.code)
+                }
+            }
+        }
     }
 }
 
 fn init_tracing(format: LogFormat) {
+    init_tracing_default(format, "info");
+}
+
+fn init_tracing_default(format: LogFormat, default: &str) {
     let filter = EnvFilter::try_from_env("JOBSTORE_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+        .unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

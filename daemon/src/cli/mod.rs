@@ -6,7 +6,9 @@
 //! 5 refused as invalid (another 4xx); 6 the daemon failed or is
 //! unavailable (5xx); 7 the daemon cannot be reached.
 
+mod bench;
 mod client;
+mod noop;
 mod output;
 mod work;
 
@@ -16,7 +18,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::ServeArgs;
+pub use bench::{BenchArgs, Mode as BenchMode};
 pub use client::{CliError, Remote};
+pub use noop::NoopArgs;
 
 /// The `jobstore` command line.
 #[derive(Debug, Parser)]
@@ -54,6 +58,12 @@ pub enum Command {
     /// Work as a remote worker: fetch jobs from a daemon and run a command
     /// per job (`jobstore work acme --type resize -- ./resize.sh`).
     Work(Box<work::WorkArgs>),
+    /// Measure a store and a daemon on it, in a namespace of its own that
+    /// is dropped after (`jobstore bench store --store postgres://…`).
+    Bench(Box<BenchArgs>),
+    /// A long-lived worker that answers every job at once (for `bench`).
+    #[command(hide = true)]
+    NoopWorker(NoopArgs),
 }
 
 /// `jobstore add`.
@@ -223,5 +233,7 @@ pub async fn run_client(command: Command) -> Result<(), CliError> {
         Command::Cancel(c) => client::cancel(c).await,
         Command::Stats(s) => client::stats(s).await,
         Command::Work(w) => work::work(*w).await,
+        Command::Bench(b) => bench::bench(*b).await,
+        Command::NoopWorker(n) => noop::noop_worker(&n),
     }
 }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use jobstore_api::{Error, JobStore, MemoryStore, Result};
 
+pub mod reference;
+
 /// The file name of the embedded default store in the data dir.
 pub const DEFAULT_SQLITE_FILE: &str = "jobs.db";
 
@@ -103,6 +105,67 @@ pub fn with_namespace(url: Option<&str>, data_dir: &Path, ns: &str) -> Result<St
             schemes().join(", ")
         ))),
     }
+}
+
+/// The backend a store URL names, for reports: `memory`, `sqlite`
+/// (`None`: the embedded default), `postgres`, `redis`, `mongodb`, or
+/// `unknown`.
+pub fn backend_name(url: Option<&str>) -> &'static str {
+    let Some(url) = url else { return "sqlite" };
+    match url.split_once(':').map_or("", |(s, _)| s) {
+        "memory" => "memory",
+        "sqlite" => "sqlite",
+        "postgres" | "postgresql" => "postgres",
+        "redis" | "rediss" | "redis+cluster" | "rediss+cluster" => "redis",
+        "mongodb" | "mongodb+srv" => "mongodb",
+        _ => "unknown",
+    }
+}
+
+/// The memory the store's server uses, in bytes, where the backend reports
+/// it: Redis `INFO memory` `used_memory` (the whole server, not one
+/// namespace; a single node, not a cluster). `None` for other backends.
+/// For benchmarks: the trait has no such call.
+pub async fn server_memory(url: &str) -> Result<Option<u64>> {
+    match url.split_once(':').map_or("", |(s, _)| s) {
+        #[cfg(feature = "redis")]
+        "redis" | "rediss" => {
+            let unavailable = |e: redis::RedisError| Error::unavailable("redis INFO memory", e);
+            let plain = without_prefix(url)?;
+            let client = redis::Client::open(plain.as_str()).map_err(unavailable)?;
+            let mut conn = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(unavailable)?;
+            let info: String = redis::cmd("INFO")
+                .arg("memory")
+                .query_async(&mut conn)
+                .await
+                .map_err(unavailable)?;
+            Ok(info
+                .lines()
+                .find_map(|l| l.strip_prefix("used_memory:"))
+                .and_then(|v| v.trim().parse().ok()))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A Redis store URL without the store's own `prefix` parameter, which
+/// means nothing to the client.
+#[cfg(feature = "redis")]
+fn without_prefix(url: &str) -> Result<url::Url> {
+    let mut plain = url::Url::parse(url).map_err(|e| Error::invalid(format!("{e}")))?;
+    let kept: Vec<(String, String)> = plain
+        .query_pairs()
+        .filter(|(k, _)| k != "prefix")
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    plain.set_query(None);
+    if !kept.is_empty() {
+        plain.query_pairs_mut().extend_pairs(kept);
+    }
+    Ok(plain)
 }
 
 /// Removes a namespace made with [`with_namespace`] and everything in it.
@@ -204,6 +267,15 @@ mod tests {
         );
         assert_eq!(ns(Some("memory://")), "memory://");
         assert!(with_namespace(Some("ftp://x"), d, "n").is_err());
+    }
+
+    #[test]
+    fn backend_names() {
+        assert_eq!(backend_name(None), "sqlite");
+        assert_eq!(backend_name(Some("postgresql://h/db")), "postgres");
+        assert_eq!(backend_name(Some("redis+cluster://h")), "redis");
+        assert_eq!(backend_name(Some("memory://")), "memory");
+        assert_eq!(backend_name(Some("ftp://x")), "unknown");
     }
 
     #[tokio::test]

@@ -1,0 +1,680 @@
+//! The modes that call the store directly: `store`, `scale`, `soak`.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+use jobstore_api::{
+    JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release, duration_ms, now_millis,
+};
+use serde_json::{Value, json};
+
+use super::{
+    CLIENT, CliError, Ctx, Latencies, Report, archived_ok, expect_counts, rate, round3, store_err,
+};
+use crate::factory;
+
+/// The lease of bench claims: long enough that nothing expires mid-run.
+const LEASE: Duration = Duration::from_secs(600);
+
+/// Makes the jobs of one batch of adds, without borrowing the context.
+#[derive(Clone)]
+pub(super) struct JobGen {
+    tag: String,
+    jobtypes: Vec<String>,
+    payload: usize,
+    priority: i32,
+}
+
+impl JobGen {
+    pub(super) fn new(ctx: &Ctx, tag: &str, jobtypes: usize) -> Self {
+        JobGen {
+            tag: tag.to_owned(),
+            jobtypes: (0..jobtypes).map(|k| ctx.jobtype(k)).collect(),
+            payload: ctx.args.payload,
+            priority: 0,
+        }
+    }
+
+    fn priority(mut self, p: i32) -> Self {
+        self.priority = p;
+        self
+    }
+
+    fn job(&self, i: usize) -> NewJob {
+        NewJob::new(
+            format!("{CLIENT}-{}{i:010}", self.tag),
+            self.jobtypes[i % self.jobtypes.len()].as_str(),
+            vec![b'x'; self.payload],
+        )
+        .priority(self.priority)
+    }
+}
+
+/// Adds jobs `from..to` of `jobs_of` in batches of `--add-batch` from
+/// `--claimers` concurrent tasks; returns each call's latency and the time
+/// it took. Fails unless every job was new.
+pub(super) async fn add_range(
+    ctx: &Ctx,
+    jobs_of: &JobGen,
+    from: usize,
+    to: usize,
+    bar: &ProgressBar,
+) -> Result<(Latencies, Duration), CliError> {
+    let per = ctx.args.add_batch;
+    let batches = (to - from).div_ceil(per);
+    let tasks = ctx.args.claimers.min(batches.max(1));
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let store = ctx.store.clone();
+        let jobs_of = jobs_of.clone();
+        let bar = bar.clone();
+        handles.push(tokio::spawn(async move {
+            let mut lat = Latencies::default();
+            let mut b = t;
+            while b < batches {
+                let lo = from + b * per;
+                let hi = (lo + per).min(to);
+                let jobs: Vec<NewJob> = (lo..hi).map(|i| jobs_of.job(i)).collect();
+                let t0 = Instant::now();
+                let out = store
+                    .add_jobs(&jobs, now_millis())
+                    .await
+                    .map_err(store_err("add_jobs"))?;
+                lat.push(t0.elapsed());
+                if out.new.len() != jobs.len() {
+                    return Err(CliError::local(format!(
+                        "add_jobs stored {} of {} new jobs",
+                        out.new.len(),
+                        jobs.len()
+                    )));
+                }
+                bar.inc(jobs.len() as u64);
+                b += tasks;
+            }
+            Ok::<_, CliError>(lat)
+        }));
+    }
+    let mut lat = Latencies::default();
+    for h in handles {
+        lat.extend(join(h).await?);
+    }
+    Ok((lat, started.elapsed()))
+}
+
+async fn join<T>(h: tokio::task::JoinHandle<Result<T, CliError>>) -> Result<T, CliError> {
+    h.await
+        .map_err(|e| CliError::local(format!("a bench task failed: {e}")))?
+}
+
+fn archive_all(jobs: Vec<jobstore_api::Job>) -> Vec<JobRelease> {
+    jobs.into_iter()
+        .map(|j| JobRelease::new(j.id, Release::Archive(JobResult::from_status(200))))
+        .collect()
+}
+
+/// `store`: batched adds, then concurrent claim+archive of every job.
+pub(super) async fn store(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
+    let a = &ctx.args;
+    let n = a.jobs;
+    let jobs_of = JobGen::new(ctx, "s", a.jobtypes);
+    let bar = ctx.bar(n as u64, "adding");
+    let (add_lat, add_time) = add_range(ctx, &jobs_of, 0, n, &bar).await?;
+    bar.finish_and_clear();
+
+    let bar = ctx.bar(n as u64, "claim+archive");
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for c in 0..a.claimers {
+        let store = ctx.store.clone();
+        let jobtypes = jobs_of.jobtypes.clone();
+        let batch = a.batch;
+        let bar = bar.clone();
+        let owner = format!("{}-claimer{c}", ctx.ns);
+        handles.push(tokio::spawn(async move {
+            let mut claim_lat = Latencies::default();
+            let mut release_lat = Latencies::default();
+            let mut done = 0usize;
+            // Every job is in the store before the first claim, so an empty
+            // claim means the jobtype has nothing left to hand out.
+            let mut empty = vec![false; jobtypes.len()];
+            let mut k = c % jobtypes.len();
+            while empty.iter().any(|e| !e) {
+                if empty[k] {
+                    k = (k + 1) % jobtypes.len();
+                    continue;
+                }
+                let t0 = Instant::now();
+                let got = store
+                    .claim_jobs(&jobtypes[k], batch, &owner, LEASE, now_millis())
+                    .await
+                    .map_err(store_err("claim_jobs"))?;
+                claim_lat.push(t0.elapsed());
+                if got.is_empty() {
+                    empty[k] = true;
+                    continue;
+                }
+                let releases = archive_all(got);
+                let t0 = Instant::now();
+                let released = store
+                    .release_jobs(&releases, &owner, now_millis())
+                    .await
+                    .map_err(store_err("release_jobs"))?;
+                release_lat.push(t0.elapsed());
+                if released.len() != releases.len() {
+                    return Err(CliError::local(format!(
+                        "release_jobs archived {} of {} jobs held",
+                        released.len(),
+                        releases.len()
+                    )));
+                }
+                done += released.len();
+                bar.inc(released.len() as u64);
+                k = (k + 1) % jobtypes.len();
+            }
+            Ok::<_, CliError>((claim_lat, release_lat, done))
+        }));
+    }
+    let (mut claim_lat, mut release_lat, mut done) =
+        (Latencies::default(), Latencies::default(), 0);
+    for h in handles {
+        let (c, rl, d) = join(h).await?;
+        claim_lat.extend(c);
+        release_lat.extend(rl);
+        done += d;
+    }
+    let ca_time = started.elapsed();
+    bar.finish_and_clear();
+    if done != n {
+        return Err(CliError::local(format!(
+            "claimed and archived {done} jobs of {n}"
+        )));
+    }
+    expect_counts(&ctx.counts().await?, 0, n as u64)?;
+
+    r.figure("adds_per_s", rate(n, add_time));
+    r.figure("claim_archive_per_s", rate(n, ca_time));
+    r.figure("jobs_added", n);
+    r.figure("jobs_archived", done);
+    r.figure("add_seconds", round3(add_time.as_secs_f64()));
+    r.figure("claim_archive_seconds", round3(ca_time.as_secs_f64()));
+    r.figure("add_latency", add_lat.summary());
+    r.figure("claim_latency", claim_lat.summary());
+    r.figure("release_latency", release_lat.summary());
+    Ok(())
+}
+
+/// `samples` claims of `batch` jobs of `jobtype`, each handed back (unget)
+/// so the backlog stays the same; fails if a claim gets fewer than
+/// `expect` jobs.
+async fn claim_samples(
+    store: &Arc<dyn JobStore>,
+    jobtype: &str,
+    owner: &str,
+    batch: usize,
+    samples: usize,
+    expect: usize,
+    bar: &ProgressBar,
+) -> Result<Latencies, CliError> {
+    let mut lat = Latencies::default();
+    for _ in 0..samples {
+        let t0 = Instant::now();
+        let got = store
+            .claim_jobs(jobtype, batch, owner, LEASE, now_millis())
+            .await
+            .map_err(store_err("claim_jobs"))?;
+        lat.push(t0.elapsed());
+        if got.len() != expect {
+            return Err(CliError::local(format!(
+                "a claim of {batch} got {} jobs, expected {expect}",
+                got.len()
+            )));
+        }
+        let ids: Vec<String> = got.into_iter().map(|j| j.id).collect();
+        let back = store
+            .release_all(&ids, owner, &Release::Unget, now_millis())
+            .await
+            .map_err(store_err("release_jobs"))?;
+        if back.len() != ids.len() {
+            return Err(CliError::local("an unget did not hand every job back"));
+        }
+        bar.inc(1);
+    }
+    Ok(lat)
+}
+
+/// `scale`: claim latency at each backlog size, then with an archive of
+/// the same jobtype beside the largest.
+pub(super) async fn scale(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
+    let a = &ctx.args;
+    let mut sizes = a.sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let largest = sizes[sizes.len() - 1];
+    let archive = a.archive.unwrap_or(largest);
+    let jobtype = ctx.jobtype(0);
+    let owner = format!("{}-claimer", ctx.ns);
+    let waiting = JobGen::new(ctx, "w", 1);
+    let mut have = 0;
+    let mut points = Vec::new();
+    let mut p50s = Vec::new();
+    for &size in &sizes {
+        let bar = ctx.bar((size - have) as u64, &format!("to {size}"));
+        add_range(ctx, &waiting, have, size, &bar).await?;
+        bar.finish_and_clear();
+        have = size;
+        let bar = ctx.bar(a.samples as u64, &format!("claims at {size}"));
+        let lat = claim_samples(
+            &ctx.store,
+            &jobtype,
+            &owner,
+            a.batch,
+            a.samples,
+            a.batch.min(size),
+            &bar,
+        )
+        .await?;
+        bar.finish_and_clear();
+        let s = lat.summary();
+        p50s.push(s["p50_ms"].as_f64().unwrap_or(0.0));
+        points.push(json!({"waiting": size, "archived": 0, "claim_latency": s}));
+    }
+
+    // The archive: jobs of the same jobtype at a higher priority, so the
+    // claims that archive them take them before any waiting one.
+    if archive > 0 {
+        let done = JobGen::new(ctx, "a", 1).priority(1);
+        let bar = ctx.bar(archive as u64, "archive: add");
+        add_range(ctx, &done, 0, archive, &bar).await?;
+        bar.finish_and_clear();
+        let bar = ctx.bar(archive as u64, "archive: run");
+        let mut archived = 0;
+        while archived < archive {
+            let want = (archive - archived).min(jobstore_api::limits::MAX_CLAIM);
+            let got = ctx
+                .store
+                .claim_jobs(&jobtype, want, &owner, LEASE, now_millis())
+                .await
+                .map_err(store_err("claim_jobs"))?;
+            if got.len() != want || got.iter().any(|j| j.priority != 1) {
+                return Err(CliError::local(
+                    "claiming the jobs to archive handed out other jobs",
+                ));
+            }
+            let releases = archive_all(got);
+            let n = ctx
+                .store
+                .release_jobs(&releases, &owner, now_millis())
+                .await
+                .map_err(store_err("release_jobs"))?
+                .len();
+            if n != want {
+                return Err(CliError::local("not every job was archived"));
+            }
+            archived += n;
+            bar.inc(n as u64);
+        }
+        bar.finish_and_clear();
+        let bar = ctx.bar(a.samples as u64, "claims + archive");
+        let lat = claim_samples(
+            &ctx.store,
+            &jobtype,
+            &owner,
+            a.batch,
+            a.samples,
+            a.batch.min(largest),
+            &bar,
+        )
+        .await?;
+        bar.finish_and_clear();
+        let s = lat.summary();
+        p50s.push(s["p50_ms"].as_f64().unwrap_or(0.0));
+        points.push(json!({"waiting": largest, "archived": archive, "claim_latency": s}));
+    }
+    expect_counts(&ctx.counts().await?, largest as u64, archive as u64)?;
+
+    r.figure("points", Value::Array(points));
+    let ratio = |x: f64, y: f64| if y > 0.0 { round3(x / y) } else { 0.0 };
+    r.figure(
+        "p50_largest_to_smallest",
+        ratio(p50s[sizes.len() - 1], p50s[0]),
+    );
+    if archive > 0 {
+        r.figure(
+            "p50_with_archive_to_without",
+            ratio(p50s[sizes.len()], p50s[sizes.len() - 1]),
+        );
+    }
+    Ok(())
+}
+
+/// `soak`: a standing backlog, jobs added at `--rate` per second and
+/// claimed and archived as fast as they come, archived jobs purged past
+/// `--retention`; per `--interval`: claim latency, counts, and (Redis) the
+/// server's memory per stored job.
+pub(super) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
+    let a = &ctx.args;
+    let baseline = factory::server_memory(&ctx.url)
+        .await
+        .map_err(store_err("memory"))?;
+    let backlog = JobGen::new(ctx, "b", 1);
+    let bar = ctx.bar(a.backlog as u64, "backlog");
+    add_range(ctx, &backlog, 0, a.backlog, &bar).await?;
+    bar.finish_and_clear();
+
+    let windows = (a.duration.as_secs_f64() / a.interval.as_secs_f64()).ceil() as usize;
+    let window_lat: Arc<Mutex<Vec<Latencies>>> =
+        Arc::new(Mutex::new(vec![Latencies::default(); windows]));
+    let added = Arc::new(AtomicUsize::new(0));
+    let budget = Arc::new(Mutex::new(0usize));
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let interval = a.interval;
+    let window_of =
+        move |t: Instant| ((t - started).as_secs_f64() / interval.as_secs_f64()).floor() as usize;
+
+    // The adder: what is due every 50 ms, in one call.
+    let adder = {
+        let (store, added, budget, stop) = (
+            ctx.store.clone(),
+            added.clone(),
+            budget.clone(),
+            stop.clone(),
+        );
+        let jobs_of = JobGen::new(ctx, "s", 1);
+        let per_s = f64::from(a.rate);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(50));
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                tick.tick().await;
+                let due = (started.elapsed().as_secs_f64() * per_s) as usize;
+                if due <= n {
+                    continue;
+                }
+                let hi = due.min(n + jobstore_api::limits::MAX_BATCH);
+                let jobs: Vec<NewJob> = (n..hi).map(|i| jobs_of.job(i)).collect();
+                store
+                    .add_jobs(&jobs, now_millis())
+                    .await
+                    .map_err(store_err("add_jobs"))?;
+                n = hi;
+                added.store(n, Ordering::Relaxed);
+                if let Ok(mut b) = budget.lock() {
+                    *b += jobs.len();
+                }
+            }
+            Ok::<_, CliError>(n)
+        })
+    };
+    // Claimers take as many jobs as were added, so the backlog stands.
+    let mut claimers = Vec::new();
+    for c in 0..a.claimers {
+        let (store, budget, stop, window_lat) = (
+            ctx.store.clone(),
+            budget.clone(),
+            stop.clone(),
+            window_lat.clone(),
+        );
+        let jobtype = ctx.jobtype(0);
+        let owner = format!("{}-claimer{c}", ctx.ns);
+        let batch = a.batch;
+        claimers.push(tokio::spawn(async move {
+            let mut done = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let want = budget
+                    .lock()
+                    .map(|mut b| {
+                        let w = (*b).min(batch);
+                        *b -= w;
+                        w
+                    })
+                    .unwrap_or(0);
+                if want == 0 {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    continue;
+                }
+                let t0 = Instant::now();
+                let got = store
+                    .claim_jobs(&jobtype, want, &owner, LEASE, now_millis())
+                    .await
+                    .map_err(store_err("claim_jobs"))?;
+                let took = t0.elapsed();
+                if let Ok(mut w) = window_lat.lock()
+                    && let Some(l) = w.get_mut(window_of(t0))
+                {
+                    l.push(took);
+                }
+                if got.len() != want {
+                    return Err(CliError::local(format!(
+                        "a claim of {want} from a standing backlog got {}",
+                        got.len()
+                    )));
+                }
+                let releases = archive_all(got);
+                let n = store
+                    .release_jobs(&releases, &owner, now_millis())
+                    .await
+                    .map_err(store_err("release_jobs"))?
+                    .len();
+                if n != want {
+                    return Err(CliError::local("not every claimed job was archived"));
+                }
+                done += n;
+            }
+            Ok::<_, CliError>(done)
+        }));
+    }
+
+    // Per window: purge, count, measure memory.
+    let bar = ctx.bar(windows as u64, "windows");
+    let mut rows = Vec::new();
+    let mut failed = None;
+    for w in 0..windows {
+        let end = started + interval * (w as u32 + 1);
+        while Instant::now() < end {
+            if adder.is_finished() || claimers.iter().any(|c| c.is_finished()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100).min(end - Instant::now())).await;
+        }
+        if adder.is_finished() || claimers.iter().any(|c| c.is_finished()) {
+            failed = Some(w);
+            break;
+        }
+        let now = now_millis();
+        let purged = ctx
+            .store
+            .purge_archived(now - duration_ms(a.retention))
+            .await
+            .map_err(store_err("purge_archived"))?;
+        let counts = ctx.counts().await?;
+        let memory = factory::server_memory(&ctx.url)
+            .await
+            .map_err(store_err("memory"))?;
+        let lat = window_lat
+            .lock()
+            .map(|l| l[w].clone())
+            .unwrap_or_default()
+            .summary();
+        let stored = counts.total();
+        let mut row = json!({
+            "window": w + 1,
+            "claim_latency": lat,
+            "added": added.load(Ordering::Relaxed),
+            "waiting": counts.waiting,
+            "archived_kept": archived_ok(&counts),
+            "purged": purged,
+        });
+        if let (Some(m), Some(b)) = (memory, baseline) {
+            let used = m.saturating_sub(b);
+            row["memory_bytes"] = json!(used);
+            row["memory_per_stored_job"] = json!(if stored > 0 {
+                (used as f64 / stored as f64).round()
+            } else {
+                0.0
+            });
+        }
+        rows.push(row);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    stop.store(true, Ordering::Relaxed);
+    let total_added = join(adder).await?;
+    let mut total_done = 0;
+    for c in claimers {
+        total_done += join(c).await?;
+    }
+    if let Some(w) = failed {
+        return Err(CliError::local(format!(
+            "the load stopped early, in window {}",
+            w + 1
+        )));
+    }
+    // Whatever was added and not claimed is still waiting.
+    let counts = ctx.counts().await?;
+    let expect_waiting = (a.backlog + total_added - total_done) as u64;
+    if counts.waiting != expect_waiting || counts.running != 0 || counts.scheduled != 0 {
+        return Err(CliError::local(format!(
+            "the store's counts are off: expected {expect_waiting} waiting, found {counts:?}"
+        )));
+    }
+
+    let p99 = |row: &Value| row["claim_latency"]["p99_ms"].as_f64().unwrap_or(0.0);
+    let first = rows.first().map_or(0.0, p99);
+    let worst = rows.iter().map(p99).fold(0.0, f64::max);
+    r.figure("jobs_added", total_added);
+    r.figure("jobs_archived", total_done);
+    r.figure("achieved_rate_per_s", rate(total_done, started.elapsed()));
+    r.figure("claim_p99_first_window_ms", first);
+    r.figure("claim_p99_worst_window_ms", worst);
+    let ratio = if first > 0.0 {
+        round3(worst / first)
+    } else {
+        0.0
+    };
+    r.figure("claim_p99_worst_to_first", ratio);
+    r.figure("claim_p99_within_2x", ratio <= 2.0);
+    if ratio > 2.0 {
+        r.note(format!(
+            "claim latency p99 grew to {ratio}x the first window's ({worst} ms vs {first} ms)"
+        ));
+    }
+    if baseline.is_none() {
+        r.note("memory per job is measured on Redis only");
+    }
+    r.figure("windows", Value::Array(rows));
+    Ok(())
+}
+
+/// `reference`: the `store` load (one jobtype) on the bare reference queue
+/// of the store's server.
+pub(super) async fn reference(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
+    let a = &ctx.args;
+    let q = factory::reference::open(&ctx.url, &ctx.ns)
+        .await
+        .map_err(store_err("reference queue"))?
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "{} has no reference queue (PostgreSQL and Redis have one)",
+                ctx.backend
+            ))
+        })?;
+    if let Ok(mut slot) = ctx.reference.lock() {
+        *slot = Some(q.clone());
+    }
+    let n = a.jobs;
+    let per = a.add_batch;
+    let batches = n.div_ceil(per);
+    let tasks = a.claimers.min(batches);
+    let bar = ctx.bar(n as u64, "adding");
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let (q, bar, payload) = (q.clone(), bar.clone(), a.payload);
+        handles.push(tokio::spawn(async move {
+            let mut lat = Latencies::default();
+            let mut b = t;
+            while b < batches {
+                let (lo, hi) = (b * per, ((b + 1) * per).min(n));
+                let t0 = Instant::now();
+                let added = q
+                    .add(lo, hi, payload)
+                    .await
+                    .map_err(store_err("reference add"))?;
+                lat.push(t0.elapsed());
+                if added != hi - lo {
+                    return Err(CliError::local("the reference queue lost adds"));
+                }
+                bar.inc(added as u64);
+                b += tasks;
+            }
+            Ok::<_, CliError>(lat)
+        }));
+    }
+    let mut add_lat = Latencies::default();
+    for h in handles {
+        add_lat.extend(join(h).await?);
+    }
+    let add_time = started.elapsed();
+    bar.finish_and_clear();
+
+    let bar = ctx.bar(n as u64, "claim+ack");
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for c in 0..a.claimers {
+        let (q, bar, batch) = (q.clone(), bar.clone(), a.batch);
+        let owner = format!("{}-claimer{c}", ctx.ns);
+        handles.push(tokio::spawn(async move {
+            let (mut claim_lat, mut ack_lat, mut done) =
+                (Latencies::default(), Latencies::default(), 0usize);
+            loop {
+                let t0 = Instant::now();
+                let keys = q
+                    .claim(batch, &owner)
+                    .await
+                    .map_err(store_err("reference claim"))?;
+                claim_lat.push(t0.elapsed());
+                if keys.is_empty() {
+                    break;
+                }
+                let t0 = Instant::now();
+                let acked = q.ack(&keys).await.map_err(store_err("reference ack"))?;
+                ack_lat.push(t0.elapsed());
+                if acked != keys.len() {
+                    return Err(CliError::local("the reference queue lost acks"));
+                }
+                done += acked;
+                bar.inc(acked as u64);
+            }
+            Ok::<_, CliError>((claim_lat, ack_lat, done))
+        }));
+    }
+    let (mut claim_lat, mut ack_lat, mut done) = (Latencies::default(), Latencies::default(), 0);
+    for h in handles {
+        let (c, k, d) = join(h).await?;
+        claim_lat.extend(c);
+        ack_lat.extend(k);
+        done += d;
+    }
+    let ca_time = started.elapsed();
+    bar.finish_and_clear();
+    if done != n {
+        return Err(CliError::local(format!(
+            "the reference queue handed out {done} jobs of {n}"
+        )));
+    }
+    r.figure("adds_per_s", rate(n, add_time));
+    r.figure("claim_archive_per_s", rate(n, ca_time));
+    r.figure("jobs_added", n);
+    r.figure("jobs_archived", done);
+    r.figure("add_seconds", round3(add_time.as_secs_f64()));
+    r.figure("claim_archive_seconds", round3(ca_time.as_secs_f64()));
+    r.figure("add_latency", add_lat.summary());
+    r.figure("claim_latency", claim_lat.summary());
+    r.figure("release_latency", ack_lat.summary());
+    r.note("a bare reference queue: no duplicate detection, fencing, results or counts");
+    Ok(())
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Runs every `jobstore bench` mode on memory, SQLite, PostgreSQL and Redis
+# (MongoDB where a server answers), BENCH_RUNS times each (default 3),
+# interleaved (run 1 of every mode and backend, then run 2, ...), plus the
+# bare reference queues on PostgreSQL (SKIP LOCKED) and Redis (ZPOPMIN)
+# under the store mode's load (`jobstore bench reference`), and writes
+# BENCHMARKS.md: medians with min and max, the exact commands,
+# the machine, the load during the run, each figure's ratio to its
+# reference.
+#
+#   scripts/bench.sh            the full run
+#   scripts/bench.sh --quick    a few hundred jobs per mode: checks the script
+#   scripts/bench.sh --soak     the soak alone (10 minutes per backend, at
+#                               half the drain rate measured first)
+#
+# Servers: JOBSTORE_TEST_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/test),
+# JOBSTORE_TEST_REDIS_URL (redis://127.0.0.1:6379), JOBSTORE_TEST_MONGO_URL
+# (mongodb://127.0.0.1:27017/bench). BENCH_BACKENDS limits the backends
+# (comma list), BENCH_OUT the report (BENCHMARKS.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MODE=full
+case "${1:-}" in
+  --quick) MODE=quick ;;
+  --soak) MODE=soak ;;
+  "") ;;
+  *) echo "usage: $0 [--quick|--soak]" >&2; exit 2 ;;
+esac
+
+RUNS=${BENCH_RUNS:-3}
+PG=${JOBSTORE_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}
+REDIS=${JOBSTORE_TEST_REDIS_URL:-redis://127.0.0.1:6379}
+MONGO=${JOBSTORE_TEST_MONGO_URL:-mongodb://127.0.0.1:27017/bench}
+OUT_MD=${BENCH_OUT:-BENCHMARKS.md}
+TARGET=${CARGO_TARGET_DIR:-target}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+echo "building (release)" >&2
+cargo build --release -q -p jobstore-daemon
+BIN="$TARGET/release/jobstore"
+
+# The backends that answer.
+declare -A URL
+URL[memory]="memory://"
+URL[sqlite]="sqlite://$WORK/jobs.db"
+if pg_isready -q -d "$PG" 2>/dev/null; then URL[postgres]="$PG"; else echo "PostgreSQL does not answer at $PG: skipped" >&2; fi
+if redis-cli -u "$REDIS" ping >/dev/null 2>&1; then URL[redis]="$REDIS"; else echo "Redis does not answer at $REDIS: skipped" >&2; fi
+mongo_hostport=$(sed -E 's#^mongodb(\+srv)?://([^@/]*@)?([^/,?]+).*#\3#' <<<"$MONGO")
+[[ $mongo_hostport == *:* ]] || mongo_hostport+=":27017"
+if timeout 2 bash -c "</dev/tcp/${mongo_hostport%:*}/${mongo_hostport##*:}" 2>/dev/null \
+   && timeout 60 "$BIN" bench store --store "$MONGO" --jobs 10 --json >/dev/null 2>&1; then URL[mongodb]="$MONGO"; else echo "MongoDB does not answer at $MONGO: skipped" >&2; fi
+BACKENDS=()
+for b in memory sqlite postgres redis mongodb; do
+  [[ -n "${URL[$b]:-}" ]] || continue
+  if [[ -n "${BENCH_BACKENDS:-}" && ",$BENCH_BACKENDS," != *",$b,"* ]]; then continue; fi
+  BACKENDS+=("$b")
+done
+
+# Each mode's arguments.
+declare -A ARGS
+if [[ $MODE == quick ]]; then
+  ARGS[store]="--jobs 500"
+  ARGS[reference]="--jobs 500"
+  ARGS[drain]="--jobs 500"
+  ARGS[e2e]="--jobs 300 --rate 100 --rate-duration 1s"
+  ARGS[intake]="--jobs 300"
+  ARGS[scale]="--sizes 100,1000 --archive 1000 --samples 20"
+  RUNS=${BENCH_RUNS:-1}
+else
+  ARGS[store]="--jobs 100000 --claimers 4 --batch 100"
+  ARGS[reference]="${ARGS[store]}"
+  ARGS[drain]="--jobs 20000"
+  ARGS[e2e]="--jobs 5000 --rate 100 --rate-duration 5s --clients 8"
+  ARGS[intake]="--jobs 20000 --clients 8 --lines 100"
+  ARGS[scale]="--sizes 10000,100000,1000000 --archive 100000 --samples 200 --batch 100"
+fi
+MODES=(reference store drain e2e intake scale)
+
+RESULTS="$WORK/results.jsonl"
+COMMANDS="$WORK/commands.txt"
+: >"$RESULTS"
+: >"$COMMANDS"
+
+# Runs one bench; appends its JSON, with the load average around it, to
+# the results.
+one() {
+  local backend=$1 mode=$2 run=$3; shift 3
+  local cmd=("$BIN" bench "$mode" --json --store "${URL[$backend]}" "$@")
+  local shown=("jobstore" bench "$mode" --json --store "${URL[$backend]}" "$@")
+  grep -qxF "${shown[*]}" "$COMMANDS" || echo "${shown[*]}" >>"$COMMANDS"
+  local before after json
+  before=$(cut -d' ' -f1 /proc/loadavg)
+  echo "run $run: $mode on $backend" >&2
+  if json=$("${cmd[@]}" 2>"$WORK/err"); then
+    after=$(cut -d' ' -f1 /proc/loadavg)
+    jq -c --arg run "$run" --arg l0 "$before" --arg l1 "$after" \
+      '. + {run: ($run|tonumber), load: [($l0|tonumber), ($l1|tonumber)]}' <<<"$json" >>"$RESULTS"
+  else
+    echo "  failed: $(cat "$WORK/err")" >&2
+    jq -nc --arg m "$mode" --arg b "$backend" --arg e "$(cat "$WORK/err")" --arg run "$run" \
+      '{mode: $m, backend: $b, error: $e, run: ($run|tonumber)}' >>"$RESULTS"
+  fi
+}
+
+START=$(date -u +%FT%TZ)
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+
+if [[ $MODE == soak ]]; then
+  if [[ -n "${URL[postgres]:-}" ]]; then
+    av=$(psql "$PG" -Atc "SHOW autovacuum" 2>/dev/null || echo unknown)
+    echo "PostgreSQL autovacuum: $av (the soak is meant to run with it on, at its defaults)" >&2
+  fi
+  for b in "${BACKENDS[@]}"; do
+    one "$b" drain 0 --jobs 20000
+    half=$(jq -r --arg b "$b" 'select(.backend == $b and .mode == "drain" and .figures) | .figures.jobs_per_s / 2 | floor' "$RESULTS" | tail -1)
+    one "$b" soak 1 --rate "${half:-1000}" --duration "${BENCH_SOAK:-10m}" --interval 1m
+  done
+else
+  for run in $(seq 1 "$RUNS"); do
+    for mode in "${MODES[@]}"; do
+      for b in "${BACKENDS[@]}"; do
+        if [[ $mode == reference && $b != postgres && $b != redis ]]; then continue; fi
+        # shellcheck disable=SC2086
+        one "$b" "$mode" "$run" ${ARGS[$mode]}
+      done
+    done
+  done
+fi
+
+END=$(date -u +%FT%TZ)
+LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+python3 scripts/bench_report.py \
+  --results "$RESULTS" --commands "$COMMANDS" \
+  --mode "$MODE" --runs "$RUNS" --start "$START" --end "$END" \
+  --load-start "$LOAD0" --load-end "$LOAD1" \
+  --rev "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >"$OUT_MD"
+echo "wrote $OUT_MD" >&2
