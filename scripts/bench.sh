@@ -104,13 +104,52 @@ one() {
   fi
 }
 
+# Intake measured by a load tool of the field beside the bench's own
+# figure: wrk against a daemon on the default SQLite store with execution
+# off, 100-line bodies from 8 connections, then single adds from one.
+wrk_run() {
+  local run=$1 dir="$WORK/wrk-$1" secs=10
+  [[ $MODE == quick ]] && secs=2
+  command -v wrk >/dev/null || { echo "wrk is not installed: its intake figures are skipped (apt-get install wrk)" >&2; return 0; }
+  mkdir -p "$dir"
+  "$BIN" serve --no-execute --data-dir "$dir/data" --listen 127.0.0.1:0 --addr-file "$dir/addr" 2>"$dir/log" &
+  local pid=$!
+  for _ in $(seq 1 100); do [[ -s "$dir/addr" ]] && break; sleep 0.1; done
+  local url="http://$(cat "$dir/addr")"
+  echo "run $run: wrk intake on sqlite" >&2
+  LINES=100 wrk -s daemon/benches/wrk/add-lines.lua -t4 -c8 -d${secs}s "$url" >"$dir/bodies" 2>&1 || true
+  LINES=1 wrk -s daemon/benches/wrk/add-lines.lua -t1 -c1 -d${secs}s "$url" >"$dir/single" 2>&1 || true
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  python3 - "$dir" "$run" >>"$RESULTS" <<'PY'
+import json, re, sys
+d, run = sys.argv[1], int(sys.argv[2])
+def parse(name):
+    t = open(f"{d}/{name}").read()
+    rate = re.search(r"jobs acknowledged/s: (\d+)", t)
+    lat = re.search(r"latency p50 ([\d.]+) ms\s+p99 ([\d.]+) ms", t)
+    bad = re.search(r"(\d+) non-200", t)
+    return (float(rate.group(1)) if rate else None, float(lat.group(1)) if lat else None,
+            float(lat.group(2)) if lat else None, int(bad.group(1)) if bad else None)
+b, s = parse("bodies"), parse("single")
+print(json.dumps({"mode": "wrk", "backend": "sqlite", "run": run, "figures": {
+    "bodies_jobs_per_s": b[0], "bodies_ack_latency": {"p50_ms": b[1], "p99_ms": b[2]}, "bodies_non_200": b[3],
+    "single_adds_per_s": s[0], "single_ack_latency": {"p50_ms": s[1], "p99_ms": s[2]}, "single_non_200": s[3]}}))
+PY
+}
+
 START=$(date -u +%FT%TZ)
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 
 if [[ $MODE == soak ]]; then
   if [[ -n "${URL[postgres]:-}" ]]; then
+    # The soak runs PostgreSQL with autovacuum on at its defaults (the test
+    # server here runs with it off), and puts the setting back after.
     av=$(psql "$PG" -Atc "SHOW autovacuum" 2>/dev/null || echo unknown)
-    echo "PostgreSQL autovacuum: $av (the soak is meant to run with it on, at its defaults)" >&2
+    if [[ $av == off ]]; then
+      psql "$PG" -qc "ALTER SYSTEM SET autovacuum = on" -c "SELECT pg_reload_conf()" >/dev/null
+      trap 'psql "$PG" -qc "ALTER SYSTEM RESET autovacuum" -c "SELECT pg_reload_conf()" >/dev/null; rm -rf "$WORK"' EXIT
+    fi
+    echo "PostgreSQL autovacuum: was $av, now $(psql "$PG" -Atc "SHOW autovacuum")" >&2
   fi
   for b in "${BACKENDS[@]}"; do
     one "$b" drain 0 --jobs 20000
@@ -126,6 +165,7 @@ else
         one "$b" "$mode" "$run" ${ARGS[$mode]}
       done
     done
+    wrk_run "$run"
   done
 fi
 

@@ -169,6 +169,24 @@ def main():
               f"| {bt} | {fmt(s('intake', b, 'bodies_ack_latency.p50_ms'))} / {fmt(s('intake', b, 'bodies_ack_latency.p99_ms'))} |")
         w("")
 
+        if by.get(("wrk", "sqlite")):
+            w("Beside it, `wrk` (`daemon/benches/wrk/add-lines.lua`) against a daemon on the default SQLite store "
+              "with execution off:\n")
+            w("| load | jobs acknowledged/s | ack p50 / p99 ms |")
+            w("|---|---|---|")
+            bp50, bp99 = s("wrk", "sqlite", "bodies_ack_latency.p50_ms"), s("wrk", "sqlite", "bodies_ack_latency.p99_ms")
+            bodies = s("wrk", "sqlite", "bodies_jobs_per_s")
+            bt = fmt(bodies)
+            if bodies:
+                bt += " (meets ≥ 200,000)" if bodies[0] >= 200000 else " (misses ≥ 200,000)"
+            w(f"| 100-line bodies, 8 connections | {bt} | {fmt(bp50)} / {fmt(bp99)} |")
+            sp50, sp99 = s("wrk", "sqlite", "single_ack_latency.p50_ms"), s("wrk", "sqlite", "single_ack_latency.p99_ms")
+            lat = f"{fmt(sp50)} / {fmt(sp99)}"
+            if sp50 and sp99:
+                lat += " (meets < 1 / < 5)" if sp50[0] < 1 and sp99[0] < 5 else " (misses < 1 / < 5)"
+            w(f"| single adds, 1 connection | {fmt(s('wrk', 'sqlite', 'single_adds_per_s'))} | {lat} |")
+            w("")
+
         w("## Claim latency with large backlogs (`scale`)\n")
         w("| backend | claim p50 / p99 ms at each point | p50 largest vs smallest | p50 with archive vs without |")
         w("|---|---|---|---|")
