@@ -72,7 +72,7 @@ else
   ARGS[store]="--jobs 100000 --claimers 4 --batch 100"
   ARGS[reference]="${ARGS[store]}"
   ARGS[drain]="--jobs 20000"
-  ARGS[e2e]="--jobs 5000 --rate 100 --rate-duration 5s --clients 8"
+  ARGS[e2e]="--jobs 20000 --rate 100 --rate-duration 5s --clients 8 --lines 100"
   ARGS[intake]="--jobs 20000 --clients 8 --lines 100"
   ARGS[scale]="--sizes 10000,100000,1000000 --archive 100000 --samples 200 --batch 100"
 fi

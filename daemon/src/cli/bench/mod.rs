@@ -74,7 +74,7 @@ pub struct BenchArgs {
     /// Concurrent HTTP clients (e2e at full speed, intake).
     #[arg(long, default_value_t = 8)]
     pub clients: usize,
-    /// Lines per body in intake's batched phase.
+    /// Lines per body in intake's batched phase and e2e at full speed.
     #[arg(long, default_value_t = 100)]
     pub lines: usize,
     /// Waiting jobs at which scale measures claims (comma list).
@@ -546,6 +546,7 @@ impl Report {
                 p("rate", json!(a.rate));
                 p("rate_seconds", json!(a.rate_duration.as_secs_f64()));
                 p("clients", json!(a.clients));
+                p("lines", json!(a.lines));
                 p("max_running", json!(a.max_running));
                 p("claim_batch", json!(a.claim_batch));
             }
