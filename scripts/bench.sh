@@ -161,6 +161,10 @@ else
     for mode in "${MODES[@]}"; do
       for b in "${BACKENDS[@]}"; do
         if [[ $mode == reference && $b != postgres && $b != redis ]]; then continue; fi
+        # The memory store is the contract's executable reference: a claim
+        # scans and sorts every job by design, so a million waiting jobs
+        # measure that scan, not a backend.
+        if [[ $mode == scale && $b == memory && $MODE != quick ]]; then continue; fi
         # shellcheck disable=SC2086
         one "$b" "$mode" "$run" ${ARGS[$mode]}
       done

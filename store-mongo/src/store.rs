@@ -847,19 +847,29 @@ impl JobStore for MongoStore {
 
     async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>> {
         validate::time("now", now)?;
-        // Unfiltered on purpose: `distinct` on the claim index's first key
-        // reads one key per jobtype, where a filter on `dt` or `lock` would
-        // read every eligible job's key. Jobtypes with no eligible job cost
-        // one sub-pipeline each below and are left out there.
-        let jobtypes = self
-            .read("distinct jobtypes", self.jobs.distinct(f::JOBTYPE, doc! {}))
-            .await?;
-        let jobtypes: Vec<String> = jobtypes
-            .into_iter()
-            .map(|jt| match jt {
-                Bson::String(jt) => Ok(jt),
-                _ => Err(Error::backend_msg("a jobtype in MongoDB is not a string")),
+        // Unfiltered on purpose: a `$group` on the claim index's first key
+        // after a `$sort` on it is a distinct scan that reads one key per
+        // jobtype, where a filter on `dt` or `lock` would read every
+        // eligible job's key. Jobtypes with no eligible job cost one
+        // sub-pipeline each below and are left out there. (Not the
+        // `distinct` command: its answer is an array of values, which some
+        // servers and emulators hand back parsed, `"null"` as null.)
+        let docs: Vec<Document> = self
+            .read("list jobtypes", async {
+                self.jobs
+                    .aggregate([
+                        doc! { "$sort": { f::JOBTYPE: 1 } },
+                        doc! { "$group": { "_id": format!("${}", f::JOBTYPE) } },
+                    ])
+                    .hint(claim_index())
+                    .await?
+                    .try_collect()
+                    .await
             })
+            .await?;
+        let jobtypes: Vec<String> = docs
+            .iter()
+            .map(|d| convert::get_str(d, "_id", "jobtype list"))
             .collect::<Result<_>>()?;
         let chunks: Vec<Vec<String>> = jobtypes
             .chunks(JOBTYPES_PER_COUNT)
