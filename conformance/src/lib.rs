@@ -262,6 +262,8 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(invalid_lease_rejected);
         __jobstore_conformance_test!(oversized_batch_rejected);
         __jobstore_conformance_test!(duplicate_ids_in_list_rejected);
+        __jobstore_conformance_test!(injection_round_trip);
+        __jobstore_conformance_test!(injection_literal_jobtypes_round_trip);
         __jobstore_conformance_test!(watch_wakes_on_add);
         __jobstore_conformance_test!(watch_wakes_on_retry);
         __jobstore_conformance_test!(watch_wakes_on_per_job_release);

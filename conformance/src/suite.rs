@@ -2494,6 +2494,296 @@ pub async fn oversized_batch_rejected(c: Ctx) {
     assert!(s.job_counts(T0).await.unwrap().is_empty());
 }
 
+// ---------------------------------------------------------------- injection
+
+/// Ids that look like SQL, Lua, Redis commands and key patterns, MongoDB
+/// operators and other syntax a backend might splice into a query. Job ids
+/// and sysids may hold any non-control character except `|`.
+pub const HOSTILE_IDS: &[&str] = &[
+    "'; DROP TABLE jobs; --",
+    "\" OR \"1\"=\"1",
+    "1' OR '1'='1' /*",
+    "$$; DROP SCHEMA public CASCADE; $$",
+    "E'\\\\x00'",
+    "%",
+    "_",
+    "%_%\\",
+    "$1",
+    "?",
+    ":id",
+    "{\"$gt\":\"\"}",
+    "$where",
+    "{\"$where\":\"sleep(1000)\"}",
+    "this.dt > 0 && true",
+    "__proto__",
+    "a.b.c",
+    "$",
+    "redis.call('FLUSHALL')",
+    "]]..redis.call('FLUSHALL')..[[",
+    "FLUSHALL",
+    "*",
+    "[a-z]*",
+    "{t}",
+    "}{",
+    "jobs:ready",
+    "__done",
+    "${jndi:ldap://x/a}",
+    "../../etc/passwd",
+    "`rm -rf /` $(reboot)",
+    "null",
+    "\\",
+    "\u{202e}\u{feff}\u{1F600}",
+];
+
+/// Payloads, handler fields and result outputs that look like queries and
+/// protocol: CRLF with RESP, NUL bytes, JSON with operators.
+pub const HOSTILE_DATA: &[&[u8]] = &[
+    b"'; DROP TABLE jobs; --",
+    b"redis.call('FLUSHALL')",
+    b"]]..redis.call('FLUSHALL')..[[",
+    b"\r\nFLUSHALL\r\n",
+    b"*1\r\n$8\r\nFLUSHALL\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n",
+    b"{\"$gt\":\"\"}",
+    b"{\"$where\":\"function(){return true}\",\"__proto__\":{\"x\":1}}",
+    b"\x00'\x00\"\x00\\\x00",
+    b"$1 ? :name %s %n \\x00 E'\\\\'",
+    b"\xff\xfe{\"$set\":{\"lock\":\"\"}}",
+];
+
+/// Jobtypes built from the characters the rules allow that mean something
+/// to a query language or a key layout.
+pub const HOSTILE_JOBTYPES: &[&str] = &[
+    "DROP-TABLE-jobs--",
+    "jobs:ready",
+    "a:b:",
+    "a.b.c",
+    "t.constructor.prototype",
+    "0x00",
+    "jobstore:ready",
+];
+
+/// Jobtypes that a parser of JSON or of numbers would read as something
+/// other than a string.
+pub const LITERAL_JOBTYPES: &[&str] = &[
+    "null", "true", "false", "NaN", "Infinity", "1e5", "123", "0", "0.5", "1_000",
+];
+
+/// Hostile ids, jobtypes, owners, payloads, result outputs and handler
+/// fields are stored and returned byte for byte by every operation, and
+/// nothing else in the namespace changes.
+pub async fn injection_round_trip(c: Ctx) {
+    let s = &*c.store;
+    add(s, vec![NewJob::new("canary", "canary", "still here")], T0).await;
+    // One job per hostile id, spread over the hostile jobtypes, each with a
+    // hostile payload.
+    let data_of = |i: usize| HOSTILE_DATA[i % HOSTILE_DATA.len()].to_vec();
+    let type_of = |i: usize| HOSTILE_JOBTYPES[i % HOSTILE_JOBTYPES.len()];
+    let jobs: Vec<NewJob> = HOSTILE_IDS
+        .iter()
+        .enumerate()
+        .map(|(i, id)| NewJob::new(*id, type_of(i), data_of(i)))
+        .collect();
+    let out = add(s, jobs.clone(), T0).await;
+    assert_eq!(sorted(out.new), sorted(ids(HOSTILE_IDS)));
+    for (i, id) in HOSTILE_IDS.iter().enumerate() {
+        let job = get(s, id).await;
+        assert_eq!(
+            (job.id.as_str(), job.jobtype.as_str(), &job.data),
+            (*id, type_of(i), &data_of(i)),
+            "job {id:?} as stored"
+        );
+    }
+    // Adding them again finds each one by its exact id.
+    let again = add(s, jobs, T0).await;
+    assert!(again.new.is_empty(), "re-add: {again:?}");
+    let mut waiting: Vec<(String, u64)> = s
+        .waiting_jobtypes(T0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| (w.jobtype, w.count))
+        .collect();
+    waiting.sort();
+    let mut expected: HashMap<String, u64> = HashMap::from([("canary".to_owned(), 1)]);
+    for i in 0..HOSTILE_IDS.len() {
+        *expected.entry(type_of(i).to_owned()).or_default() += 1;
+    }
+    let mut expected: Vec<(String, u64)> = expected.into_iter().collect();
+    expected.sort();
+    assert_eq!(waiting, expected, "waiting jobtypes");
+
+    // Claims by hostile owners (sysids follow the id rules), renewals,
+    // updates and releases with hostile outputs, each of its own job.
+    let owner_of = |i: usize| HOSTILE_IDS[(i + 1) % HOSTILE_IDS.len()];
+    for (t, jobtype) in HOSTILE_JOBTYPES.iter().enumerate() {
+        let owner = owner_of(t);
+        let mut got = job_ids(&claim(s, jobtype, MAX_CLAIM, owner, T0).await);
+        got.sort();
+        let want: Vec<String> = (0..HOSTILE_IDS.len())
+            .filter(|i| type_of(*i) == *jobtype)
+            .map(|i| HOSTILE_IDS[i].to_owned())
+            .collect();
+        assert_eq!(got, sorted(want), "claim of {jobtype:?} by {owner:?}");
+        let renewed = s.renew_locks(&got, owner, MIN, T0 + SEC).await.unwrap();
+        assert_eq!(sorted(renewed), got, "renew by {owner:?}");
+        for id in &got {
+            let job = get(s, id).await;
+            assert_eq!(job.lock, owner, "{id:?} locked by {owner:?}");
+        }
+    }
+    let t1 = T0 + 2 * SEC;
+    let mut by_owner: HashMap<&str, Vec<JobRelease>> = HashMap::new();
+    for (i, id) in HOSTILE_IDS.iter().enumerate() {
+        let t = HOSTILE_JOBTYPES
+            .iter()
+            .position(|j| *j == type_of(i))
+            .unwrap();
+        let owner = owner_of(t);
+        let new_data = data_of(i + 3);
+        assert!(
+            s.update_data(id, owner, &new_data, t1).await.unwrap(),
+            "update {id:?}"
+        );
+        assert_eq!(get(s, id).await.data, new_data, "updated payload of {id:?}");
+        let how = match i % 4 {
+            0 => Release::Archive(JobResult::from_status(500).with_output(data_of(i + 5))),
+            1 => Release::Retry { delay: MIN },
+            2 => Release::Unget,
+            _ => Release::Archive(JobResult::from_status(200).with_output(data_of(i + 7))),
+        };
+        by_owner
+            .entry(owner)
+            .or_default()
+            .push(JobRelease::new(*id, how));
+    }
+    for (owner, releases) in &by_owner {
+        let released = s.release_jobs(releases, owner, t1).await.unwrap();
+        let want: Vec<String> = releases.iter().map(|r| r.id.clone()).collect();
+        assert_eq!(sorted(released), sorted(want), "release by {owner:?}");
+    }
+    for (i, id) in HOSTILE_IDS.iter().enumerate() {
+        let job = get(s, id).await;
+        assert_eq!(job.id, *id);
+        assert_eq!(job.data, data_of(i + 3), "payload of {id:?} after release");
+        match i % 4 {
+            0 => assert_eq!(
+                job.result.map(|r| r.output),
+                Some(data_of(i + 5)),
+                "output of {id:?}"
+            ),
+            3 => assert_eq!(
+                job.result.map(|r| r.output),
+                Some(data_of(i + 7)),
+                "output of {id:?}"
+            ),
+            _ => assert_eq!(job.lock, LOCK_FREE, "{id:?} free again"),
+        }
+    }
+    // Cancel finds the free ones by their exact ids.
+    let free: Vec<String> = (0..HOSTILE_IDS.len())
+        .filter(|i| matches!(i % 4, 1 | 2))
+        .map(|i| HOSTILE_IDS[i].to_owned())
+        .collect();
+    let cancelled = s.cancel_jobs(&ids(HOSTILE_IDS), t1).await.unwrap();
+    assert_eq!(sorted(cancelled), sorted(free), "cancelled");
+
+    // Handlers with hostile fields under hostile jobtypes.
+    for (t, jobtype) in HOSTILE_JOBTYPES.iter().enumerate() {
+        let text = |k: usize| {
+            String::from_utf8_lossy(HOSTILE_DATA[(t + k) % HOSTILE_DATA.len()]).replace('\0', "")
+        };
+        let handler = Handler {
+            lang: "process".into(),
+            body: text(0),
+            eid: Some(HOSTILE_IDS[t].to_owned()),
+            before: Some(text(1)),
+            before_each: Some(text(2)),
+            after_each: Some(text(3)),
+            limits: HandlerLimits::default(),
+        };
+        let v = s.set_handler(jobtype, &handler, t1).await.unwrap();
+        assert_eq!(v.handler, handler, "handler of {jobtype:?}");
+        let read = s.get_handler(jobtype).await.unwrap();
+        assert_eq!(read.map(|v| v.handler), Some(handler), "{jobtype:?}");
+    }
+    let mut listed: Vec<String> = s
+        .list_handlers()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.jobtype)
+        .collect();
+    listed.sort();
+    let mut want: Vec<String> = HOSTILE_JOBTYPES.iter().map(|t| t.to_string()).collect();
+    want.sort();
+    assert_eq!(listed, want, "listed handlers");
+
+    // Hostile sysids reserve and release like any other.
+    for sysid in HOSTILE_IDS.iter().filter(|id| !id.starts_with("__")) {
+        let lease = s.reserve_sysid(sysid, MIN, t1).await.unwrap();
+        assert_eq!(lease.sysid, *sysid);
+        assert_kind(
+            s.reserve_sysid(sysid, MIN, t1).await,
+            ErrorKind::Conflict,
+            sysid,
+        );
+        assert!(s.release_sysid(&lease).await.unwrap(), "release {sysid:?}");
+    }
+
+    // Purge removes exactly the archived ones, the canary is untouched.
+    let archived_n = HOSTILE_IDS.len() as u64;
+    assert_eq!(s.purge_archived(MAX_TIME).await.unwrap(), archived_n);
+    for id in HOSTILE_IDS {
+        assert_eq!(s.get_job(id).await.unwrap(), None, "{id:?} purged");
+    }
+    let canary = get(s, "canary").await;
+    assert_eq!(canary.data, b"still here");
+    assert_eq!(canary.lock, LOCK_FREE);
+}
+
+/// Jobtypes that read as JSON literals or numbers stay strings in every
+/// operation that returns jobtypes: jobs, waiting jobtypes, counts and
+/// handlers.
+pub async fn injection_literal_jobtypes_round_trip(c: Ctx) {
+    let s = &*c.store;
+    let jobs: Vec<NewJob> = LITERAL_JOBTYPES
+        .iter()
+        .map(|t| NewJob::new(format!("id-{t}"), *t, *t))
+        .collect();
+    add(s, jobs, T0).await;
+    let want: Vec<String> = sorted(LITERAL_JOBTYPES.iter().map(|t| t.to_string()).collect());
+    for t in LITERAL_JOBTYPES {
+        assert_eq!(get(s, &format!("id-{t}")).await.jobtype, *t);
+        s.set_handler(t, &Handler::new("process", *t), T0)
+            .await
+            .unwrap();
+    }
+    let waiting = s.waiting_jobtypes(T0).await.unwrap();
+    assert_eq!(
+        sorted(waiting.iter().map(|w| w.jobtype.clone()).collect()),
+        want,
+        "waiting jobtypes"
+    );
+    assert!(waiting.iter().all(|w| w.count == 1), "{waiting:?}");
+    let counts = s.job_counts(T0).await.unwrap();
+    assert_eq!(
+        sorted(counts.iter().map(|c| c.jobtype.clone()).collect()),
+        want,
+        "counted jobtypes"
+    );
+    let handlers = s.list_handlers().await.unwrap();
+    assert_eq!(
+        sorted(handlers.iter().map(|h| h.jobtype.clone()).collect()),
+        want,
+        "handler jobtypes"
+    );
+    for t in LITERAL_JOBTYPES {
+        let got = claim(s, t, 10, OWNER, T0).await;
+        assert_eq!(job_ids(&got), vec![format!("id-{t}")], "claim of {t:?}");
+        assert_eq!(got[0].jobtype, *t);
+    }
+}
+
 // ---------------------------------------------------------- wake-ups
 
 /// A watcher wakes when another handle adds work; a store that declares

@@ -27,4 +27,6 @@ async fn factory() -> Option<TestStore> {
     )
 }
 
-jobstore_conformance::conformance_tests!(factory);
+jobstore_conformance::conformance_tests!(factory, ignore: {
+    injection_literal_jobtypes_round_trip: "the nx-27017 emulator's distinct returns jobtypes such as \"null\", \"true\" and \"1e5\" as JSON values, not the strings MongoDB stores and returns",
+});
