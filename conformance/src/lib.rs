@@ -267,11 +267,33 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(watch_wakes_on_add);
         __jobstore_conformance_test!(watch_wakes_on_retry);
         __jobstore_conformance_test!(watch_wakes_on_per_job_release);
+        __jobstore_conformance_test!(watch_wakes_on_every_kind_of_new_work);
         __jobstore_conformance_test!(concurrent_claims_exactly_once);
 
         #[test]
         fn namespace_isolation() {
             $crate::block_on($crate::run_pair($factory, $crate::suite::namespace_isolation))
+        }
+
+        #[test]
+        fn namespace_isolation_by_id() {
+            $crate::block_on($crate::run_pair($factory, $crate::suite::namespace_isolation_by_id))
+        }
+
+        #[$crate::__private::rstest]
+        #[case::add("add")]
+        #[case::claim("claim")]
+        #[case::renew("renew")]
+        #[case::retry("retry")]
+        #[case::unget("unget")]
+        #[case::archive("archive")]
+        #[case::delete("delete")]
+        #[case::update("update")]
+        #[case::cancel("cancel")]
+        #[case::purge("purge")]
+        #[case::get("get")]
+        fn state_matrix(#[case] op: &str) {
+            $crate::block_on($crate::run($factory(), |c| $crate::suite::state_matrix(c, op)))
         }
 
         #[$crate::__private::rstest]

@@ -2228,6 +2228,345 @@ pub async fn namespace_isolation(a: Ctx, b: Ctx) {
     assert_eq!(get(b, "shared-id").await.data, b"in b");
 }
 
+// ------------------------------------------------------------ state matrix
+
+/// The six states the matrix tests put a job in, by id (each job has the
+/// jobtype `m-<state>`): waiting, scheduled, running (locked by `OWNER`),
+/// expired (locked by `OWNER`, lease run out, not yet taken), taken (was
+/// `OWNER`'s, expired, then claimed by `OTHER`) and archived.
+pub const MATRIX_STATES: [&str; 6] = [
+    "waiting",
+    "scheduled",
+    "running",
+    "expired",
+    "taken",
+    "archived",
+];
+
+/// When the matrix operations run: every job is in its state.
+const M_NOW: Millis = T0 + 30 * SEC;
+/// When the `archived` job was archived.
+const M_DONE: Millis = T0 + 20 * SEC;
+const THIRD: &str = "sys-c";
+
+fn m_type(state: &str) -> String {
+    format!("m-{state}")
+}
+
+/// Puts one job in each of [`MATRIX_STATES`] as of [`M_NOW`] and returns
+/// them as stored, by state.
+async fn matrix_jobs(s: &dyn JobStore) -> HashMap<&'static str, Job> {
+    let jobs = MATRIX_STATES
+        .iter()
+        .map(|st| {
+            let job = NewJob::new(*st, m_type(st), format!("data of {st}"));
+            if *st == "scheduled" {
+                job.run_at(T0 + 3_600 * SEC)
+            } else {
+                job
+            }
+        })
+        .collect();
+    add(s, jobs, T0).await;
+    let short = Duration::from_secs(10);
+    let hour = Duration::from_secs(3_600);
+    for st in ["expired", "taken"] {
+        let got = s
+            .claim_jobs(&m_type(st), 1, OWNER, short, T0)
+            .await
+            .unwrap();
+        assert_eq!(job_ids(&got), vec![st.to_owned()]);
+    }
+    let t1 = M_DONE;
+    let got = s.claim_jobs("m-taken", 1, OTHER, hour, t1).await.unwrap();
+    assert_eq!(job_ids(&got), ids(&["taken"]), "takeover");
+    for st in ["running", "archived"] {
+        let got = s.claim_jobs(&m_type(st), 1, OWNER, hour, t1).await.unwrap();
+        assert_eq!(job_ids(&got), vec![st.to_owned()]);
+    }
+    let archived = s
+        .release_jobs(
+            &[JobRelease::new(
+                "archived",
+                Release::Archive(JobResult::from_status(200).with_output(b"out".to_vec())),
+            )],
+            OWNER,
+            t1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(archived, ids(&["archived"]));
+    let mut out = HashMap::new();
+    for st in MATRIX_STATES {
+        out.insert(st, get(s, st).await);
+    }
+    let expected = [
+        ("waiting", JobState::Waiting, LOCK_FREE, 0),
+        ("scheduled", JobState::Scheduled, LOCK_FREE, 0),
+        ("running", JobState::Running, OWNER, 1),
+        ("expired", JobState::Expired, OWNER, 1),
+        ("taken", JobState::Running, OTHER, 2),
+        ("archived", JobState::Archived, LOCK_DONE, 1),
+    ];
+    for (st, state, lock, attempts) in expected {
+        let j = &out[st];
+        assert_eq!(
+            (j.state(M_NOW), j.lock.as_str(), j.attempts),
+            (state, lock, attempts),
+            "matrix job {st} before the operation"
+        );
+    }
+    out
+}
+
+/// Asserts the jobs of `states` read back exactly as `before`.
+async fn assert_untouched(
+    s: &dyn JobStore,
+    before: &HashMap<&str, Job>,
+    states: &[&str],
+    op: &str,
+) {
+    for st in states {
+        assert_eq!(
+            s.get_job(st).await.unwrap().as_ref(),
+            Some(&before[st]),
+            "{op} must leave the {st} job untouched"
+        );
+    }
+}
+
+fn all_but<'a>(except: &[&str]) -> Vec<&'a str> {
+    MATRIX_STATES
+        .iter()
+        .copied()
+        .filter(|st| !except.contains(st))
+        .collect()
+}
+
+/// One operation against a job in each of the six states, by the owner of
+/// the running and expired jobs (and, for a claim, by a third claimer):
+/// the jobs the contract says it applies to change exactly as it says,
+/// every other job reads back unchanged. `op` is one of add, claim, renew,
+/// retry, unget, archive, delete, update, cancel, purge, get.
+pub async fn state_matrix(c: Ctx, op: &str) {
+    let s = &*c.store;
+    let before = matrix_jobs(s).await;
+    let all = ids(&MATRIX_STATES);
+    let now = M_NOW;
+    let owned = ["expired", "running"];
+    match op {
+        "add" => {
+            let again: Vec<NewJob> = MATRIX_STATES
+                .iter()
+                .map(|st| NewJob::new(*st, "m-other", "new data").priority(9))
+                .collect();
+            let out = add(s, again, now).await;
+            assert!(out.new.is_empty(), "add: {out:?}");
+            assert_eq!(sorted(out.existing), sorted(all.clone()));
+            assert_untouched(s, &before, &MATRIX_STATES, op).await;
+        }
+        "claim" => {
+            let mut claimed = vec![];
+            for st in MATRIX_STATES {
+                for j in claim(s, &m_type(st), 10, THIRD, now).await {
+                    assert_eq!(j.lock, THIRD);
+                    assert_eq!(j.dt, now + MIN.as_millis() as Millis);
+                    assert_eq!(j.attempts, before[st].attempts + 1, "{st}");
+                    assert_eq!(j.data, before[st].data);
+                    assert_eq!(&get(s, st).await, &j);
+                    claimed.push(j.id);
+                }
+            }
+            let eligible = ["expired", "waiting"];
+            assert_eq!(sorted(claimed), ids(&eligible), "claimable");
+            assert_untouched(s, &before, &all_but(&eligible), op).await;
+        }
+        "renew" => {
+            let lease = Duration::from_secs(7_200);
+            let got = s.renew_locks(&all, OWNER, lease, now).await.unwrap();
+            assert_eq!(sorted(got), ids(&owned), "renewed");
+            for st in owned {
+                let j = get(s, st).await;
+                let want = Job {
+                    dt: now + 7_200 * SEC,
+                    ..before[st].clone()
+                };
+                assert_eq!(j, want, "renewed {st}");
+            }
+            assert_untouched(s, &before, &all_but(&owned), op).await;
+        }
+        "retry" | "unget" | "archive" | "delete" => {
+            let result = JobResult::from_status(503).with_output(b"matrix".to_vec());
+            let how = match op {
+                "retry" => Release::Retry {
+                    delay: Duration::from_secs(5),
+                },
+                "unget" => Release::Unget,
+                "archive" => Release::Archive(result.clone()),
+                _ => Release::Delete,
+            };
+            let list: Vec<JobRelease> = MATRIX_STATES
+                .iter()
+                .map(|st| JobRelease::new(*st, how.clone()))
+                .collect();
+            let got = s.release_jobs(&list, OWNER, now).await.unwrap();
+            assert_eq!(sorted(got), ids(&owned), "{op}: released");
+            for st in owned {
+                let b = &before[st];
+                let after = s.get_job(st).await.unwrap();
+                let want = match op {
+                    "retry" => Some(Job {
+                        lock: LOCK_FREE.into(),
+                        dt: now + 5 * SEC,
+                        ..b.clone()
+                    }),
+                    "unget" => Some(Job {
+                        lock: LOCK_FREE.into(),
+                        dt: now,
+                        attempts: b.attempts - 1,
+                        ..b.clone()
+                    }),
+                    "archive" => Some(Job {
+                        lock: LOCK_DONE.into(),
+                        dt: now + ARCHIVE_HORIZON_MS,
+                        done_dt: Some(now),
+                        result: Some(result.clone()),
+                        ..b.clone()
+                    }),
+                    _ => None,
+                };
+                assert_eq!(after, want, "{op} of {st}");
+            }
+            assert_untouched(s, &before, &all_but(&owned), op).await;
+        }
+        "update" => {
+            for st in MATRIX_STATES {
+                let done = s.update_data(st, OWNER, b"updated", now).await.unwrap();
+                assert_eq!(done, owned.contains(&st), "update of {st}");
+            }
+            for st in owned {
+                let want = Job {
+                    data: b"updated".to_vec(),
+                    ..before[st].clone()
+                };
+                assert_eq!(get(s, st).await, want, "updated {st}");
+            }
+            assert_untouched(s, &before, &all_but(&owned), op).await;
+        }
+        "cancel" => {
+            let free = ["scheduled", "waiting"];
+            let got = s.cancel_jobs(&all, now).await.unwrap();
+            assert_eq!(sorted(got), ids(&free), "cancelled");
+            for st in free {
+                let want = Job {
+                    lock: LOCK_DONE.into(),
+                    dt: now + ARCHIVE_HORIZON_MS,
+                    done_dt: Some(now),
+                    result: Some(JobResult::cancelled()),
+                    ..before[st].clone()
+                };
+                assert_eq!(get(s, st).await, want, "cancelled {st}");
+            }
+            assert_untouched(s, &before, &all_but(&free), op).await;
+        }
+        "purge" => {
+            assert_eq!(s.purge_archived(M_DONE).await.unwrap(), 0);
+            assert_untouched(s, &before, &MATRIX_STATES, op).await;
+            assert_eq!(s.purge_archived(M_DONE + 1).await.unwrap(), 1);
+            assert_eq!(s.get_job("archived").await.unwrap(), None);
+            assert_untouched(s, &before, &all_but(&["archived"]), op).await;
+        }
+        "get" => {
+            // Every field as the operations that made the state say.
+            let b = &before;
+            assert_eq!(b["waiting"].dt, T0);
+            assert_eq!(b["scheduled"].dt, T0 + 3_600 * SEC);
+            assert_eq!(b["expired"].dt, T0 + 10 * SEC);
+            assert_eq!(b["running"].dt, M_DONE + 3_600 * SEC);
+            assert_eq!(b["taken"].dt, M_DONE + 3_600 * SEC);
+            assert_eq!(b["archived"].dt, M_DONE + ARCHIVE_HORIZON_MS);
+            assert_eq!(b["archived"].done_dt, Some(M_DONE));
+            assert_eq!(
+                b["archived"].result,
+                Some(JobResult::from_status(200).with_output(b"out".to_vec()))
+            );
+            for st in MATRIX_STATES {
+                let j = &b[st];
+                assert_eq!(j.id, st);
+                assert_eq!(j.jobtype, m_type(st));
+                assert_eq!(j.data, format!("data of {st}").into_bytes());
+                assert_eq!(j.create_dt, T0);
+                if st != "archived" {
+                    assert_eq!((j.done_dt, &j.result), (None, &None), "{st}");
+                }
+            }
+            // The peer handle reads the same.
+            for st in MATRIX_STATES {
+                assert_eq!(get(&*c.peer, st).await, b[st], "{st} through the peer");
+            }
+        }
+        other => panic!("unknown matrix operation {other}"),
+    }
+}
+
+/// Every by-id operation on one namespace leaves a job with the same id, in
+/// the same state and locked by the same owner, on another namespace
+/// untouched: renew, each kind of release, update, cancel, purge, add, get.
+pub async fn namespace_isolation_by_id(a: Ctx, b: Ctx) {
+    let (a, b) = (&*a.store, &*b.store);
+    let names = ["n-retry", "n-unget", "n-archive", "n-delete", "n-free"];
+    for s in [a, b] {
+        let jobs = names
+            .iter()
+            .map(|n| {
+                let jobtype = if *n == "n-free" { "u" } else { "t" };
+                NewJob::new(*n, jobtype, format!("{n} data"))
+            })
+            .collect();
+        add(s, jobs, T0).await;
+        assert_eq!(claim(s, "t", 4, OWNER, T0).await.len(), 4);
+    }
+    let mut before = HashMap::new();
+    for n in names {
+        before.insert(n, get(a, n).await);
+    }
+    let now = T0 + SEC;
+    let held = ids(&names[..4]);
+    assert_eq!(
+        b.renew_locks(&held, OWNER, Duration::from_secs(900), now)
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
+    assert!(b.update_data("n-retry", OWNER, b"b", now).await.unwrap());
+    let list = [
+        JobRelease::new("n-retry", Release::Retry { delay: MIN }),
+        JobRelease::new("n-unget", Release::Unget),
+        JobRelease::new("n-archive", Release::Archive(JobResult::from_status(200))),
+        JobRelease::new("n-delete", Release::Delete),
+    ];
+    assert_eq!(b.release_jobs(&list, OWNER, now).await.unwrap().len(), 4);
+    assert_eq!(
+        b.cancel_jobs(&ids(&["n-free", "n-unget"]), now)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(b.purge_archived(MAX_TIME).await.unwrap(), 3);
+    let out = add(b, vec![NewJob::new("n-delete", "t", "again")], now).await;
+    assert_eq!(out.new, ids(&["n-delete"]));
+    for n in names {
+        assert_eq!(get(a, n).await, before[n], "{n} in the other namespace");
+    }
+    // And the other way round: a's owner still holds its jobs.
+    let renewed = a.renew_locks(&held, OWNER, MIN, now).await.unwrap();
+    assert_eq!(sorted(renewed), sorted(held));
+    assert_eq!(b.get_job("n-archive").await.unwrap(), None);
+    assert_eq!(get(b, "n-retry").await.data, b"b");
+}
+
 // -------------------------------------------------------------- bad input
 
 /// Which operation an invalid-input case is tried on.
@@ -2878,6 +3217,88 @@ pub async fn watch_wakes_on_per_job_release(c: Ctx) {
         }
     }
     assert_eq!(releaser.await.unwrap().len(), 3);
+}
+
+/// A watcher wakes for every kind of new work made through the peer handle,
+/// one at a time: an add of a due job, an add of a scheduled job, an add
+/// naming two jobtypes at once, a retry with a delay, and an unget through
+/// [`JobStoreExt::release_all`]. A store that declares notifications names
+/// the jobtype of each.
+pub async fn watch_wakes_on_every_kind_of_new_work(c: Ctx) {
+    let s = &*c.store;
+    let notified = s.capabilities().notifications;
+    add(
+        s,
+        vec![
+            NewJob::new("d", "wk-delay", ""),
+            NewJob::new("u", "wk-unget", ""),
+        ],
+        T0,
+    )
+    .await;
+    for t in ["wk-delay", "wk-unget"] {
+        assert_eq!(claim(s, t, 1, OWNER, T0).await.len(), 1);
+    }
+    let mut w = s.watch().await.unwrap();
+    let steps: [(&str, &[&str]); 5] = [
+        ("add", &["wk-due"]),
+        ("add scheduled", &["wk-sched"]),
+        ("add two jobtypes", &["wk-a", "wk-b"]),
+        ("retry with a delay", &["wk-delay"]),
+        ("unget", &["wk-unget"]),
+    ];
+    for (step, jobtypes) in steps {
+        let peer = c.peer.clone();
+        let act = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let now = T0 + SEC;
+            let changed = match step {
+                "add" => {
+                    peer.add_jobs(&[NewJob::new("due", "wk-due", "")], now)
+                        .await
+                }
+                "add scheduled" => {
+                    peer.add_jobs(
+                        &[NewJob::new("s", "wk-sched", "").run_at(now + 60 * SEC)],
+                        now,
+                    )
+                    .await
+                }
+                "add two jobtypes" => {
+                    peer.add_jobs(
+                        &[NewJob::new("a", "wk-a", ""), NewJob::new("b", "wk-b", "")],
+                        now,
+                    )
+                    .await
+                }
+                "retry with a delay" => {
+                    let how = Release::Retry { delay: MIN };
+                    let list = [JobRelease::new("d", how)];
+                    return peer.release_jobs(&list, OWNER, now).await.unwrap().len();
+                }
+                _ => {
+                    let list = ids(&["u"]);
+                    let r = peer.release_all(&list, OWNER, &Release::Unget, now);
+                    return r.await.unwrap().len();
+                }
+            };
+            changed.unwrap().new.len()
+        });
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut missing: BTreeSet<&str> = jobtypes.iter().copied().collect();
+        while !missing.is_empty() {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match w.wait(left).await {
+                Wakeup::TimedOut => panic!("no wake-up for {step}: {missing:?} not named"),
+                Wakeup::Work(types) => missing.retain(|t| !types.contains(*t)),
+                Wakeup::Unknown => {}
+            }
+            if !notified {
+                break;
+            }
+        }
+        assert_eq!(act.await.unwrap(), jobtypes.len(), "{step}");
+    }
 }
 
 /// Waits until the watcher reports `jobtype` (notifying stores) or any wake-up
