@@ -204,6 +204,7 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(get_missing_job_is_none);
         __jobstore_conformance_test!(edge_ids_and_jobtypes_round_trip);
         __jobstore_conformance_test!(payload_too_large_rejected);
+        __jobstore_conformance_test!(limits_at_exact_bounds);
         __jobstore_conformance_test!(claim_order_priority_dt_id);
         __jobstore_conformance_test!(claim_respects_limit);
         __jobstore_conformance_test!(claim_limit_zero_returns_nothing);

@@ -316,6 +316,86 @@ pub async fn payload_too_large_rejected(c: Ctx) {
     assert_eq!(get(s, "small").await.data, b"x");
 }
 
+/// Every limit holds at its exact bound: a payload of exactly the store's
+/// `max_payload` is stored, read back and accepted by an update (one byte
+/// more is refused: `payload_too_large_rejected`); leases and sysid ttls of
+/// exactly 1 ms and `MAX_LEASE`; a sysid of exactly `MAX_SYSID_LEN` bytes;
+/// times 0 and `MAX_TIME`.
+pub async fn limits_at_exact_bounds(c: Ctx) {
+    let s = &*c.store;
+    let max = s.capabilities().max_payload;
+    let big: Vec<u8> = (0..max).map(|i| (i % 253) as u8).collect();
+    add(s, vec![NewJob::new("max", "big", big.clone())], T0).await;
+    let job = get(s, "max").await;
+    assert!(job.data == big, "payload of exactly {max} bytes read back");
+    let got = claim(s, "big", 1, OWNER, T0).await;
+    assert_eq!(got.len(), 1);
+    let mut other = big;
+    other.reverse();
+    assert!(s.update_data("max", OWNER, &other, T0).await.unwrap());
+    assert!(
+        get(s, "max").await.data == other,
+        "update of exactly {max} bytes"
+    );
+    drop(other);
+
+    add_n(s, "lease", 3, T0).await;
+    let one_ms = Duration::from_millis(1);
+    let got = s.claim_jobs("lease", 1, OWNER, one_ms, T0).await.unwrap();
+    assert_eq!(got[0].dt, T0 + 1, "1 ms lease");
+    let got = s
+        .claim_jobs("lease", 1, OWNER, MAX_LEASE, T0)
+        .await
+        .unwrap();
+    let max_ms = duration_ms(MAX_LEASE);
+    assert_eq!(got[0].dt, T0 + max_ms, "MAX_LEASE lease");
+    let id = got[0].id.clone();
+    let renewed = s
+        .renew_locks(std::slice::from_ref(&id), OWNER, MAX_LEASE, T0 + 5)
+        .await
+        .unwrap();
+    assert_eq!(renewed, vec![id.clone()]);
+    assert_eq!(
+        get(s, &id).await.dt,
+        T0 + 5 + max_ms,
+        "renewed for MAX_LEASE"
+    );
+    let renewed = s
+        .renew_locks(std::slice::from_ref(&id), OWNER, one_ms, T0 + 6)
+        .await
+        .unwrap();
+    assert_eq!(renewed, vec![id.clone()]);
+    assert_eq!(get(s, &id).await.dt, T0 + 7, "renewed for 1 ms");
+
+    let long_sysid = "s".repeat(jobstore_api::limits::MAX_SYSID_LEN);
+    let lease = s.reserve_sysid(&long_sysid, MAX_LEASE, T0).await.unwrap();
+    assert_eq!(lease.expires, T0 + max_ms);
+    let lease = s.renew_sysid(&lease, one_ms, T0 + 1).await.unwrap();
+    assert_eq!(lease.expires, T0 + 2);
+    let got = s
+        .claim_jobs("lease", 1, &long_sysid, MIN, T0)
+        .await
+        .unwrap();
+    assert_eq!(got[0].lock, long_sysid, "owner of MAX_SYSID_LEN bytes");
+
+    add(s, vec![NewJob::new("at-zero", "zero", "z")], 0).await;
+    let j = get(s, "at-zero").await;
+    assert_eq!((j.dt, j.create_dt), (0, 0));
+    let got = claim(s, "zero", 1, OWNER, 0).await;
+    assert_eq!(job_ids(&got), ids(&["at-zero"]));
+    add(
+        s,
+        vec![NewJob::new("at-max", "late", "m").run_at(MAX_TIME)],
+        T0,
+    )
+    .await;
+    assert!(claim(s, "late", 1, OWNER, MAX_TIME - 1).await.is_empty());
+    assert_eq!(
+        job_ids(&claim(s, "late", 1, OWNER, MAX_TIME).await),
+        ids(&["at-max"])
+    );
+}
+
 // ------------------------------------------------------------------- claims
 
 /// Claims hand out jobs by priority (high first), then `dt`, then `id`.
