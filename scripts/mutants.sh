@@ -47,9 +47,14 @@ for g in "${groups[@]}"; do
     fi
     fargs=()
     for f in $files; do fargs+=(-f "$f"); done
+    # One job mutates the copy in place; parallel jobs need copies of their own.
+    if [ "$jobs" = 1 ]; then mode=(--in-place); else mode=(-j "$jobs"); fi
+    rc=0
     # shellcheck disable=SC2086 # $rest is a list of arguments
-    (cd "$work" && cargo mutants --in-place --no-shuffle -j "$jobs" --timeout "$timeout" \
-        -o "$out/$name" "${fargs[@]}" $rest) || true
+    (cd "$work" && cargo mutants "${mode[@]}" --no-shuffle --timeout "$timeout" \
+        -o "$out/$name" "${fargs[@]}" $rest) || rc=$?
+    # 2: mutants missed, 3: timeouts; anything else is a failed run.
+    case $rc in 0 | 2 | 3) ;; *) echo "cargo mutants failed for $name (exit $rc)" >&2; exit "$rc" ;; esac
     d="$out/$name/mutants.out"
     count() { [ -f "$d/$1.txt" ] && grep -c . "$d/$1.txt" || echo 0; }
     caught=$(count caught) missed=$(count missed) unviable=$(count unviable) timeout_n=$(count timeout)
