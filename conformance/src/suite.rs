@@ -1925,6 +1925,42 @@ fn handler_case(case: &str) -> (Handler, Option<ErrorKind>) {
             },
             invalid,
         ),
+        "hooks-at-max" => (
+            Handler {
+                before_each: Some(field(MAX_HANDLER_FIELD)),
+                after_each: Some(field(MAX_HANDLER_FIELD)),
+                ..base()
+            },
+            None,
+        ),
+        "before-one-past" => (
+            Handler {
+                before: Some(field(MAX_HANDLER_FIELD + 1)),
+                ..base()
+            },
+            too_large,
+        ),
+        "before-each-one-past" => (
+            Handler {
+                before_each: Some(field(MAX_HANDLER_FIELD + 1)),
+                ..base()
+            },
+            too_large,
+        ),
+        "before-nul" => (
+            Handler {
+                before: Some("a\0".into()),
+                ..base()
+            },
+            invalid,
+        ),
+        "after-each-nul" => (
+            Handler {
+                after_each: Some("\0a".into()),
+                ..base()
+            },
+            invalid,
+        ),
         "eid-at-max" => (
             Handler {
                 eid: Some("e".repeat(MAX_ID_LEN)),
