@@ -41,3 +41,27 @@ fn now_millis_reads_the_system_clock() {
         "now_millis {now} vs the system clock {expected}"
     );
 }
+
+/// Debug output (logs, error messages) names a job and the length of its
+/// payload, never the payload; a sysid lease never shows its token.
+#[test]
+fn debug_output_leaves_out_payloads_and_tokens() {
+    let new = jobstore_api::NewJob::new("j1", "t", "secret payload")
+        .priority(3)
+        .run_at(5);
+    assert_eq!(
+        format!("{new:?}"),
+        r#"NewJob { id: "j1", jobtype: "t", data_len: 14, priority: 3, run_at: Some(5) }"#
+    );
+    let lease = jobstore_api::SysidLease {
+        sysid: "node".into(),
+        token: "s3cret-token".into(),
+        expires: 7,
+    };
+    let shown = format!("{lease:?}");
+    assert!(!shown.contains("s3cret"), "{shown}");
+    assert!(
+        shown.contains("\"node\"") && shown.contains("expires: 7"),
+        "{shown}"
+    );
+}
