@@ -1,6 +1,7 @@
 //! The documented values of the contract's constants, spelled out, so a
 //! changed constant is a visible change of the contract (the suite reads the
-//! constants themselves and cannot notice).
+//! constants themselves and cannot notice), and the small behaviours of the
+//! types that no store operation shows (Debug and Display output, totals).
 
 use std::time::Duration;
 
@@ -64,4 +65,63 @@ fn debug_output_leaves_out_payloads_and_tokens() {
         shown.contains("\"node\"") && shown.contains("expires: 7"),
         "{shown}"
     );
+}
+
+/// A job's Debug output shows its payload's length, not the payload.
+#[test]
+fn job_debug_shows_the_payload_length_only() {
+    let job = jobstore_api::Job {
+        id: "j1".into(),
+        jobtype: "t".into(),
+        data: b"secret payload".to_vec(),
+        priority: 0,
+        dt: 1,
+        lock: "sys-a".into(),
+        attempts: 2,
+        create_dt: 0,
+        done_dt: None,
+        result: None,
+    };
+    let shown = format!("{job:?}");
+    assert!(!shown.contains("secret"), "{shown}");
+    assert!(
+        shown.starts_with(r#"Job { id: "j1", jobtype: "t", data_len: 14,"#)
+            && shown.contains(r#"lock: "sys-a", attempts: 2"#),
+        "{shown}"
+    );
+}
+
+/// Result codes display as their names (logs, metrics labels, the CLI).
+#[test]
+fn result_codes_display_as_their_names() {
+    for code in jobstore_api::ResultCode::ALL {
+        assert_eq!(code.to_string(), code.as_str());
+        assert!(!code.to_string().is_empty());
+    }
+}
+
+/// A jobtype's total counts every state and every result code.
+#[test]
+fn job_counts_total_adds_every_state() {
+    use jobstore_api::{JobCounts, ResultCode};
+    let counts = JobCounts {
+        jobtype: "t".into(),
+        waiting: 1,
+        scheduled: 2,
+        running: 4,
+        archived: [(ResultCode::Ok, 8), (ResultCode::Error, 16)].into(),
+    };
+    assert_eq!(counts.total(), 31);
+}
+
+/// `is_unset` is true for the default limits only.
+#[test]
+fn handler_limits_unset_only_when_nothing_is_set() {
+    use jobstore_api::HandlerLimits;
+    assert!(HandlerLimits::default().is_unset());
+    let one = HandlerLimits {
+        concurrency: Some(1),
+        ..HandlerLimits::default()
+    };
+    assert!(!one.is_unset());
 }
