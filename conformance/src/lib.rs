@@ -341,6 +341,7 @@ macro_rules! __conformance_tests {
         #[case::lang_empty("lang-empty")]
         #[case::lang_uppercase("lang-uppercase")]
         #[case::lang_dot("lang-dot")]
+        #[case::lang_underscore_dash_digit("lang-underscore-dash-digit")]
         #[case::body_at_max("body-at-max")]
         #[case::body_one_past("body-one-past")]
         #[case::body_nul("body-nul")]

@@ -1898,6 +1898,7 @@ fn handler_case(case: &str) -> (Handler, Option<ErrorKind>) {
         "lang-empty" => (Handler::new("", "x"), invalid),
         "lang-uppercase" => (Handler::new("Process", "x"), invalid),
         "lang-dot" => (Handler::new("proc.ess", "x"), invalid),
+        "lang-underscore-dash-digit" => (Handler::new("my_run-2", "x"), None),
         "body-at-max" => (Handler::new("process", field(MAX_HANDLER_FIELD)), None),
         "body-one-past" => (
             Handler::new("process", field(MAX_HANDLER_FIELD + 1)),
