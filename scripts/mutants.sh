@@ -9,7 +9,8 @@
 #   scripts/mutants.sh                 # every group (hours on 2 cores)
 #   scripts/mutants.sh memory validate # some groups
 #
-# Environment: CARGO_TARGET_DIR (default: target/ of the copy),
+# Environment: CARGO_TARGET_DIR (default: target/ of the copy; when shared
+# with a working tree, touch the mutated files there before the next build),
 # MUTANTS_TIMEOUT (seconds per test run, default 300), MUTANTS_JOBS
 # (parallel builds, default 1), MUTANTS_OUT (default /tmp/jobstore-mutants-out).
 # The store groups need the servers the tests use (see the README's Tests).
@@ -53,6 +54,12 @@ for g in "${groups[@]}"; do
     # shellcheck disable=SC2086 # $rest is a list of arguments
     (cd "$work" && cargo mutants "${mode[@]}" --no-shuffle --timeout "$timeout" \
         -o "$out/$name" "${fargs[@]}" $rest) || rc=$?
+    # The copy's sources are restored now; build them once more so that a
+    # shared CARGO_TARGET_DIR holds no artifact of the last mutant (cargo
+    # may otherwise take it as fresh for the original tree).
+    pkgs=${rest%% -- *}
+    # shellcheck disable=SC2086
+    (cd "$work" && cargo test --no-run ${pkgs//--test-package/-p} >/dev/null 2>&1) || true
     # 2: mutants missed, 3: timeouts; anything else is a failed run.
     case $rc in 0 | 2 | 3) ;; *) echo "cargo mutants failed for $name (exit $rc)" >&2; exit "$rc" ;; esac
     d="$out/$name/mutants.out"
