@@ -204,6 +204,7 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(get_missing_job_is_none);
         __jobstore_conformance_test!(edge_ids_and_jobtypes_round_trip);
         __jobstore_conformance_test!(payload_too_large_rejected);
+        __jobstore_conformance_test!(limits_at_exact_bounds);
         __jobstore_conformance_test!(claim_order_priority_dt_id);
         __jobstore_conformance_test!(claim_respects_limit);
         __jobstore_conformance_test!(claim_limit_zero_returns_nothing);
@@ -262,14 +263,38 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(invalid_lease_rejected);
         __jobstore_conformance_test!(oversized_batch_rejected);
         __jobstore_conformance_test!(duplicate_ids_in_list_rejected);
+        __jobstore_conformance_test!(injection_round_trip);
+        __jobstore_conformance_test!(injection_literal_jobtypes_round_trip);
         __jobstore_conformance_test!(watch_wakes_on_add);
         __jobstore_conformance_test!(watch_wakes_on_retry);
         __jobstore_conformance_test!(watch_wakes_on_per_job_release);
+        __jobstore_conformance_test!(watch_wakes_on_every_kind_of_new_work);
         __jobstore_conformance_test!(concurrent_claims_exactly_once);
 
         #[test]
         fn namespace_isolation() {
             $crate::block_on($crate::run_pair($factory, $crate::suite::namespace_isolation))
+        }
+
+        #[test]
+        fn namespace_isolation_by_id() {
+            $crate::block_on($crate::run_pair($factory, $crate::suite::namespace_isolation_by_id))
+        }
+
+        #[$crate::__private::rstest]
+        #[case::add("add")]
+        #[case::claim("claim")]
+        #[case::renew("renew")]
+        #[case::retry("retry")]
+        #[case::unget("unget")]
+        #[case::archive("archive")]
+        #[case::delete("delete")]
+        #[case::update("update")]
+        #[case::cancel("cancel")]
+        #[case::purge("purge")]
+        #[case::get("get")]
+        fn state_matrix(#[case] op: &str) {
+            $crate::block_on($crate::run($factory(), |c| $crate::suite::state_matrix(c, op)))
         }
 
         #[$crate::__private::rstest]
@@ -316,12 +341,18 @@ macro_rules! __conformance_tests {
         #[case::lang_empty("lang-empty")]
         #[case::lang_uppercase("lang-uppercase")]
         #[case::lang_dot("lang-dot")]
+        #[case::lang_underscore_dash_digit("lang-underscore-dash-digit")]
         #[case::body_at_max("body-at-max")]
         #[case::body_one_past("body-one-past")]
         #[case::body_nul("body-nul")]
         #[case::hook_at_max("hook-at-max")]
         #[case::hook_one_past("hook-one-past")]
         #[case::hook_nul("hook-nul")]
+        #[case::hooks_at_max("hooks-at-max")]
+        #[case::before_one_past("before-one-past")]
+        #[case::before_each_one_past("before-each-one-past")]
+        #[case::before_nul("before-nul")]
+        #[case::after_each_nul("after-each-nul")]
         #[case::eid_at_max("eid-at-max")]
         #[case::eid_one_past("eid-one-past")]
         #[case::eid_empty("eid-empty")]

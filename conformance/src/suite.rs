@@ -316,6 +316,86 @@ pub async fn payload_too_large_rejected(c: Ctx) {
     assert_eq!(get(s, "small").await.data, b"x");
 }
 
+/// Every limit holds at its exact bound: a payload of exactly the store's
+/// `max_payload` is stored, read back and accepted by an update (one byte
+/// more is refused: `payload_too_large_rejected`); leases and sysid ttls of
+/// exactly 1 ms and `MAX_LEASE`; a sysid of exactly `MAX_SYSID_LEN` bytes;
+/// times 0 and `MAX_TIME`.
+pub async fn limits_at_exact_bounds(c: Ctx) {
+    let s = &*c.store;
+    let max = s.capabilities().max_payload;
+    let big: Vec<u8> = (0..max).map(|i| (i % 253) as u8).collect();
+    add(s, vec![NewJob::new("max", "big", big.clone())], T0).await;
+    let job = get(s, "max").await;
+    assert!(job.data == big, "payload of exactly {max} bytes read back");
+    let got = claim(s, "big", 1, OWNER, T0).await;
+    assert_eq!(got.len(), 1);
+    let mut other = big;
+    other.reverse();
+    assert!(s.update_data("max", OWNER, &other, T0).await.unwrap());
+    assert!(
+        get(s, "max").await.data == other,
+        "update of exactly {max} bytes"
+    );
+    drop(other);
+
+    add_n(s, "lease", 3, T0).await;
+    let one_ms = Duration::from_millis(1);
+    let got = s.claim_jobs("lease", 1, OWNER, one_ms, T0).await.unwrap();
+    assert_eq!(got[0].dt, T0 + 1, "1 ms lease");
+    let got = s
+        .claim_jobs("lease", 1, OWNER, MAX_LEASE, T0)
+        .await
+        .unwrap();
+    let max_ms = duration_ms(MAX_LEASE);
+    assert_eq!(got[0].dt, T0 + max_ms, "MAX_LEASE lease");
+    let id = got[0].id.clone();
+    let renewed = s
+        .renew_locks(std::slice::from_ref(&id), OWNER, MAX_LEASE, T0 + 5)
+        .await
+        .unwrap();
+    assert_eq!(renewed, vec![id.clone()]);
+    assert_eq!(
+        get(s, &id).await.dt,
+        T0 + 5 + max_ms,
+        "renewed for MAX_LEASE"
+    );
+    let renewed = s
+        .renew_locks(std::slice::from_ref(&id), OWNER, one_ms, T0 + 6)
+        .await
+        .unwrap();
+    assert_eq!(renewed, vec![id.clone()]);
+    assert_eq!(get(s, &id).await.dt, T0 + 7, "renewed for 1 ms");
+
+    let long_sysid = "s".repeat(jobstore_api::limits::MAX_SYSID_LEN);
+    let lease = s.reserve_sysid(&long_sysid, MAX_LEASE, T0).await.unwrap();
+    assert_eq!(lease.expires, T0 + max_ms);
+    let lease = s.renew_sysid(&lease, one_ms, T0 + 1).await.unwrap();
+    assert_eq!(lease.expires, T0 + 2);
+    let got = s
+        .claim_jobs("lease", 1, &long_sysid, MIN, T0)
+        .await
+        .unwrap();
+    assert_eq!(got[0].lock, long_sysid, "owner of MAX_SYSID_LEN bytes");
+
+    add(s, vec![NewJob::new("at-zero", "zero", "z")], 0).await;
+    let j = get(s, "at-zero").await;
+    assert_eq!((j.dt, j.create_dt), (0, 0));
+    let got = claim(s, "zero", 1, OWNER, 0).await;
+    assert_eq!(job_ids(&got), ids(&["at-zero"]));
+    add(
+        s,
+        vec![NewJob::new("at-max", "late", "m").run_at(MAX_TIME)],
+        T0,
+    )
+    .await;
+    assert!(claim(s, "late", 1, OWNER, MAX_TIME - 1).await.is_empty());
+    assert_eq!(
+        job_ids(&claim(s, "late", 1, OWNER, MAX_TIME).await),
+        ids(&["at-max"])
+    );
+}
+
 // ------------------------------------------------------------------- claims
 
 /// Claims hand out jobs by priority (high first), then `dt`, then `id`.
@@ -1818,6 +1898,7 @@ fn handler_case(case: &str) -> (Handler, Option<ErrorKind>) {
         "lang-empty" => (Handler::new("", "x"), invalid),
         "lang-uppercase" => (Handler::new("Process", "x"), invalid),
         "lang-dot" => (Handler::new("proc.ess", "x"), invalid),
+        "lang-underscore-dash-digit" => (Handler::new("my_run-2", "x"), None),
         "body-at-max" => (Handler::new("process", field(MAX_HANDLER_FIELD)), None),
         "body-one-past" => (
             Handler::new("process", field(MAX_HANDLER_FIELD + 1)),
@@ -1841,6 +1922,42 @@ fn handler_case(case: &str) -> (Handler, Option<ErrorKind>) {
         "hook-nul" => (
             Handler {
                 before_each: Some("\0".into()),
+                ..base()
+            },
+            invalid,
+        ),
+        "hooks-at-max" => (
+            Handler {
+                before_each: Some(field(MAX_HANDLER_FIELD)),
+                after_each: Some(field(MAX_HANDLER_FIELD)),
+                ..base()
+            },
+            None,
+        ),
+        "before-one-past" => (
+            Handler {
+                before: Some(field(MAX_HANDLER_FIELD + 1)),
+                ..base()
+            },
+            too_large,
+        ),
+        "before-each-one-past" => (
+            Handler {
+                before_each: Some(field(MAX_HANDLER_FIELD + 1)),
+                ..base()
+            },
+            too_large,
+        ),
+        "before-nul" => (
+            Handler {
+                before: Some("a\0".into()),
+                ..base()
+            },
+            invalid,
+        ),
+        "after-each-nul" => (
+            Handler {
+                after_each: Some("\0a".into()),
                 ..base()
             },
             invalid,
@@ -2228,6 +2345,345 @@ pub async fn namespace_isolation(a: Ctx, b: Ctx) {
     assert_eq!(get(b, "shared-id").await.data, b"in b");
 }
 
+// ------------------------------------------------------------ state matrix
+
+/// The six states the matrix tests put a job in, by id (each job has the
+/// jobtype `m-<state>`): waiting, scheduled, running (locked by `OWNER`),
+/// expired (locked by `OWNER`, lease run out, not yet taken), taken (was
+/// `OWNER`'s, expired, then claimed by `OTHER`) and archived.
+pub const MATRIX_STATES: [&str; 6] = [
+    "waiting",
+    "scheduled",
+    "running",
+    "expired",
+    "taken",
+    "archived",
+];
+
+/// When the matrix operations run: every job is in its state.
+const M_NOW: Millis = T0 + 30 * SEC;
+/// When the `archived` job was archived.
+const M_DONE: Millis = T0 + 20 * SEC;
+const THIRD: &str = "sys-c";
+
+fn m_type(state: &str) -> String {
+    format!("m-{state}")
+}
+
+/// Puts one job in each of [`MATRIX_STATES`] as of [`M_NOW`] and returns
+/// them as stored, by state.
+async fn matrix_jobs(s: &dyn JobStore) -> HashMap<&'static str, Job> {
+    let jobs = MATRIX_STATES
+        .iter()
+        .map(|st| {
+            let job = NewJob::new(*st, m_type(st), format!("data of {st}"));
+            if *st == "scheduled" {
+                job.run_at(T0 + 3_600 * SEC)
+            } else {
+                job
+            }
+        })
+        .collect();
+    add(s, jobs, T0).await;
+    let short = Duration::from_secs(10);
+    let hour = Duration::from_secs(3_600);
+    for st in ["expired", "taken"] {
+        let got = s
+            .claim_jobs(&m_type(st), 1, OWNER, short, T0)
+            .await
+            .unwrap();
+        assert_eq!(job_ids(&got), vec![st.to_owned()]);
+    }
+    let t1 = M_DONE;
+    let got = s.claim_jobs("m-taken", 1, OTHER, hour, t1).await.unwrap();
+    assert_eq!(job_ids(&got), ids(&["taken"]), "takeover");
+    for st in ["running", "archived"] {
+        let got = s.claim_jobs(&m_type(st), 1, OWNER, hour, t1).await.unwrap();
+        assert_eq!(job_ids(&got), vec![st.to_owned()]);
+    }
+    let archived = s
+        .release_jobs(
+            &[JobRelease::new(
+                "archived",
+                Release::Archive(JobResult::from_status(200).with_output(b"out".to_vec())),
+            )],
+            OWNER,
+            t1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(archived, ids(&["archived"]));
+    let mut out = HashMap::new();
+    for st in MATRIX_STATES {
+        out.insert(st, get(s, st).await);
+    }
+    let expected = [
+        ("waiting", JobState::Waiting, LOCK_FREE, 0),
+        ("scheduled", JobState::Scheduled, LOCK_FREE, 0),
+        ("running", JobState::Running, OWNER, 1),
+        ("expired", JobState::Expired, OWNER, 1),
+        ("taken", JobState::Running, OTHER, 2),
+        ("archived", JobState::Archived, LOCK_DONE, 1),
+    ];
+    for (st, state, lock, attempts) in expected {
+        let j = &out[st];
+        assert_eq!(
+            (j.state(M_NOW), j.lock.as_str(), j.attempts),
+            (state, lock, attempts),
+            "matrix job {st} before the operation"
+        );
+    }
+    out
+}
+
+/// Asserts the jobs of `states` read back exactly as `before`.
+async fn assert_untouched(
+    s: &dyn JobStore,
+    before: &HashMap<&str, Job>,
+    states: &[&str],
+    op: &str,
+) {
+    for st in states {
+        assert_eq!(
+            s.get_job(st).await.unwrap().as_ref(),
+            Some(&before[st]),
+            "{op} must leave the {st} job untouched"
+        );
+    }
+}
+
+fn all_but<'a>(except: &[&str]) -> Vec<&'a str> {
+    MATRIX_STATES
+        .iter()
+        .copied()
+        .filter(|st| !except.contains(st))
+        .collect()
+}
+
+/// One operation against a job in each of the six states, by the owner of
+/// the running and expired jobs (and, for a claim, by a third claimer):
+/// the jobs the contract says it applies to change exactly as it says,
+/// every other job reads back unchanged. `op` is one of add, claim, renew,
+/// retry, unget, archive, delete, update, cancel, purge, get.
+pub async fn state_matrix(c: Ctx, op: &str) {
+    let s = &*c.store;
+    let before = matrix_jobs(s).await;
+    let all = ids(&MATRIX_STATES);
+    let now = M_NOW;
+    let owned = ["expired", "running"];
+    match op {
+        "add" => {
+            let again: Vec<NewJob> = MATRIX_STATES
+                .iter()
+                .map(|st| NewJob::new(*st, "m-other", "new data").priority(9))
+                .collect();
+            let out = add(s, again, now).await;
+            assert!(out.new.is_empty(), "add: {out:?}");
+            assert_eq!(sorted(out.existing), sorted(all.clone()));
+            assert_untouched(s, &before, &MATRIX_STATES, op).await;
+        }
+        "claim" => {
+            let mut claimed = vec![];
+            for st in MATRIX_STATES {
+                for j in claim(s, &m_type(st), 10, THIRD, now).await {
+                    assert_eq!(j.lock, THIRD);
+                    assert_eq!(j.dt, now + MIN.as_millis() as Millis);
+                    assert_eq!(j.attempts, before[st].attempts + 1, "{st}");
+                    assert_eq!(j.data, before[st].data);
+                    assert_eq!(&get(s, st).await, &j);
+                    claimed.push(j.id);
+                }
+            }
+            let eligible = ["expired", "waiting"];
+            assert_eq!(sorted(claimed), ids(&eligible), "claimable");
+            assert_untouched(s, &before, &all_but(&eligible), op).await;
+        }
+        "renew" => {
+            let lease = Duration::from_secs(7_200);
+            let got = s.renew_locks(&all, OWNER, lease, now).await.unwrap();
+            assert_eq!(sorted(got), ids(&owned), "renewed");
+            for st in owned {
+                let j = get(s, st).await;
+                let want = Job {
+                    dt: now + 7_200 * SEC,
+                    ..before[st].clone()
+                };
+                assert_eq!(j, want, "renewed {st}");
+            }
+            assert_untouched(s, &before, &all_but(&owned), op).await;
+        }
+        "retry" | "unget" | "archive" | "delete" => {
+            let result = JobResult::from_status(503).with_output(b"matrix".to_vec());
+            let how = match op {
+                "retry" => Release::Retry {
+                    delay: Duration::from_secs(5),
+                },
+                "unget" => Release::Unget,
+                "archive" => Release::Archive(result.clone()),
+                _ => Release::Delete,
+            };
+            let list: Vec<JobRelease> = MATRIX_STATES
+                .iter()
+                .map(|st| JobRelease::new(*st, how.clone()))
+                .collect();
+            let got = s.release_jobs(&list, OWNER, now).await.unwrap();
+            assert_eq!(sorted(got), ids(&owned), "{op}: released");
+            for st in owned {
+                let b = &before[st];
+                let after = s.get_job(st).await.unwrap();
+                let want = match op {
+                    "retry" => Some(Job {
+                        lock: LOCK_FREE.into(),
+                        dt: now + 5 * SEC,
+                        ..b.clone()
+                    }),
+                    "unget" => Some(Job {
+                        lock: LOCK_FREE.into(),
+                        dt: now,
+                        attempts: b.attempts - 1,
+                        ..b.clone()
+                    }),
+                    "archive" => Some(Job {
+                        lock: LOCK_DONE.into(),
+                        dt: now + ARCHIVE_HORIZON_MS,
+                        done_dt: Some(now),
+                        result: Some(result.clone()),
+                        ..b.clone()
+                    }),
+                    _ => None,
+                };
+                assert_eq!(after, want, "{op} of {st}");
+            }
+            assert_untouched(s, &before, &all_but(&owned), op).await;
+        }
+        "update" => {
+            for st in MATRIX_STATES {
+                let done = s.update_data(st, OWNER, b"updated", now).await.unwrap();
+                assert_eq!(done, owned.contains(&st), "update of {st}");
+            }
+            for st in owned {
+                let want = Job {
+                    data: b"updated".to_vec(),
+                    ..before[st].clone()
+                };
+                assert_eq!(get(s, st).await, want, "updated {st}");
+            }
+            assert_untouched(s, &before, &all_but(&owned), op).await;
+        }
+        "cancel" => {
+            let free = ["scheduled", "waiting"];
+            let got = s.cancel_jobs(&all, now).await.unwrap();
+            assert_eq!(sorted(got), ids(&free), "cancelled");
+            for st in free {
+                let want = Job {
+                    lock: LOCK_DONE.into(),
+                    dt: now + ARCHIVE_HORIZON_MS,
+                    done_dt: Some(now),
+                    result: Some(JobResult::cancelled()),
+                    ..before[st].clone()
+                };
+                assert_eq!(get(s, st).await, want, "cancelled {st}");
+            }
+            assert_untouched(s, &before, &all_but(&free), op).await;
+        }
+        "purge" => {
+            assert_eq!(s.purge_archived(M_DONE).await.unwrap(), 0);
+            assert_untouched(s, &before, &MATRIX_STATES, op).await;
+            assert_eq!(s.purge_archived(M_DONE + 1).await.unwrap(), 1);
+            assert_eq!(s.get_job("archived").await.unwrap(), None);
+            assert_untouched(s, &before, &all_but(&["archived"]), op).await;
+        }
+        "get" => {
+            // Every field as the operations that made the state say.
+            let b = &before;
+            assert_eq!(b["waiting"].dt, T0);
+            assert_eq!(b["scheduled"].dt, T0 + 3_600 * SEC);
+            assert_eq!(b["expired"].dt, T0 + 10 * SEC);
+            assert_eq!(b["running"].dt, M_DONE + 3_600 * SEC);
+            assert_eq!(b["taken"].dt, M_DONE + 3_600 * SEC);
+            assert_eq!(b["archived"].dt, M_DONE + ARCHIVE_HORIZON_MS);
+            assert_eq!(b["archived"].done_dt, Some(M_DONE));
+            assert_eq!(
+                b["archived"].result,
+                Some(JobResult::from_status(200).with_output(b"out".to_vec()))
+            );
+            for st in MATRIX_STATES {
+                let j = &b[st];
+                assert_eq!(j.id, st);
+                assert_eq!(j.jobtype, m_type(st));
+                assert_eq!(j.data, format!("data of {st}").into_bytes());
+                assert_eq!(j.create_dt, T0);
+                if st != "archived" {
+                    assert_eq!((j.done_dt, &j.result), (None, &None), "{st}");
+                }
+            }
+            // The peer handle reads the same.
+            for st in MATRIX_STATES {
+                assert_eq!(get(&*c.peer, st).await, b[st], "{st} through the peer");
+            }
+        }
+        other => panic!("unknown matrix operation {other}"),
+    }
+}
+
+/// Every by-id operation on one namespace leaves a job with the same id, in
+/// the same state and locked by the same owner, on another namespace
+/// untouched: renew, each kind of release, update, cancel, purge, add, get.
+pub async fn namespace_isolation_by_id(a: Ctx, b: Ctx) {
+    let (a, b) = (&*a.store, &*b.store);
+    let names = ["n-retry", "n-unget", "n-archive", "n-delete", "n-free"];
+    for s in [a, b] {
+        let jobs = names
+            .iter()
+            .map(|n| {
+                let jobtype = if *n == "n-free" { "u" } else { "t" };
+                NewJob::new(*n, jobtype, format!("{n} data"))
+            })
+            .collect();
+        add(s, jobs, T0).await;
+        assert_eq!(claim(s, "t", 4, OWNER, T0).await.len(), 4);
+    }
+    let mut before = HashMap::new();
+    for n in names {
+        before.insert(n, get(a, n).await);
+    }
+    let now = T0 + SEC;
+    let held = ids(&names[..4]);
+    assert_eq!(
+        b.renew_locks(&held, OWNER, Duration::from_secs(900), now)
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
+    assert!(b.update_data("n-retry", OWNER, b"b", now).await.unwrap());
+    let list = [
+        JobRelease::new("n-retry", Release::Retry { delay: MIN }),
+        JobRelease::new("n-unget", Release::Unget),
+        JobRelease::new("n-archive", Release::Archive(JobResult::from_status(200))),
+        JobRelease::new("n-delete", Release::Delete),
+    ];
+    assert_eq!(b.release_jobs(&list, OWNER, now).await.unwrap().len(), 4);
+    assert_eq!(
+        b.cancel_jobs(&ids(&["n-free", "n-unget"]), now)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(b.purge_archived(MAX_TIME).await.unwrap(), 3);
+    let out = add(b, vec![NewJob::new("n-delete", "t", "again")], now).await;
+    assert_eq!(out.new, ids(&["n-delete"]));
+    for n in names {
+        assert_eq!(get(a, n).await, before[n], "{n} in the other namespace");
+    }
+    // And the other way round: a's owner still holds its jobs.
+    let renewed = a.renew_locks(&held, OWNER, MIN, now).await.unwrap();
+    assert_eq!(sorted(renewed), sorted(held));
+    assert_eq!(b.get_job("n-archive").await.unwrap(), None);
+    assert_eq!(get(b, "n-retry").await.data, b"b");
+}
+
 // -------------------------------------------------------------- bad input
 
 /// Which operation an invalid-input case is tried on.
@@ -2494,6 +2950,296 @@ pub async fn oversized_batch_rejected(c: Ctx) {
     assert!(s.job_counts(T0).await.unwrap().is_empty());
 }
 
+// ---------------------------------------------------------------- injection
+
+/// Ids that look like SQL, Lua, Redis commands and key patterns, MongoDB
+/// operators and other syntax a backend might splice into a query. Job ids
+/// and sysids may hold any non-control character except `|`.
+pub const HOSTILE_IDS: &[&str] = &[
+    "'; DROP TABLE jobs; --",
+    "\" OR \"1\"=\"1",
+    "1' OR '1'='1' /*",
+    "$$; DROP SCHEMA public CASCADE; $$",
+    "E'\\\\x00'",
+    "%",
+    "_",
+    "%_%\\",
+    "$1",
+    "?",
+    ":id",
+    "{\"$gt\":\"\"}",
+    "$where",
+    "{\"$where\":\"sleep(1000)\"}",
+    "this.dt > 0 && true",
+    "__proto__",
+    "a.b.c",
+    "$",
+    "redis.call('FLUSHALL')",
+    "]]..redis.call('FLUSHALL')..[[",
+    "FLUSHALL",
+    "*",
+    "[a-z]*",
+    "{t}",
+    "}{",
+    "jobs:ready",
+    "__done",
+    "${jndi:ldap://x/a}",
+    "../../etc/passwd",
+    "`rm -rf /` $(reboot)",
+    "null",
+    "\\",
+    "\u{202e}\u{feff}\u{1F600}",
+];
+
+/// Payloads, handler fields and result outputs that look like queries and
+/// protocol: CRLF with RESP, NUL bytes, JSON with operators.
+pub const HOSTILE_DATA: &[&[u8]] = &[
+    b"'; DROP TABLE jobs; --",
+    b"redis.call('FLUSHALL')",
+    b"]]..redis.call('FLUSHALL')..[[",
+    b"\r\nFLUSHALL\r\n",
+    b"*1\r\n$8\r\nFLUSHALL\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n",
+    b"{\"$gt\":\"\"}",
+    b"{\"$where\":\"function(){return true}\",\"__proto__\":{\"x\":1}}",
+    b"\x00'\x00\"\x00\\\x00",
+    b"$1 ? :name %s %n \\x00 E'\\\\'",
+    b"\xff\xfe{\"$set\":{\"lock\":\"\"}}",
+];
+
+/// Jobtypes built from the characters the rules allow that mean something
+/// to a query language or a key layout.
+pub const HOSTILE_JOBTYPES: &[&str] = &[
+    "DROP-TABLE-jobs--",
+    "jobs:ready",
+    "a:b:",
+    "a.b.c",
+    "t.constructor.prototype",
+    "0x00",
+    "jobstore:ready",
+];
+
+/// Jobtypes that a parser of JSON or of numbers would read as something
+/// other than a string.
+pub const LITERAL_JOBTYPES: &[&str] = &[
+    "null", "true", "false", "NaN", "Infinity", "1e5", "123", "0", "0.5", "1_000",
+];
+
+/// Hostile ids, jobtypes, owners, payloads, result outputs and handler
+/// fields are stored and returned byte for byte by every operation, and
+/// nothing else in the namespace changes.
+pub async fn injection_round_trip(c: Ctx) {
+    let s = &*c.store;
+    add(s, vec![NewJob::new("canary", "canary", "still here")], T0).await;
+    // One job per hostile id, spread over the hostile jobtypes, each with a
+    // hostile payload.
+    let data_of = |i: usize| HOSTILE_DATA[i % HOSTILE_DATA.len()].to_vec();
+    let type_of = |i: usize| HOSTILE_JOBTYPES[i % HOSTILE_JOBTYPES.len()];
+    let jobs: Vec<NewJob> = HOSTILE_IDS
+        .iter()
+        .enumerate()
+        .map(|(i, id)| NewJob::new(*id, type_of(i), data_of(i)))
+        .collect();
+    let out = add(s, jobs.clone(), T0).await;
+    assert_eq!(sorted(out.new), sorted(ids(HOSTILE_IDS)));
+    for (i, id) in HOSTILE_IDS.iter().enumerate() {
+        let job = get(s, id).await;
+        assert_eq!(
+            (job.id.as_str(), job.jobtype.as_str(), &job.data),
+            (*id, type_of(i), &data_of(i)),
+            "job {id:?} as stored"
+        );
+    }
+    // Adding them again finds each one by its exact id.
+    let again = add(s, jobs, T0).await;
+    assert!(again.new.is_empty(), "re-add: {again:?}");
+    let mut waiting: Vec<(String, u64)> = s
+        .waiting_jobtypes(T0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| (w.jobtype, w.count))
+        .collect();
+    waiting.sort();
+    let mut expected: HashMap<String, u64> = HashMap::from([("canary".to_owned(), 1)]);
+    for i in 0..HOSTILE_IDS.len() {
+        *expected.entry(type_of(i).to_owned()).or_default() += 1;
+    }
+    let mut expected: Vec<(String, u64)> = expected.into_iter().collect();
+    expected.sort();
+    assert_eq!(waiting, expected, "waiting jobtypes");
+
+    // Claims by hostile owners (sysids follow the id rules), renewals,
+    // updates and releases with hostile outputs, each of its own job.
+    let owner_of = |i: usize| HOSTILE_IDS[(i + 1) % HOSTILE_IDS.len()];
+    for (t, jobtype) in HOSTILE_JOBTYPES.iter().enumerate() {
+        let owner = owner_of(t);
+        let mut got = job_ids(&claim(s, jobtype, MAX_CLAIM, owner, T0).await);
+        got.sort();
+        let want: Vec<String> = (0..HOSTILE_IDS.len())
+            .filter(|i| type_of(*i) == *jobtype)
+            .map(|i| HOSTILE_IDS[i].to_owned())
+            .collect();
+        assert_eq!(got, sorted(want), "claim of {jobtype:?} by {owner:?}");
+        let renewed = s.renew_locks(&got, owner, MIN, T0 + SEC).await.unwrap();
+        assert_eq!(sorted(renewed), got, "renew by {owner:?}");
+        for id in &got {
+            let job = get(s, id).await;
+            assert_eq!(job.lock, owner, "{id:?} locked by {owner:?}");
+        }
+    }
+    let t1 = T0 + 2 * SEC;
+    let mut by_owner: HashMap<&str, Vec<JobRelease>> = HashMap::new();
+    for (i, id) in HOSTILE_IDS.iter().enumerate() {
+        let t = HOSTILE_JOBTYPES
+            .iter()
+            .position(|j| *j == type_of(i))
+            .unwrap();
+        let owner = owner_of(t);
+        let new_data = data_of(i + 3);
+        assert!(
+            s.update_data(id, owner, &new_data, t1).await.unwrap(),
+            "update {id:?}"
+        );
+        assert_eq!(get(s, id).await.data, new_data, "updated payload of {id:?}");
+        let how = match i % 4 {
+            0 => Release::Archive(JobResult::from_status(500).with_output(data_of(i + 5))),
+            1 => Release::Retry { delay: MIN },
+            2 => Release::Unget,
+            _ => Release::Archive(JobResult::from_status(200).with_output(data_of(i + 7))),
+        };
+        by_owner
+            .entry(owner)
+            .or_default()
+            .push(JobRelease::new(*id, how));
+    }
+    for (owner, releases) in &by_owner {
+        let released = s.release_jobs(releases, owner, t1).await.unwrap();
+        let want: Vec<String> = releases.iter().map(|r| r.id.clone()).collect();
+        assert_eq!(sorted(released), sorted(want), "release by {owner:?}");
+    }
+    for (i, id) in HOSTILE_IDS.iter().enumerate() {
+        let job = get(s, id).await;
+        assert_eq!(job.id, *id);
+        assert_eq!(job.data, data_of(i + 3), "payload of {id:?} after release");
+        match i % 4 {
+            0 => assert_eq!(
+                job.result.map(|r| r.output),
+                Some(data_of(i + 5)),
+                "output of {id:?}"
+            ),
+            3 => assert_eq!(
+                job.result.map(|r| r.output),
+                Some(data_of(i + 7)),
+                "output of {id:?}"
+            ),
+            _ => assert_eq!(job.lock, LOCK_FREE, "{id:?} free again"),
+        }
+    }
+    // Cancel finds the free ones by their exact ids.
+    let free: Vec<String> = (0..HOSTILE_IDS.len())
+        .filter(|i| matches!(i % 4, 1 | 2))
+        .map(|i| HOSTILE_IDS[i].to_owned())
+        .collect();
+    let cancelled = s.cancel_jobs(&ids(HOSTILE_IDS), t1).await.unwrap();
+    assert_eq!(sorted(cancelled), sorted(free), "cancelled");
+
+    // Handlers with hostile fields under hostile jobtypes.
+    for (t, jobtype) in HOSTILE_JOBTYPES.iter().enumerate() {
+        let text = |k: usize| {
+            String::from_utf8_lossy(HOSTILE_DATA[(t + k) % HOSTILE_DATA.len()]).replace('\0', "")
+        };
+        let handler = Handler {
+            lang: "process".into(),
+            body: text(0),
+            eid: Some(HOSTILE_IDS[t].to_owned()),
+            before: Some(text(1)),
+            before_each: Some(text(2)),
+            after_each: Some(text(3)),
+            limits: HandlerLimits::default(),
+        };
+        let v = s.set_handler(jobtype, &handler, t1).await.unwrap();
+        assert_eq!(v.handler, handler, "handler of {jobtype:?}");
+        let read = s.get_handler(jobtype).await.unwrap();
+        assert_eq!(read.map(|v| v.handler), Some(handler), "{jobtype:?}");
+    }
+    let mut listed: Vec<String> = s
+        .list_handlers()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.jobtype)
+        .collect();
+    listed.sort();
+    let mut want: Vec<String> = HOSTILE_JOBTYPES.iter().map(|t| t.to_string()).collect();
+    want.sort();
+    assert_eq!(listed, want, "listed handlers");
+
+    // Hostile sysids reserve and release like any other.
+    for sysid in HOSTILE_IDS.iter().filter(|id| !id.starts_with("__")) {
+        let lease = s.reserve_sysid(sysid, MIN, t1).await.unwrap();
+        assert_eq!(lease.sysid, *sysid);
+        assert_kind(
+            s.reserve_sysid(sysid, MIN, t1).await,
+            ErrorKind::Conflict,
+            sysid,
+        );
+        assert!(s.release_sysid(&lease).await.unwrap(), "release {sysid:?}");
+    }
+
+    // Purge removes exactly the archived ones, the canary is untouched.
+    let archived_n = HOSTILE_IDS.len() as u64;
+    assert_eq!(s.purge_archived(MAX_TIME).await.unwrap(), archived_n);
+    for id in HOSTILE_IDS {
+        assert_eq!(s.get_job(id).await.unwrap(), None, "{id:?} purged");
+    }
+    let canary = get(s, "canary").await;
+    assert_eq!(canary.data, b"still here");
+    assert_eq!(canary.lock, LOCK_FREE);
+}
+
+/// Jobtypes that read as JSON literals or numbers stay strings in every
+/// operation that returns jobtypes: jobs, waiting jobtypes, counts and
+/// handlers.
+pub async fn injection_literal_jobtypes_round_trip(c: Ctx) {
+    let s = &*c.store;
+    let jobs: Vec<NewJob> = LITERAL_JOBTYPES
+        .iter()
+        .map(|t| NewJob::new(format!("id-{t}"), *t, *t))
+        .collect();
+    add(s, jobs, T0).await;
+    let want: Vec<String> = sorted(LITERAL_JOBTYPES.iter().map(|t| t.to_string()).collect());
+    for t in LITERAL_JOBTYPES {
+        assert_eq!(get(s, &format!("id-{t}")).await.jobtype, *t);
+        s.set_handler(t, &Handler::new("process", *t), T0)
+            .await
+            .unwrap();
+    }
+    let waiting = s.waiting_jobtypes(T0).await.unwrap();
+    assert_eq!(
+        sorted(waiting.iter().map(|w| w.jobtype.clone()).collect()),
+        want,
+        "waiting jobtypes"
+    );
+    assert!(waiting.iter().all(|w| w.count == 1), "{waiting:?}");
+    let counts = s.job_counts(T0).await.unwrap();
+    assert_eq!(
+        sorted(counts.iter().map(|c| c.jobtype.clone()).collect()),
+        want,
+        "counted jobtypes"
+    );
+    let handlers = s.list_handlers().await.unwrap();
+    assert_eq!(
+        sorted(handlers.iter().map(|h| h.jobtype.clone()).collect()),
+        want,
+        "handler jobtypes"
+    );
+    for t in LITERAL_JOBTYPES {
+        let got = claim(s, t, 10, OWNER, T0).await;
+        assert_eq!(job_ids(&got), vec![format!("id-{t}")], "claim of {t:?}");
+        assert_eq!(got[0].jobtype, *t);
+    }
+}
+
 // ---------------------------------------------------------- wake-ups
 
 /// A watcher wakes when another handle adds work; a store that declares
@@ -2588,6 +3334,88 @@ pub async fn watch_wakes_on_per_job_release(c: Ctx) {
         }
     }
     assert_eq!(releaser.await.unwrap().len(), 3);
+}
+
+/// A watcher wakes for every kind of new work made through the peer handle,
+/// one at a time: an add of a due job, an add of a scheduled job, an add
+/// naming two jobtypes at once, a retry with a delay, and an unget through
+/// [`JobStoreExt::release_all`]. A store that declares notifications names
+/// the jobtype of each.
+pub async fn watch_wakes_on_every_kind_of_new_work(c: Ctx) {
+    let s = &*c.store;
+    let notified = s.capabilities().notifications;
+    add(
+        s,
+        vec![
+            NewJob::new("d", "wk-delay", ""),
+            NewJob::new("u", "wk-unget", ""),
+        ],
+        T0,
+    )
+    .await;
+    for t in ["wk-delay", "wk-unget"] {
+        assert_eq!(claim(s, t, 1, OWNER, T0).await.len(), 1);
+    }
+    let mut w = s.watch().await.unwrap();
+    let steps: [(&str, &[&str]); 5] = [
+        ("add", &["wk-due"]),
+        ("add scheduled", &["wk-sched"]),
+        ("add two jobtypes", &["wk-a", "wk-b"]),
+        ("retry with a delay", &["wk-delay"]),
+        ("unget", &["wk-unget"]),
+    ];
+    for (step, jobtypes) in steps {
+        let peer = c.peer.clone();
+        let act = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let now = T0 + SEC;
+            let changed = match step {
+                "add" => {
+                    peer.add_jobs(&[NewJob::new("due", "wk-due", "")], now)
+                        .await
+                }
+                "add scheduled" => {
+                    peer.add_jobs(
+                        &[NewJob::new("s", "wk-sched", "").run_at(now + 60 * SEC)],
+                        now,
+                    )
+                    .await
+                }
+                "add two jobtypes" => {
+                    peer.add_jobs(
+                        &[NewJob::new("a", "wk-a", ""), NewJob::new("b", "wk-b", "")],
+                        now,
+                    )
+                    .await
+                }
+                "retry with a delay" => {
+                    let how = Release::Retry { delay: MIN };
+                    let list = [JobRelease::new("d", how)];
+                    return peer.release_jobs(&list, OWNER, now).await.unwrap().len();
+                }
+                _ => {
+                    let list = ids(&["u"]);
+                    let r = peer.release_all(&list, OWNER, &Release::Unget, now);
+                    return r.await.unwrap().len();
+                }
+            };
+            changed.unwrap().new.len()
+        });
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut missing: BTreeSet<&str> = jobtypes.iter().copied().collect();
+        while !missing.is_empty() {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match w.wait(left).await {
+                Wakeup::TimedOut => panic!("no wake-up for {step}: {missing:?} not named"),
+                Wakeup::Work(types) => missing.retain(|t| !types.contains(*t)),
+                Wakeup::Unknown => {}
+            }
+            if !notified {
+                break;
+            }
+        }
+        assert_eq!(act.await.unwrap(), jobtypes.len(), "{step}");
+    }
 }
 
 /// Waits until the watcher reports `jobtype` (notifying stores) or any wake-up

@@ -116,3 +116,39 @@ fn handlers_from_before_limits_read_back_without_limits() {
         assert_eq!(listed[0].handler.limits, limits);
     });
 }
+
+/// An add with more payload than one statement takes (32 MiB) is split
+/// over several statements: every job of the batch is stored with its own
+/// payload, new and existing ids are reported as in one statement, and an
+/// existing job on either side of a split is left untouched.
+#[test]
+fn add_with_more_payload_than_one_statement_is_split() {
+    with_store(|store| async move {
+        let mib = 1 << 20;
+        store
+            .add_jobs(&[NewJob::new("a05", "t", "old")], T0)
+            .await
+            .unwrap();
+        // 80 jobs of 1 MiB: three statements of at most 32 MiB.
+        let jobs: Vec<NewJob> = (0..80)
+            .map(|i| NewJob::new(format!("a{i:02}"), "t", vec![i as u8; mib]))
+            .collect();
+        let out = store.add_jobs(&jobs, T0 + 1).await.unwrap();
+        assert_eq!(out.existing, vec!["a05".to_owned()]);
+        assert_eq!(out.new.len(), 79);
+        assert_eq!(out.new[0], "a00");
+        assert_eq!(out.new[78], "a79");
+        for i in [0usize, 31, 32, 33, 63, 64, 65, 79] {
+            let job = store.get_job(&format!("a{i:02}")).await.unwrap().unwrap();
+            assert!(job.data == vec![i as u8; mib], "payload of a{i:02}");
+        }
+        assert_eq!(
+            store.get_job("a05").await.unwrap().unwrap().data,
+            b"old",
+            "existing job untouched"
+        );
+        // Adding the whole batch again: every id exists.
+        let again = store.add_jobs(&jobs, T0 + 2).await.unwrap();
+        assert_eq!((again.new.len(), again.existing.len()), (0, 80));
+    });
+}

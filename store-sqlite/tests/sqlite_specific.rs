@@ -238,3 +238,37 @@ async fn handlers_from_before_limits_read_back_without_limits() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].handler.limits, limits);
 }
+
+/// A file database runs in WAL mode: the file header says so (bytes 18 and
+/// 19, the read and write versions, are 2 only in WAL mode), another
+/// connection sees `journal_mode = wal`, and commits go to the `-wal` file.
+#[tokio::test]
+async fn file_database_runs_in_wal_mode() {
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    store
+        .add_jobs(&[NewJob::new("j", "t", "payload")], T0)
+        .await
+        .unwrap();
+    let header = std::fs::read(&db.0).unwrap();
+    assert_eq!(&header[..16], b"SQLite format 3\0");
+    assert_eq!((header[18], header[19]), (2, 2), "WAL in the file header");
+    let mut wal = db.0.clone().into_os_string();
+    wal.push("-wal");
+    assert!(
+        std::fs::metadata(&wal).unwrap().len() > 0,
+        "the commit is in the -wal file"
+    );
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db.0)
+        .connect()
+        .await
+        .unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    conn.close().await.unwrap();
+    store.close().await;
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Mutation testing with cargo-mutants (`cargo install cargo-mutants`): each
+# group of source files is mutated, one mutant at a time, in a copy of the
+# tree, and the tests that are meant to check that code run against each
+# mutant. Prints caught / missed / unviable / timeout per group and the
+# caught share of the viable mutants; the missed ones are listed in
+# $MUTANTS_OUT/<group>/mutants.out/missed.txt.
+#
+#   scripts/mutants.sh                 # every group (hours on 2 cores)
+#   scripts/mutants.sh memory validate # some groups
+#
+# Environment: CARGO_TARGET_DIR (default: target/ of the copy; when shared
+# with a working tree, touch the mutated files there before the next build),
+# MUTANTS_TIMEOUT (seconds per test run, default 300), MUTANTS_JOBS
+# (parallel builds, default 1), MUTANTS_OUT (default /tmp/jobstore-mutants-out).
+# The store groups need the servers the tests use (see the README's Tests).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+timeout=${MUTANTS_TIMEOUT:-300}
+jobs=${MUTANTS_JOBS:-1}
+out=${MUTANTS_OUT:-/tmp/jobstore-mutants-out}
+
+# group | files (cargo-mutants -f globs) | options and test arguments
+groups=(
+    "memory|store-api/src/memory.rs|--test-package jobstore-api --test-package jobstore-conformance -- --lib --tests"
+    "validate|store-api/src/validate.rs store-api/src/types.rs|--test-package jobstore-api --test-package jobstore-conformance -- --lib --tests"
+    "sqlite|store-sqlite/src/lib.rs|--test-package jobstore-sqlite -- --lib --tests"
+    "postgres|store-postgres/src/store.rs|--test-package jobstore-postgres -- --lib --tests"
+    "redis|store-redis/src/*.rs|--test-package jobstore-redis -- --lib --tests"
+    "mongo|store-mongo/src/*.rs|--test-package jobstore-mongo -- --lib --tests"
+    "scheduler|daemon/src/scheduler/mod.rs|--test-package jobstore-daemon -- --lib scheduler::"
+    "journal-reader|daemon/src/journal/reader.rs daemon/src/journal/record.rs daemon/src/journal/segment.rs|--test-package jobstore-daemon -- --lib journal::"
+)
+
+wanted=("$@")
+work=$(mktemp -d /tmp/jobstore-mutants-tree.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+# The copy: sources only (no .git, no build output, no CI venvs).
+tar -C "$root" --exclude=./target --exclude=./.git --exclude='./.ci/*venv' \
+    --exclude='./mutants.out*' -cf - . | tar -C "$work" -xf -
+mkdir -p "$out"
+
+summary=()
+for g in "${groups[@]}"; do
+    IFS='|' read -r name files rest <<<"$g"
+    if [ ${#wanted[@]} -gt 0 ] && [[ ! " ${wanted[*]} " == *" $name "* ]]; then
+        continue
+    fi
+    fargs=()
+    for f in $files; do fargs+=(-f "$f"); done
+    # One job mutates the copy in place; parallel jobs need copies of their own.
+    if [ "$jobs" = 1 ]; then mode=(--in-place); else mode=(-j "$jobs"); fi
+    rc=0
+    # shellcheck disable=SC2086 # $rest is a list of arguments
+    (cd "$work" && cargo mutants "${mode[@]}" --no-shuffle --timeout "$timeout" \
+        -o "$out/$name" "${fargs[@]}" $rest) || rc=$?
+    # The copy's sources are restored now; build them once more so that a
+    # shared CARGO_TARGET_DIR holds no artifact of the last mutant (cargo
+    # may otherwise take it as fresh for the original tree).
+    pkgs=${rest%% -- *}
+    # shellcheck disable=SC2086
+    (cd "$work" && cargo test --no-run ${pkgs//--test-package/-p} >/dev/null 2>&1) || true
+    # 2: mutants missed, 3: timeouts; anything else is a failed run.
+    case $rc in 0 | 2 | 3) ;; *) echo "cargo mutants failed for $name (exit $rc)" >&2; exit "$rc" ;; esac
+    d="$out/$name/mutants.out"
+    count() { [ -f "$d/$1.txt" ] && grep -c . "$d/$1.txt" || echo 0; }
+    caught=$(count caught) missed=$(count missed) unviable=$(count unviable) timeout_n=$(count timeout)
+    viable=$((caught + missed + timeout_n))
+    pct=$([ "$viable" -gt 0 ] && echo "$((100 * (caught + timeout_n) / viable))%" || echo "-")
+    line="$name: caught $caught, missed $missed, timeout $timeout_n, unviable $unviable; caught (with timeouts) $pct"
+    echo "== $line"
+    summary+=("$line")
+done
+printf '\n== summary\n'
+printf '%s\n' "${summary[@]}"
