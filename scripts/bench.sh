@@ -69,7 +69,7 @@ if [[ $MODE == quick ]]; then
   ARGS[scale]="--sizes 100,1000 --archive 1000 --samples 20"
   RUNS=${BENCH_RUNS:-1}
 else
-  ARGS[store]="--jobs 100000 --claimers 4 --batch 100"
+  ARGS[store]="--jobs 50000 --claimers 4 --batch 100"
   ARGS[reference]="${ARGS[store]}"
   ARGS[drain]="--jobs 20000"
   ARGS[e2e]="--jobs 20000 --rate 100 --rate-duration 5s --clients 8 --lines 100"

@@ -143,6 +143,9 @@ struct Loop {
     done_tx: mpsc::UnboundedSender<(Task, Finished)>,
     complete_tx: mpsc::UnboundedSender<Completion>,
     batch_stop: CancellationToken,
+    /// The store's last answer held a count at its cap (stores may cap
+    /// waiting counts): more jobs may wait than the scheduler knows of.
+    capped: bool,
 }
 
 impl Executor {
@@ -215,6 +218,7 @@ impl Executor {
             done_tx,
             complete_tx,
             batch_stop: CancellationToken::new(),
+            capped: false,
         };
         let mut refresh = true;
         let mut last_refresh = Instant::now();
@@ -239,11 +243,14 @@ impl Executor {
                 sysid_was_held = held_now;
             }
             let store_ok = store_backoff.is_none_or(|t| Instant::now() >= t);
-            // Counts the scheduler knows run out as jobs are claimed (and
-            // stores may cap them): with free slots, look again, at most
-            // every REFRESH_MIN while jobs keep ending.
+            // Counts the scheduler knows run out as jobs are claimed: with
+            // free slots, look again, at most every REFRESH_MIN while jobs
+            // keep ending, or at once while claims succeed and the store
+            // capped a count (a claim round takes every job the scheduler
+            // knows of, so more are likely waiting).
             let free = l.hub.sched().free();
-            refresh |= free > 0 && last_refresh.elapsed() >= REFRESH_MIN;
+            let look_now = l.capped && found_work;
+            refresh |= free > 0 && (look_now || last_refresh.elapsed() >= REFRESH_MIN);
             if l.ex.settings.local && held_now && store_ok && free > 0 {
                 if refresh {
                     last_refresh = Instant::now();
@@ -266,7 +273,9 @@ impl Executor {
             // While jobs are being found, look again soon: the counts the
             // scheduler knows run out (stores cap them), and nothing else
             // would wake the loop once the claimed jobs are done.
-            let wait = if found_work && l.hub.sched().free() > 0 {
+            let wait = if found_work && l.capped && l.hub.sched().free() > 0 {
+                Duration::ZERO
+            } else if found_work && l.hub.sched().free() > 0 {
                 REFRESH_MIN.saturating_sub(last_refresh.elapsed())
             } else {
                 l.ex.settings.poll
@@ -343,6 +352,8 @@ impl Loop {
         if refresh {
             let waiting = self.ex.store.waiting_jobtypes(now).await?;
             tracing::trace!(?waiting, "waiting jobtypes");
+            let cap = self.ex.store.capabilities().waiting_count_cap;
+            self.capped = cap.is_some_and(|cap| waiting.iter().any(|w| w.count >= cap));
             self.hub.sched().set_waiting(&waiting, now);
         }
         loop {
