@@ -674,8 +674,8 @@ async fn claims_and_counts_take_one_batch_and_the_claim_index() {
             .collect();
         assert_eq!(
             aggregates.len(),
-            3,
-            "two for job_counts, one for waiting counts"
+            4,
+            "two for job_counts; for waiting counts one listing the jobtypes, one counting"
         );
         for a in &aggregates {
             assert!(a.contains_key("hint"), "{a}");
