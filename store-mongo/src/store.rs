@@ -265,10 +265,22 @@ fn pack(statements: Vec<(Document, usize)>, limit: usize) -> Vec<Vec<Document>> 
 impl MongoStore {
     /// The ids among `ids` whose documents carry `token` in `op_toks`.
     async fn ids_with_token(&self, ids: &[&str], token: &str) -> Result<HashSet<String>> {
+        self.ids_where(ids, f::OP_TOKS, token, "find").await
+    }
+
+    /// The ids among `ids` whose documents hold `token` in `field` (an
+    /// operation's read-back by its token).
+    async fn ids_where(
+        &self,
+        ids: &[&str],
+        field: &str,
+        token: &str,
+        what: &'static str,
+    ) -> Result<HashSet<String>> {
         let docs: Vec<Document> = self
-            .read("find", async {
+            .read(what, async {
                 self.jobs
-                    .find(doc! { f::ID: { "$in": ids }, f::OP_TOKS: token })
+                    .find(doc! { f::ID: { "$in": ids }, field: token })
                     .projection(doc! { f::ID: 1 })
                     .batch_size(batch(ids.len()))
                     .await?
@@ -812,21 +824,9 @@ impl JobStore for MongoStore {
                     dups
                 } else {
                     let ids: Vec<&str> = dups.iter().map(|i| jobs[*i].id.as_str()).collect();
-                    let found: Vec<Document> = self
-                        .read("add (read back)", async {
-                            self.jobs
-                                .find(doc! { f::ID: { "$in": &ids }, f::ADD_TOK: &token })
-                                .projection(doc! { f::ID: 1 })
-                                .batch_size(batch(ids.len()))
-                                .await?
-                                .try_collect()
-                                .await
-                        })
+                    let ours = self
+                        .ids_where(&ids, f::ADD_TOK, &token, "add (read back)")
                         .await?;
-                    let ours: HashSet<String> = found
-                        .iter()
-                        .map(|d| convert::get_str(d, f::ID, "job"))
-                        .collect::<Result<_>>()?;
                     dups.into_iter()
                         .filter(|i| !ours.contains(&jobs[*i].id))
                         .collect()
