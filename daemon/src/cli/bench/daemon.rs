@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use super::queue::{JobGen, add_range};
 use super::{
-    CLIENT, CliError, Ctx, DaemonRef, Latencies, Report, expect_counts, rate, round3, store_err,
+    CLIENT, CliError, Ctx, DaemonRef, Latencies, Report, expect_counts, rate, round3, spawn,
+    store_err,
 };
 use crate::metrics::OutcomeLabels;
 
@@ -181,7 +182,7 @@ async fn add_bodies(
             next.clone(),
             bar.clone(),
         );
-        tasks.push(tokio::spawn(async move {
+        tasks.push(spawn(async move {
             let mut sent = Vec::new();
             loop {
                 let b = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -247,15 +247,34 @@ async fn run_in(args: &BenchArgs, ns: &str, dir: &std::path::Path) -> Result<Rep
         }
     };
     ctx.stop_daemons().await;
-    let mut dropped = factory::drop_namespace(&url).await;
+    // Aborted tasks let go of the store as the runtime drops them; drop the
+    // namespace once none holds it, so no late write recreates it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Arc::strong_count(&ctx.store) > 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let reference = ctx.reference.lock().ok().and_then(|mut r| r.take());
+    let started = ctx.started;
+    drop(ctx);
+    let mut dropped = factory::drop_namespace(&url).await;
     if let Some(q) = reference {
         dropped = dropped.and(q.remove().await);
     }
     let mut report = result?;
     dropped.map_err(|e| CliError::local(format!("cannot drop the bench namespace {ns}: {e}")))?;
-    report.seconds = ctx.started.elapsed().as_secs_f64();
+    report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Spawns one of a run's tasks, aborted when its handle is dropped: a run
+/// stopped by a signal leaves no task writing to the namespace being
+/// dropped.
+fn spawn<F>(task: F) -> tokio_util::task::AbortOnDropHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    tokio_util::task::AbortOnDropHandle::new(tokio::spawn(task))
 }
 
 /// Ctrl-C or SIGTERM.

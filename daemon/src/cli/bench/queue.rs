@@ -11,7 +11,8 @@ use jobstore_api::{
 use serde_json::{Value, json};
 
 use super::{
-    CLIENT, CliError, Ctx, Latencies, Report, archived_ok, expect_counts, rate, round3, store_err,
+    CLIENT, CliError, Ctx, Latencies, Report, archived_ok, expect_counts, rate, round3, spawn,
+    store_err,
 };
 use crate::factory;
 
@@ -71,7 +72,7 @@ pub(super) async fn add_range(
         let store = ctx.store.clone();
         let jobs_of = jobs_of.clone();
         let bar = bar.clone();
-        handles.push(tokio::spawn(async move {
+        handles.push(spawn(async move {
             let mut lat = Latencies::default();
             let mut b = t;
             while b < batches {
@@ -104,7 +105,9 @@ pub(super) async fn add_range(
     Ok((lat, started.elapsed()))
 }
 
-async fn join<T>(h: tokio::task::JoinHandle<Result<T, CliError>>) -> Result<T, CliError> {
+async fn join<T>(
+    h: tokio_util::task::AbortOnDropHandle<Result<T, CliError>>,
+) -> Result<T, CliError> {
     h.await
         .map_err(|e| CliError::local(format!("a bench task failed: {e}")))?
 }
@@ -133,7 +136,7 @@ pub(super) async fn store(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
         let batch = a.batch;
         let bar = bar.clone();
         let owner = format!("{}-claimer{c}", ctx.ns);
-        handles.push(tokio::spawn(async move {
+        handles.push(spawn(async move {
             let mut claim_lat = Latencies::default();
             let mut release_lat = Latencies::default();
             let mut done = 0usize;
@@ -260,26 +263,31 @@ pub(super) async fn scale(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let mut have = 0;
     let mut points = Vec::new();
     let mut p50s = Vec::new();
-    for &size in &sizes {
-        let bar = ctx.bar((size - have) as u64, &format!("to {size}"));
-        add_range(ctx, &waiting, have, size, &bar).await?;
-        bar.finish_and_clear();
-        have = size;
-        let bar = ctx.bar(a.samples as u64, &format!("claims at {size}"));
+    // Claim latency with `waiting` jobs waiting and `archived` archived.
+    let mut point = async |label: String, waiting: usize, archived: usize| {
+        let bar = ctx.bar(a.samples as u64, &label);
         let lat = claim_samples(
             &ctx.store,
             &jobtype,
             &owner,
             a.batch,
             a.samples,
-            a.batch.min(size),
+            a.batch.min(waiting),
             &bar,
         )
         .await?;
         bar.finish_and_clear();
         let s = lat.summary();
         p50s.push(s["p50_ms"].as_f64().unwrap_or(0.0));
-        points.push(json!({"waiting": size, "archived": 0, "claim_latency": s}));
+        points.push(json!({"waiting": waiting, "archived": archived, "claim_latency": s}));
+        Ok::<_, CliError>(())
+    };
+    for &size in &sizes {
+        let bar = ctx.bar((size - have) as u64, &format!("to {size}"));
+        add_range(ctx, &waiting, have, size, &bar).await?;
+        bar.finish_and_clear();
+        have = size;
+        point(format!("claims at {size}"), size, 0).await?;
     }
 
     // The archive: jobs of the same jobtype at a higher priority, so the
@@ -317,21 +325,7 @@ pub(super) async fn scale(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
             bar.inc(n as u64);
         }
         bar.finish_and_clear();
-        let bar = ctx.bar(a.samples as u64, "claims + archive");
-        let lat = claim_samples(
-            &ctx.store,
-            &jobtype,
-            &owner,
-            a.batch,
-            a.samples,
-            a.batch.min(largest),
-            &bar,
-        )
-        .await?;
-        bar.finish_and_clear();
-        let s = lat.summary();
-        p50s.push(s["p50_ms"].as_f64().unwrap_or(0.0));
-        points.push(json!({"waiting": largest, "archived": archive, "claim_latency": s}));
+        point("claims + archive".to_owned(), largest, archive).await?;
     }
     expect_counts(&ctx.counts().await?, largest as u64, archive as u64)?;
 
@@ -385,7 +379,7 @@ pub(super) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
         );
         let jobs_of = JobGen::new(ctx, "s", 1);
         let per_s = f64::from(a.rate);
-        tokio::spawn(async move {
+        spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(50));
             let mut n = 0usize;
             while !stop.load(Ordering::Relaxed) {
@@ -421,7 +415,7 @@ pub(super) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
         let jobtype = ctx.jobtype(0);
         let owner = format!("{}-claimer{c}", ctx.ns);
         let batch = a.batch;
-        claimers.push(tokio::spawn(async move {
+        claimers.push(spawn(async move {
             let mut done = 0usize;
             while !stop.load(Ordering::Relaxed) {
                 let want = budget
@@ -594,7 +588,7 @@ pub(super) async fn reference(ctx: &Ctx, r: &mut Report) -> Result<(), CliError>
     let mut handles = Vec::new();
     for t in 0..tasks {
         let (q, bar, payload) = (q.clone(), bar.clone(), a.payload);
-        handles.push(tokio::spawn(async move {
+        handles.push(spawn(async move {
             let mut lat = Latencies::default();
             let mut b = t;
             while b < batches {
@@ -627,7 +621,7 @@ pub(super) async fn reference(ctx: &Ctx, r: &mut Report) -> Result<(), CliError>
     for c in 0..a.claimers {
         let (q, bar, batch) = (q.clone(), bar.clone(), a.batch);
         let owner = format!("{}-claimer{c}", ctx.ns);
-        handles.push(tokio::spawn(async move {
+        handles.push(spawn(async move {
             let (mut claim_lat, mut ack_lat, mut done) =
                 (Latencies::default(), Latencies::default(), 0usize);
             loop {
