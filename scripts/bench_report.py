@@ -151,6 +151,19 @@ def main():
               f"| {lat} | {fmt(s('e2e', b, 'add_to_start_full_speed.p50_ms'))} / {fmt(s('e2e', b, 'add_to_start_full_speed.p99_ms'))} |")
         w("")
 
+        w("### CPU per job\n")
+        w("CPU time per job (µs) during the timed part: the bench process's own (the store mode's claimers; "
+          "the drain's daemon, which runs in the bench process; its no-op worker processes are not counted) "
+          "and the store server's where it reports it (Redis `INFO cpu`). The drain's daemon and the server "
+          "share this machine's cores, so CPU per job bounds the drain where neither side idles.\n")
+        w("| backend | reference client | reference server | store client | store server | drain daemon | drain server |")
+        w("|---|---|---|---|---|---|---|")
+        for b in backends:
+            w(f"| {b} | {fmt(s('reference', b, 'client_cpu_us_per_job'))} | {fmt(s('reference', b, 'server_cpu_us_per_job'))} "
+              f"| {fmt(s('store', b, 'client_cpu_us_per_job'))} | {fmt(s('store', b, 'server_cpu_us_per_job'))} "
+              f"| {fmt(s('drain', b, 'daemon_cpu_us_per_job'))} | {fmt(s('drain', b, 'server_cpu_us_per_job'))} |")
+        w("")
+
         w("## Intake over HTTP (`intake`)\n")
         w("| backend | single adds, 1 client: adds/s | ack p50 / p99 ms | single adds, 8 clients: adds/s | ack p50 / p99 ms | 100-line bodies, 8 clients: jobs/s | ack p50 / p99 ms |")
         w("|---|---|---|---|---|---|---|")

@@ -125,6 +125,23 @@ fn rate(v: &Value, what: &str) {
     assert!(r > 0.0 && r.is_finite(), "{what} is {r}");
 }
 
+/// CPU per job: the bench process's own in the modes that time store
+/// calls or a daemon, and the server's where the backend reports it
+/// (Redis only).
+fn check_cpu(mode: &str, backend: &str, f: &Value) {
+    let own = match mode {
+        "store" | "reference" => "client_cpu_us_per_job",
+        "drain" => "daemon_cpu_us_per_job",
+        _ => return,
+    };
+    rate(&f[own], own);
+    if backend == "redis" {
+        rate(&f["server_cpu_us_per_job"], "server CPU per job");
+    } else {
+        assert!(f.get("server_cpu_us_per_job").is_none(), "{f}");
+    }
+}
+
 fn check_figures(mode: &str, f: &Value) {
     match mode {
         "store" => {
@@ -286,6 +303,7 @@ fn bench_modes(
         assert!(report["parameters"].is_object(), "{report}");
         assert!(num(&report["seconds"], "seconds") > 0.0);
         check_figures(mode, &report["figures"]);
+        check_cpu(mode, backend, &report["figures"]);
         namespace_gone(backend, &url, dir.path(), &ns).await;
         // The daemons' journals went with the run.
         assert_eq!(std::fs::read_dir(&data).unwrap().count(), 0);
@@ -309,6 +327,7 @@ fn bench_reference(#[values("postgres", "redis")] backend: &'static str) {
         assert_eq!(report["mode"], "reference", "{report}");
         assert_eq!(report["backend"], backend, "{report}");
         check_figures("reference", &report["figures"]);
+        check_cpu("reference", backend, &report["figures"]);
         let ns = report["namespace"].as_str().unwrap();
         namespace_gone(backend, &url, dir.path(), ns).await;
     });

@@ -151,6 +151,42 @@ pub async fn server_memory(url: &str) -> Result<Option<u64>> {
     }
 }
 
+/// The CPU time the store's server has used since it started, where the
+/// backend reports it: Redis `INFO cpu` (`used_cpu_sys` + `used_cpu_user`,
+/// the main thread and its helpers). `None` for other backends. For
+/// benchmarks: the trait has no such call.
+pub async fn server_cpu(url: &str) -> Result<Option<std::time::Duration>> {
+    match url.split_once(':').map_or("", |(s, _)| s) {
+        #[cfg(feature = "redis")]
+        "redis" | "rediss" => {
+            let unavailable = |e: redis::RedisError| Error::unavailable("redis INFO cpu", e);
+            let plain = without_prefix(url)?;
+            let client = redis::Client::open(plain.as_str()).map_err(unavailable)?;
+            let mut conn = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(unavailable)?;
+            let info: String = redis::cmd("INFO")
+                .arg("cpu")
+                .query_async(&mut conn)
+                .await
+                .map_err(unavailable)?;
+            let field = |name: &str| -> Option<f64> {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                    .and_then(|v| v.trim().parse().ok())
+            };
+            Ok(match (field("used_cpu_sys"), field("used_cpu_user")) {
+                (Some(sys), Some(user)) => {
+                    Some(std::time::Duration::from_secs_f64((sys + user).max(0.0)))
+                }
+                _ => None,
+            })
+        }
+        _ => Ok(None),
+    }
+}
+
 /// A Redis store URL without the store's own `prefix` parameter, which
 /// means nothing to the client.
 #[cfg(feature = "redis")]

@@ -1,8 +1,8 @@
 //! Runners: how a claimed job is run, by its handler's `lang`.
 //!
 //! - [`process`]: one process per job (`sh -c BODY`), payload on stdin;
-//! - [`worker`]: a long-lived worker process per execution context (`eid`),
-//!   fed one job at a time over a line protocol;
+//! - [`worker`]: long-lived worker processes per execution context (`eid`),
+//!   each running one job at a time over a line protocol;
 //! - [`http`]: a POST of the payload to the handler's URL.
 //!
 //! Every runner reads the job's output the same way ([`output`]) and ends

@@ -1,8 +1,9 @@
 //! Long-lived workers: a `process` handler with an `eid` runs in an
 //! execution context shared by every jobtype of the same client with that
 //! `eid` (and the same command). The context is a small pool of worker
-//! processes (`sh -c BODY`), each fed one job at a time over a line
-//! protocol on stdin/stdout, reused across jobs and batches.
+//! processes (`sh -c BODY`), each running one job at a time over a line
+//! protocol on stdin/stdout (job lines written ahead of the running one),
+//! reused across jobs and batches.
 //!
 //! # Protocol (version 1)
 //!
@@ -23,7 +24,7 @@
 //! running counts as an error (500). A job past its time limit, or whose
 //! lease was lost, has the worker's process group killed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -122,7 +123,43 @@ impl Workers {
     }
 }
 
+/// Most jobs written to a worker ahead of the one it is running.
+const PIPELINE: usize = 32;
+/// Most bytes of job lines written ahead, kept below a pipe's capacity
+/// (64 KiB on Linux) so that writing never waits for the worker: it cannot
+/// read while it is blocked writing an answer nobody reads yet.
+const PIPELINE_BYTES: usize = 32 * 1024;
+
+/// A job written to a worker and not yet answered.
+struct Sent {
+    task: Task,
+    bytes: usize,
+}
+
+/// How the job at the head of a worker's pipeline ended.
+enum End {
+    /// Answered with this status.
+    Done(u16),
+    /// The worker exited (or broke the protocol) first.
+    Died,
+    /// Writing the job failed: the worker was gone.
+    Unsent,
+    /// Its time limit passed.
+    TimeLimit,
+    /// Its lease was lost.
+    Lost,
+}
+
 /// Runs one chunk of a batch on one worker of the pool.
+///
+/// Jobs are pipelined: up to [`PIPELINE`] job lines (at most
+/// [`PIPELINE_BYTES`] between them; a larger line goes alone) are written
+/// ahead, and the answers read in order. The worker still reads and runs
+/// one job at a time; writing ahead only saves a round trip between the
+/// processes per job. The job at the head (the one the worker runs) has
+/// its time limit counted from the end of the previous answer. When a
+/// worker dies, runs past a time limit or is killed for a lost lease, the
+/// jobs written after the head never started: they go to a fresh worker.
 async fn run_chunk(
     key: &Key,
     pool: &Pool,
@@ -138,46 +175,127 @@ async fn run_chunk(
         return;
     };
     let mut worker = pool.idle.lock().await.pop();
-    let mut tasks = tasks.into_iter();
+    let mut pending: VecDeque<Task> = tasks.into();
+    let mut sent: VecDeque<Sent> = VecDeque::new();
+    let mut sent_bytes = 0;
     let mut hooks_done = false;
-    while let Some(t) = tasks.next() {
-        if stop.is_cancelled() {
-            let _ = results.send((t, Finished::NotStarted));
-            continue;
+    // When the head of `sent` began running.
+    let mut head_since = Instant::now();
+    loop {
+        // A stop sends nothing more; a job whose lease is gone is dropped
+        // unsent.
+        while let Some(t) = pending.front() {
+            let why = if stop.is_cancelled() {
+                Finished::NotStarted
+            } else if t.lost.is_cancelled() {
+                Finished::Lost
+            } else {
+                break;
+            };
+            let t = pending.pop_front().expect("front");
+            let _ = results.send((t, why));
         }
-        let w = match worker.take().and_then(|mut w| w.alive().then_some(w)) {
-            Some(w) => w,
-            None => match Worker::start(key, &t.client).await {
-                Ok(w) => w,
-                Err(e) => {
-                    let _ = results.send((t, Finished::Done(Outcome::error(&e))));
-                    for rest in tasks.by_ref() {
-                        let _ = results.send((rest, Finished::Done(Outcome::error(&e))));
+        if sent.is_empty() {
+            if pending.is_empty() {
+                break;
+            }
+            let alive = worker.take().and_then(|mut w| w.alive().then_some(w));
+            let mut w = match alive {
+                Some(w) => w,
+                None => match Worker::start(key, &pending[0].client).await {
+                    Ok(w) => w,
+                    Err(e) => {
+                        for t in pending.drain(..) {
+                            let _ = results.send((t, Finished::Done(Outcome::error(&e))));
+                        }
+                        return;
+                    }
+                },
+            };
+            if !hooks_done {
+                hooks_done = true;
+                if let Some(code) = &handler.before_each
+                    && let Err(e) = w.hook("before_each", code).await
+                {
+                    for t in pending.drain(..) {
+                        let _ = results.send((t, Finished::Done(Outcome::error(&e))));
                     }
                     return;
                 }
-            },
-        };
-        let mut w = w;
-        if !hooks_done {
-            hooks_done = true;
-            if let Some(code) = &handler.before_each
-                && let Err(e) = w.hook("before_each", code).await
-            {
-                let _ = results.send((t, Finished::Done(Outcome::error(&e))));
-                for rest in tasks.by_ref() {
-                    let _ = results.send((rest, Finished::Done(Outcome::error(&e))));
-                }
-                return;
             }
-        }
-        let (finished, alive) = w.run(&t).await;
-        let _ = results.send((t, finished));
-        if alive {
             worker = Some(w);
+        }
+        let Some(w) = worker.as_mut() else { break };
+        // Write ahead.
+        let mut out = Vec::new();
+        while sent.len() < PIPELINE {
+            let Some(t) = pending.front() else { break };
+            if t.lost.is_cancelled() || stop.is_cancelled() {
+                break; // dropped at the top of the loop
+            }
+            let line = job_line(t);
+            if !sent.is_empty() && sent_bytes + out.len() + line.len() > PIPELINE_BYTES {
+                break;
+            }
+            out.extend_from_slice(&line);
+            let task = pending.pop_front().expect("front");
+            if sent.is_empty() {
+                head_since = Instant::now();
+            }
+            sent.push_back(Sent {
+                task,
+                bytes: line.len(),
+            });
+        }
+        let mut parser = OutputParser::default();
+        let ended = if out.is_empty() || w.write(&out).await.is_ok() {
+            sent_bytes += out.len();
+            let Some(head) = sent.front() else { continue };
+            let deadline = tokio::time::Instant::from_std(head_since + head.task.time_limit);
+            tokio::select! {
+                s = w.answer(&mut parser) => s.map_or(End::Died, End::Done),
+                _ = tokio::time::sleep_until(deadline) => End::TimeLimit,
+                _ = head.task.lost.cancelled() => End::Lost,
+            }
         } else {
+            End::Unsent
+        };
+        let Sent { task, bytes } = sent.pop_front().expect("a job was sent");
+        sent_bytes -= bytes.min(sent_bytes);
+        head_since = Instant::now();
+        w.last_used = head_since;
+        let finished = match ended {
+            End::Done(status) => {
+                let _ = results.send((task, Finished::Done(Outcome::new(status, parser.finish()))));
+                continue;
+            }
+            End::Unsent => {
+                parser.note("the worker was gone before the job was sent");
+                Finished::Done(Outcome::new(500, parser.finish()))
+            }
+            End::Died => {
+                parser.note("the worker exited during the job; it is replaced");
+                Finished::Done(Outcome::new(500, parser.finish()))
+            }
+            End::Lost => Finished::Lost,
+            End::TimeLimit => {
+                parser.note(&format!(
+                    "the job ran past its time limit of {:?}; the worker was killed",
+                    task.time_limit
+                ));
+                Finished::Done(Outcome::new(500, parser.finish()))
+            }
+        };
+        let _ = results.send((task, finished));
+        // The worker is gone or killed: what was written after the head
+        // never started, and runs on a fresh worker.
+        if let Some(w) = worker.take() {
             w.kill();
         }
+        while let Some(Sent { task, .. }) = sent.pop_back() {
+            pending.push_front(task);
+        }
+        sent_bytes = 0;
     }
     if let (Some(code), Some(w)) = (&handler.after_each, worker.as_mut())
         && let Err(e) = w.hook("after_each", code).await
@@ -189,6 +307,26 @@ async fn run_chunk(
     {
         pool.idle.lock().await.push(w);
     }
+}
+
+/// A job's protocol line.
+fn job_line(t: &Task) -> Vec<u8> {
+    let mut msg = json!({
+        "op": "job",
+        "id": t.local_id,
+        "type": t.local_type,
+        "client": t.client,
+        "attempt": t.attempt,
+    });
+    match std::str::from_utf8(&t.data) {
+        Ok(s) => msg["data"] = json!(s),
+        Err(_) => {
+            msg["data_base64"] = json!(base64::engine::general_purpose::STANDARD.encode(&t.data))
+        }
+    }
+    let mut line = serde_json::to_vec(&msg).unwrap_or_default();
+    line.push(b'\n');
+    line
 }
 
 impl Workers {
@@ -297,7 +435,11 @@ impl Worker {
     async fn send(&mut self, msg: &serde_json::Value) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
         line.push(b'\n');
-        self.stdin.write_all(&line).await?;
+        self.write(&line).await
+    }
+
+    async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stdin.write_all(bytes).await?;
         self.stdin.flush().await
     }
 
@@ -346,51 +488,6 @@ impl Worker {
             None => {
                 self.broken = true;
                 Err(format!("the worker died or hung during {op}"))
-            }
-        }
-    }
-
-    /// Runs one job; the end, and whether the worker can be reused.
-    async fn run(&mut self, t: &Task) -> (Finished, bool) {
-        self.last_used = Instant::now();
-        let mut msg = json!({
-            "op": "job",
-            "id": t.local_id,
-            "type": t.local_type,
-            "client": t.client,
-            "attempt": t.attempt,
-        });
-        match std::str::from_utf8(&t.data) {
-            Ok(s) => msg["data"] = json!(s),
-            Err(_) => {
-                msg["data_base64"] =
-                    json!(base64::engine::general_purpose::STANDARD.encode(&t.data))
-            }
-        }
-        let mut parser = OutputParser::default();
-        if self.send(&msg).await.is_err() {
-            parser.note("the worker was gone before the job was sent");
-            return (Finished::Done(Outcome::new(500, parser.finish())), false);
-        }
-        let ended = tokio::select! {
-            s = self.answer(&mut parser) => Ok(s),
-            _ = tokio::time::sleep(t.time_limit) => Err(false),
-            _ = t.lost.cancelled() => Err(true),
-        };
-        self.last_used = Instant::now();
-        match ended {
-            Ok(Some(status)) => (Finished::Done(Outcome::new(status, parser.finish())), true),
-            Ok(None) => {
-                parser.note("the worker exited during the job; it is replaced");
-                (Finished::Done(Outcome::new(500, parser.finish())), false)
-            }
-            Err(true) => (Finished::Lost, false),
-            Err(false) => {
-                parser.note(&format!(
-                    "the job ran past its time limit of {:?}; the worker was killed",
-                    t.time_limit
-                ));
-                (Finished::Done(Outcome::new(500, parser.finish())), false)
             }
         }
     }
@@ -535,5 +632,93 @@ done
             200,
             "replaced after the time limit"
         );
+    }
+
+    /// Pipelined jobs: each job's time limit counts from the end of the
+    /// previous answer, not from when its line was written.
+    #[tokio::test]
+    async fn time_limits_count_from_the_start_of_each_job() {
+        let w = Workers::default();
+        let mut h = Handler::new(
+            "process",
+            "while IFS= read -r line; do sleep 0.4; echo 'D: 200'; done",
+        );
+        h.eid = Some("slow".into());
+        h.limits.concurrency = Some(1);
+        let tasks: Vec<Task> = (0..5)
+            .map(|i| Task {
+                time_limit: Duration::from_secs(1),
+                ..task(i, "x")
+            })
+            .collect();
+        let out = run(&w, &h, tasks).await;
+        let statuses: Vec<u16> = out.iter().map(|f| outcome(f).status).collect();
+        assert_eq!(statuses, vec![200; 5], "2 s of jobs, each within its 1 s");
+    }
+
+    /// A job written ahead whose lease is lost before it starts is never
+    /// answered as done; the jobs before it keep their results and the
+    /// jobs after it run on a fresh worker.
+    #[tokio::test]
+    async fn a_queued_job_whose_lease_is_lost() {
+        let w = Workers::default();
+        let mut h = handler();
+        h.before = None;
+        let tasks: Vec<Task> = (0..4)
+            .map(|i| task(i, if i == 0 { "slow" } else { "x" }))
+            .collect();
+        let lost = tasks[1].lost.clone();
+        let mut h2 = h.clone();
+        h2.body = WORKER.replace(
+            "*'\"data\":\"hang\"'*) sleep 30 ;;",
+            "*'\"data\":\"hang\"'*) sleep 30 ;;\n        *'\"data\":\"slow\"'*) sleep 0.5; echo \"D: 200\" ;;",
+        );
+        assert_ne!(h2.body, h.body);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            lost.cancel();
+        });
+        w.run_batch(&h2, tasks, &CancellationToken::new(), &tx)
+            .await;
+        drop(tx);
+        let mut by_id = std::collections::BTreeMap::new();
+        while let Some((t, f)) = rx.recv().await {
+            by_id.insert(t.local_id.clone(), f);
+        }
+        assert_eq!(by_id.len(), 4, "every job ended once: {by_id:?}");
+        assert_eq!(outcome(&by_id["0"]).status, 200, "the running job");
+        assert!(matches!(by_id["1"], Finished::Lost), "{:?}", by_id["1"]);
+        let after: Vec<String> = ["2", "3"]
+            .iter()
+            .map(|i| String::from_utf8_lossy(&outcome(&by_id[*i]).output).into_owned())
+            .collect();
+        assert!(after[0].starts_with("job 1 "), "a fresh worker: {after:?}");
+        assert!(after[1].starts_with("job 2 "), "{after:?}");
+    }
+
+    /// Large payloads and large answers: writing ahead never waits on a
+    /// worker that is itself waiting for its answer to be read.
+    #[tokio::test]
+    async fn large_payloads_and_answers_do_not_block() {
+        let w = Workers::default();
+        let mut h = Handler::new(
+            "process",
+            "while IFS= read -r line; do seq 1 20000; echo 'D: 200'; done",
+        );
+        h.eid = Some("big".into());
+        h.limits.concurrency = Some(1);
+        let payload = "p".repeat(20 * 1024);
+        let tasks: Vec<Task> = (0..12)
+            .map(|i| Task {
+                time_limit: Duration::from_secs(10),
+                ..task(i, &payload)
+            })
+            .collect();
+        let started = Instant::now();
+        let out = run(&w, &h, tasks).await;
+        let statuses: Vec<u16> = out.iter().map(|f| outcome(f).status).collect();
+        assert_eq!(statuses, vec![200; 12]);
+        assert!(started.elapsed() < Duration::from_secs(10));
     }
 }

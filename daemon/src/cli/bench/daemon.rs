@@ -80,6 +80,7 @@ pub(super) async fn drain(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     // Timed from when the daemon serves (its executor starts claiming as
     // it does), and from the call that starts it.
     let bar = ctx.bar(n as u64, "draining");
+    let cpu_from = ctx.cpu_mark().await;
     let starting = Instant::now();
     let d = ctx.start_daemon(true).await?;
     let up = starting.elapsed();
@@ -87,6 +88,7 @@ pub(super) async fn drain(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     wait_finished(&d, n as u64, &bar).await?;
     let took = started.elapsed();
     let with_start = starting.elapsed();
+    let cpu_to = ctx.cpu_mark().await;
     bar.finish_and_clear();
     // A graceful stop releases whatever the completer still gathers.
     ctx.stop_daemon(&d).await;
@@ -98,6 +100,7 @@ pub(super) async fn drain(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     r.figure("jobs_archived", n);
     r.figure("seconds", round3(took.as_secs_f64()));
     r.figure("daemon_start_ms", round3(up.as_secs_f64() * 1e3));
+    r.cpu_figures("daemon", cpu_from, cpu_to, n);
     Ok(())
 }
 

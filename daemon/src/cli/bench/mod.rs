@@ -330,7 +330,35 @@ pub(super) struct DaemonRef {
     metrics: Arc<Metrics>,
 }
 
+/// CPU used so far by this process (every thread: the bench's own calls,
+/// and the daemon where one runs in this process; not its worker
+/// processes) and by the store's server, where it reports it.
+#[derive(Debug, Clone, Copy)]
+struct CpuMark {
+    own: Option<Duration>,
+    server: Option<Duration>,
+}
+
+/// This process's CPU time (user and system, every thread).
+fn own_cpu() -> Option<Duration> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let u = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    let tv = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(t.tv_sec().max(0) as u64)
+            + Duration::from_micros(t.tv_usec().max(0) as u64)
+    };
+    Some(tv(u.user_time()) + tv(u.system_time()))
+}
+
 impl Ctx {
+    /// CPU used so far (see [`CpuMark`]).
+    async fn cpu_mark(&self) -> CpuMark {
+        CpuMark {
+            own: own_cpu(),
+            server: factory::server_cpu(&self.url).await.ok().flatten(),
+        }
+    }
+
     /// The store jobtype of the bench client's jobtype `k`.
     fn jobtype(&self, k: usize) -> String {
         format!("{CLIENT}-noop{k}")
@@ -615,6 +643,22 @@ impl Report {
 
     fn figure(&mut self, name: &str, v: impl Into<Value>) {
         self.figures.push((name.to_owned(), v.into()));
+    }
+
+    /// CPU per job between two marks, in µs: this process's as
+    /// `{own}_cpu_us_per_job`, and the store server's (where it reports
+    /// it) as `server_cpu_us_per_job`.
+    fn cpu_figures(&mut self, own: &str, from: CpuMark, to: CpuMark, jobs: usize) {
+        let per_job = |a: Option<Duration>, b: Option<Duration>| {
+            let (a, b) = (a?, b?);
+            (jobs > 0).then(|| round3(b.saturating_sub(a).as_secs_f64() * 1e6 / jobs as f64))
+        };
+        if let Some(v) = per_job(from.own, to.own) {
+            self.figure(&format!("{own}_cpu_us_per_job"), v);
+        }
+        if let Some(v) = per_job(from.server, to.server) {
+            self.figure("server_cpu_us_per_job", v);
+        }
     }
 
     fn note(&mut self, text: impl Into<String>) {

@@ -128,6 +128,7 @@ pub(super) async fn store(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     bar.finish_and_clear();
 
     let bar = ctx.bar(n as u64, "claim+archive");
+    let cpu_from = ctx.cpu_mark().await;
     let started = Instant::now();
     let mut handles = Vec::new();
     for c in 0..a.claimers {
@@ -189,6 +190,7 @@ pub(super) async fn store(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
         done += d;
     }
     let ca_time = started.elapsed();
+    let cpu_to = ctx.cpu_mark().await;
     bar.finish_and_clear();
     if done != n {
         return Err(CliError::local(format!(
@@ -199,6 +201,7 @@ pub(super) async fn store(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
 
     r.figure("adds_per_s", rate(n, add_time));
     r.figure("claim_archive_per_s", rate(n, ca_time));
+    r.cpu_figures("client", cpu_from, cpu_to, n);
     r.figure("jobs_added", n);
     r.figure("jobs_archived", done);
     r.figure("add_seconds", round3(add_time.as_secs_f64()));
@@ -616,6 +619,7 @@ pub(super) async fn reference(ctx: &Ctx, r: &mut Report) -> Result<(), CliError>
     bar.finish_and_clear();
 
     let bar = ctx.bar(n as u64, "claim+ack");
+    let cpu_from = ctx.cpu_mark().await;
     let started = Instant::now();
     let mut handles = Vec::new();
     for c in 0..a.claimers {
@@ -654,6 +658,7 @@ pub(super) async fn reference(ctx: &Ctx, r: &mut Report) -> Result<(), CliError>
         done += d;
     }
     let ca_time = started.elapsed();
+    let cpu_to = ctx.cpu_mark().await;
     bar.finish_and_clear();
     if done != n {
         return Err(CliError::local(format!(
@@ -662,6 +667,7 @@ pub(super) async fn reference(ctx: &Ctx, r: &mut Report) -> Result<(), CliError>
     }
     r.figure("adds_per_s", rate(n, add_time));
     r.figure("claim_archive_per_s", rate(n, ca_time));
+    r.cpu_figures("client", cpu_from, cpu_to, n);
     r.figure("jobs_added", n);
     r.figure("jobs_archived", done);
     r.figure("add_seconds", round3(add_time.as_secs_f64()));
