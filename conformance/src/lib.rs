@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use jobstore_api::JobStore;
 
+pub mod checks;
 pub mod servers;
 pub mod services;
 pub mod suite;

@@ -25,6 +25,7 @@ pub struct PgStoreOptions {
     acquire_timeout: Duration,
     statement_timeout: Option<Duration>,
     poll_interval: Duration,
+    purge_batch: u32,
 }
 
 impl fmt::Debug for PgStoreOptions {
@@ -36,6 +37,7 @@ impl fmt::Debug for PgStoreOptions {
             .field("acquire_timeout", &self.acquire_timeout)
             .field("statement_timeout", &self.statement_timeout)
             .field("poll_interval", &self.poll_interval)
+            .field("purge_batch", &self.purge_batch)
             .finish()
     }
 }
@@ -59,11 +61,14 @@ impl PgStoreOptions {
     pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
     /// Default server-side statement timeout.
     pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Default number of archived jobs one purge statement deletes.
+    pub const DEFAULT_PURGE_BATCH: u32 = 10_000;
 
     /// Options from a `postgres://` (or `postgresql://`) URL. The store's
     /// own query parameters are removed before the rest goes to sqlx:
     /// `schema`, `max_connections`, `acquire_timeout_ms`,
-    /// `statement_timeout_ms` (0 disables it) and `poll_interval_ms`.
+    /// `statement_timeout_ms` (0 disables it), `poll_interval_ms` and
+    /// `purge_batch`.
     pub fn from_url(url: &str) -> Result<Self> {
         let mut parsed = url::Url::parse(url)
             .map_err(|e| Error::invalid(format!("invalid PostgreSQL URL: {e}")))?;
@@ -80,6 +85,7 @@ impl PgStoreOptions {
             acquire_timeout: Self::DEFAULT_ACQUIRE_TIMEOUT,
             statement_timeout: Some(Self::DEFAULT_STATEMENT_TIMEOUT),
             poll_interval: jobstore_api::limits::DEFAULT_POLL_INTERVAL,
+            purge_batch: Self::DEFAULT_PURGE_BATCH,
         };
         let mut rest: Vec<(String, String)> = Vec::new();
         for (k, v) in parsed.query_pairs() {
@@ -95,6 +101,9 @@ impl PgStoreOptions {
                 }
                 "poll_interval_ms" => {
                     opts.poll_interval = Duration::from_millis(number(&k, &v)?.max(1))
+                }
+                "purge_batch" => {
+                    opts = opts.purge_batch(u32::try_from(number(&k, &v)?).unwrap_or(u32::MAX))
                 }
                 _ => rest.push((k.into_owned(), v.into_owned())),
             }
@@ -144,6 +153,16 @@ impl PgStoreOptions {
         self
     }
 
+    /// Sets how many archived jobs one statement of
+    /// [`purge_archived`](jobstore_api::JobStore::purge_archived) deletes
+    /// (at least 1): a purge deletes in statements of this many, each its
+    /// own transaction, so a large purge neither holds one long
+    /// transaction nor runs into the statement timeout.
+    pub fn purge_batch(mut self, n: u32) -> Self {
+        self.purge_batch = n.max(1);
+        self
+    }
+
     /// The URL handed to sqlx (the store's own parameters removed).
     pub fn url(&self) -> &str {
         &self.url
@@ -172,6 +191,11 @@ impl PgStoreOptions {
     /// The watcher's poll interval.
     pub fn get_poll_interval(&self) -> Duration {
         self.poll_interval
+    }
+
+    /// The purge's batch size.
+    pub fn get_purge_batch(&self) -> u32 {
+        self.purge_batch
     }
 
     /// Checks the schema name.
@@ -208,7 +232,7 @@ mod tests {
     fn own_parameters_are_stripped() {
         let o = PgStoreOptions::from_url(
             "postgres://u:secret@h:5433/db?schema=jobs&sslmode=disable&max_connections=4\
-             &acquire_timeout_ms=1500&statement_timeout_ms=0&poll_interval_ms=250",
+             &acquire_timeout_ms=1500&statement_timeout_ms=0&poll_interval_ms=250&purge_batch=500",
         )
         .unwrap();
         assert_eq!(o.url(), "postgres://u:secret@h:5433/db?sslmode=disable");
@@ -217,6 +241,7 @@ mod tests {
         assert_eq!(o.get_acquire_timeout(), Duration::from_millis(1500));
         assert_eq!(o.get_statement_timeout(), None);
         assert_eq!(o.get_poll_interval(), Duration::from_millis(250));
+        assert_eq!(o.get_purge_batch(), 500);
         assert!(!format!("{o:?}").contains("secret"));
     }
 
@@ -228,6 +253,13 @@ mod tests {
         assert_eq!(
             o.get_statement_timeout(),
             Some(PgStoreOptions::DEFAULT_STATEMENT_TIMEOUT)
+        );
+        assert_eq!(o.get_purge_batch(), PgStoreOptions::DEFAULT_PURGE_BATCH);
+        assert_eq!(
+            PgStoreOptions::from_url("postgres://h/db?purge_batch=0")
+                .unwrap()
+                .get_purge_batch(),
+            1
         );
     }
 

@@ -520,12 +520,24 @@ impl JobStore for PgStore {
 
     async fn purge_archived(&self, before: Millis) -> Result<u64> {
         validate::time("before", before)?;
-        let done = sqlx::query(q::PURGE_ARCHIVED)
-            .bind(before)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| map("purge_archived", e))?;
-        Ok(done.rows_affected())
+        // Bounded statements, each its own transaction: a purge of
+        // millions of rows holds no long transaction and stays within the
+        // statement timeout. Archived jobs only ever get newer than
+        // `before`, so the batches run out.
+        let batch = self.options.get_purge_batch();
+        let mut total = 0;
+        loop {
+            let done = sqlx::query(q::PURGE_ARCHIVED)
+                .bind(before)
+                .bind(i64::from(batch))
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map("purge_archived", e))?;
+            total += done.rows_affected();
+            if done.rows_affected() < u64::from(batch) {
+                return Ok(total);
+            }
+        }
     }
 
     async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {

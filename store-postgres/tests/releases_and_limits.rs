@@ -18,6 +18,16 @@ where
     F: FnOnce(PgStore) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    with_store_opts(|o| o, test)
+}
+
+/// [`with_store`] with options adjusted by `adjust`.
+fn with_store_opts<A, F, Fut>(adjust: A, test: F)
+where
+    A: FnOnce(PgStoreOptions) -> PgStoreOptions,
+    F: FnOnce(PgStore) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     jobstore_conformance::block_on(async {
         let Some(url) = postgres_url().await else {
             return;
@@ -26,6 +36,7 @@ where
             .expect("url")
             .schema(unique_namespace())
             .max_connections(2);
+        let opts = adjust(opts);
         let store = PgStore::connect_with(opts).await.expect("connect");
         let schema = store.schema().to_owned();
         let pool = store.pool().clone();
@@ -151,4 +162,16 @@ fn add_with_more_payload_than_one_statement_is_split() {
         let again = store.add_jobs(&jobs, T0 + 2).await.unwrap();
         assert_eq!((again.new.len(), again.existing.len()), (0, 80));
     });
+}
+
+/// A purge deletes in statements of `purge_batch` rows until one comes
+/// back short, and is exact across them.
+#[test]
+fn purge_runs_in_bounded_batches() {
+    with_store_opts(
+        |o| o.purge_batch(7),
+        |store| async move {
+            jobstore_conformance::checks::purge_is_exact_across_batches(&store, 7).await;
+        },
+    );
 }

@@ -53,6 +53,8 @@ struct Inner {
     /// Wake-ups, shared by every store of this process on the same database.
     notices: Arc<broadcast::Sender<WorkNotice>>,
     location: Location,
+    /// Archived jobs one purge statement deletes.
+    purge_batch: u32,
     /// In memory: an idle connection that keeps the database alive as long
     /// as the store, whatever the pool does with its own connection.
     _anchor: Option<Mutex<SqliteConnection>>,
@@ -138,6 +140,7 @@ impl SqliteStore {
                 reader,
                 notices: notifier_for(&canonical),
                 location: options.location.clone(),
+                purge_batch: options.purge_batch,
                 _anchor: None,
             }),
         })
@@ -165,6 +168,7 @@ impl SqliteStore {
                 reader: pool,
                 notices: new_notifier(),
                 location: Location::Memory,
+                purge_batch: options.purge_batch,
                 _anchor: Some(Mutex::new(anchor)),
             }),
         })
@@ -652,12 +656,23 @@ impl JobStore for SqliteStore {
 
     async fn purge_archived(&self, before: Millis) -> Result<u64> {
         validate::time("before", before)?;
-        let done = sqlx::query(queries::PURGE_ARCHIVED)
-            .bind(before)
-            .execute(&self.inner.writer)
-            .await
-            .map_err(|e| error::map("purge_archived", e))?;
-        Ok(done.rows_affected())
+        // Bounded statements: other writes (claims, adds) get the single
+        // writer between them. Archived jobs only ever get newer than
+        // `before`, so the batches run out.
+        let batch = self.inner.purge_batch;
+        let mut total = 0;
+        loop {
+            let done = sqlx::query(queries::PURGE_ARCHIVED)
+                .bind(before)
+                .bind(i64::from(batch))
+                .execute(&self.inner.writer)
+                .await
+                .map_err(|e| error::map("purge_archived", e))?;
+            total += done.rows_affected();
+            if done.rows_affected() < u64::from(batch) {
+                return Ok(total);
+            }
+        }
     }
 
     async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {

@@ -36,6 +36,7 @@ pub struct SqliteOptions {
     pub(crate) durability: Durability,
     pub(crate) busy_timeout: Duration,
     pub(crate) max_connections: u32,
+    pub(crate) purge_batch: u32,
 }
 
 impl fmt::Debug for SqliteOptions {
@@ -45,6 +46,7 @@ impl fmt::Debug for SqliteOptions {
             .field("durability", &self.durability)
             .field("busy_timeout", &self.busy_timeout)
             .field("max_connections", &self.max_connections)
+            .field("purge_batch", &self.purge_batch)
             .finish()
     }
 }
@@ -56,6 +58,8 @@ impl SqliteOptions {
     pub const MAX_BUSY_TIMEOUT: Duration = Duration::from_secs(3600);
     /// The default size of the read pool.
     pub const DEFAULT_MAX_CONNECTIONS: u32 = 4;
+    /// The default number of archived jobs one purge statement deletes.
+    pub const DEFAULT_PURGE_BATCH: u32 = 10_000;
 
     fn at(location: Location) -> Self {
         SqliteOptions {
@@ -63,6 +67,7 @@ impl SqliteOptions {
             durability: Durability::default(),
             busy_timeout: Self::DEFAULT_BUSY_TIMEOUT,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            purge_batch: Self::DEFAULT_PURGE_BATCH,
         }
     }
 
@@ -96,14 +101,24 @@ impl SqliteOptions {
         self
     }
 
+    /// Sets how many archived jobs one statement of
+    /// [`purge_archived`](jobstore_api::JobStore::purge_archived) deletes
+    /// (at least 1; default 10,000). A purge repeats it until a statement
+    /// comes back short, so other writes get the database between
+    /// statements instead of waiting for one long delete.
+    pub fn purge_batch(mut self, n: u32) -> Self {
+        self.purge_batch = n;
+        self
+    }
+
     /// Where the database is.
     pub fn location(&self) -> &Location {
         &self.location
     }
 
     /// Parses `sqlite://path`, `sqlite:path` or `sqlite::memory:`, with the
-    /// query parameters `synchronous` (`full`, `normal`), `busy_timeout_ms`
-    /// and `max_connections`. Anything else is `InvalidInput`.
+    /// query parameters `synchronous` (`full`, `normal`), `busy_timeout_ms`,
+    /// `max_connections` and `purge_batch`. Anything else is `InvalidInput`.
     pub fn parse(url: &str) -> Result<Self> {
         let rest = url
             .strip_prefix("sqlite://")
@@ -139,10 +154,11 @@ impl SqliteOptions {
                 "max_connections" => {
                     options.max_connections = value.parse::<u32>().map_err(|_| bad())?
                 }
+                "purge_batch" => options.purge_batch = value.parse::<u32>().map_err(|_| bad())?,
                 _ => {
                     return Err(Error::invalid(format!(
                         "unknown parameter {key:?} in the sqlite URL; known are \
-                         synchronous, busy_timeout_ms, max_connections"
+                         synchronous, busy_timeout_ms, max_connections, purge_batch"
                     )));
                 }
             }
@@ -160,6 +176,9 @@ impl SqliteOptions {
                 self.busy_timeout,
                 Self::MAX_BUSY_TIMEOUT
             )));
+        }
+        if self.purge_batch == 0 {
+            return Err(Error::invalid("purge_batch must be at least 1"));
         }
         if !(1..=1000).contains(&self.max_connections) {
             return Err(Error::invalid(format!(
@@ -181,14 +200,24 @@ mod tests {
         assert_eq!(o.location, Location::File("var/jobs.db".into()));
         assert_eq!(o.durability, Durability::Full);
         let o = SqliteOptions::parse(
-            "sqlite:///abs/jobs.db?synchronous=normal&busy_timeout_ms=50&max_connections=2",
+            "sqlite:///abs/jobs.db?synchronous=normal&busy_timeout_ms=50&max_connections=2&purge_batch=9",
         )
         .unwrap();
         assert_eq!(o.location, Location::File("/abs/jobs.db".into()));
         assert_eq!(
-            (o.durability, o.busy_timeout, o.max_connections),
-            (Durability::Normal, Duration::from_millis(50), 2)
+            (
+                o.durability,
+                o.busy_timeout,
+                o.max_connections,
+                o.purge_batch
+            ),
+            (Durability::Normal, Duration::from_millis(50), 2, 9)
         );
+        assert_eq!(
+            SqliteOptions::parse("sqlite://j.db").unwrap().purge_batch,
+            SqliteOptions::DEFAULT_PURGE_BATCH
+        );
+        assert!(SqliteOptions::parse("sqlite://j.db?purge_batch=0").is_err());
         assert_eq!(
             SqliteOptions::parse("sqlite::memory:").unwrap().location,
             Location::Memory

@@ -272,3 +272,14 @@ async fn file_database_runs_in_wal_mode() {
     conn.close().await.unwrap();
     store.close().await;
 }
+
+/// A purge deletes in statements of `purge_batch` rows until one comes
+/// back short, and is exact across them.
+#[tokio::test]
+async fn purge_runs_in_bounded_batches() {
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("?purge_batch=7"))
+        .await
+        .unwrap();
+    jobstore_conformance::checks::purge_is_exact_across_batches(&store, 7).await;
+}
