@@ -127,28 +127,10 @@ pub fn backend_name(url: Option<&str>) -> &'static str {
 /// namespace; a single node, not a cluster). `None` for other backends.
 /// For benchmarks: the trait has no such call.
 pub async fn server_memory(url: &str) -> Result<Option<u64>> {
-    match url.split_once(':').map_or("", |(s, _)| s) {
-        #[cfg(feature = "redis")]
-        "redis" | "rediss" => {
-            let unavailable = |e: redis::RedisError| Error::unavailable("redis INFO memory", e);
-            let plain = without_prefix(url)?;
-            let client = redis::Client::open(plain.as_str()).map_err(unavailable)?;
-            let mut conn = client
-                .get_multiplexed_async_connection()
-                .await
-                .map_err(unavailable)?;
-            let info: String = redis::cmd("INFO")
-                .arg("memory")
-                .query_async(&mut conn)
-                .await
-                .map_err(unavailable)?;
-            Ok(info
-                .lines()
-                .find_map(|l| l.strip_prefix("used_memory:"))
-                .and_then(|v| v.trim().parse().ok()))
-        }
-        _ => Ok(None),
-    }
+    let Some(info) = server_info(url, "memory").await? else {
+        return Ok(None);
+    };
+    Ok(info_field(&info, "used_memory").and_then(|v| v.parse().ok()))
 }
 
 /// The CPU time the store's server has used since it started, where the
@@ -156,10 +138,22 @@ pub async fn server_memory(url: &str) -> Result<Option<u64>> {
 /// the main thread and its helpers). `None` for other backends. For
 /// benchmarks: the trait has no such call.
 pub async fn server_cpu(url: &str) -> Result<Option<std::time::Duration>> {
+    let Some(info) = server_info(url, "cpu").await? else {
+        return Ok(None);
+    };
+    let seconds = |name: &str| info_field(&info, name)?.parse::<f64>().ok();
+    Ok(match (seconds("used_cpu_sys"), seconds("used_cpu_user")) {
+        (Some(sys), Some(user)) => Some(std::time::Duration::from_secs_f64((sys + user).max(0.0))),
+        _ => None,
+    })
+}
+
+/// One section of the server's `INFO`, where the backend has it (Redis).
+async fn server_info(url: &str, section: &str) -> Result<Option<String>> {
     match url.split_once(':').map_or("", |(s, _)| s) {
         #[cfg(feature = "redis")]
         "redis" | "rediss" => {
-            let unavailable = |e: redis::RedisError| Error::unavailable("redis INFO cpu", e);
+            let unavailable = |e: redis::RedisError| Error::unavailable("redis INFO", e);
             let plain = without_prefix(url)?;
             let client = redis::Client::open(plain.as_str()).map_err(unavailable)?;
             let mut conn = client
@@ -167,24 +161,24 @@ pub async fn server_cpu(url: &str) -> Result<Option<std::time::Duration>> {
                 .await
                 .map_err(unavailable)?;
             let info: String = redis::cmd("INFO")
-                .arg("cpu")
+                .arg(section)
                 .query_async(&mut conn)
                 .await
                 .map_err(unavailable)?;
-            let field = |name: &str| -> Option<f64> {
-                info.lines()
-                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                    .and_then(|v| v.trim().parse().ok())
-            };
-            Ok(match (field("used_cpu_sys"), field("used_cpu_user")) {
-                (Some(sys), Some(user)) => {
-                    Some(std::time::Duration::from_secs_f64((sys + user).max(0.0)))
-                }
-                _ => None,
-            })
+            Ok(Some(info))
         }
-        _ => Ok(None),
+        _ => {
+            let _ = section;
+            Ok(None)
+        }
     }
+}
+
+/// The value of `name:value` in an `INFO` reply.
+fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
 }
 
 /// A Redis store URL without the store's own `prefix` parameter, which
@@ -267,6 +261,20 @@ async fn open_default(_data_dir: &Path) -> Result<Arc<dyn JobStore>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn info_fields_match_whole_names() {
+        let info = "# Memory\r\nused_memory_rss:900\r\nused_memory:1234\r\nused_cpu_sys:1.5\r\n";
+        assert_eq!(info_field(info, "used_memory"), Some("1234"));
+        assert_eq!(info_field(info, "used_cpu_sys"), Some("1.5"));
+        assert_eq!(info_field(info, "used_cpu_user"), None);
+    }
+
+    #[tokio::test]
+    async fn servers_without_info_report_nothing() {
+        assert_eq!(server_cpu("sqlite::memory:").await.unwrap(), None);
+        assert_eq!(server_memory("memory://").await.unwrap(), None);
+    }
 
     #[tokio::test]
     async fn unknown_schemes_are_invalid_input() {
