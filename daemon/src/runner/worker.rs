@@ -158,8 +158,11 @@ enum End {
 /// one job at a time; writing ahead only saves a round trip between the
 /// processes per job. The job at the head (the one the worker runs) has
 /// its time limit counted from the end of the previous answer. When a
-/// worker dies, runs past a time limit or is killed for a lost lease, the
-/// jobs written after the head never started: they go to a fresh worker.
+/// worker dies or runs past a time limit, the jobs written after the head
+/// never started: they go to a fresh worker. A head whose lease is lost is
+/// reported lost (never done, even if its answer came) and its worker
+/// killed; the worker may already have begun the next job, which then
+/// runs again on the fresh worker, as after any crash.
 async fn run_chunk(
     key: &Key,
     pool: &Pool,
@@ -252,10 +255,14 @@ async fn run_chunk(
             sent_bytes += out.len();
             let Some(head) = sent.front() else { continue };
             let deadline = tokio::time::Instant::from_std(head_since + head.task.time_limit);
+            // A lost lease wins over an answer already read: a job written
+            // ahead may have run before its turn came here, and its result
+            // is no longer this daemon's to store.
             tokio::select! {
+                biased;
+                _ = head.task.lost.cancelled() => End::Lost,
                 s = w.answer(&mut parser) => s.map_or(End::Died, End::Done),
                 _ = tokio::time::sleep_until(deadline) => End::TimeLimit,
-                _ = head.task.lost.cancelled() => End::Lost,
             }
         } else {
             End::Unsent
@@ -720,5 +727,80 @@ done
         let statuses: Vec<u16> = out.iter().map(|f| outcome(f).status).collect();
         assert_eq!(statuses, vec![200; 12]);
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    /// `before_each` and `after_each` run once around each chunk, in
+    /// order with the jobs written ahead between them.
+    #[tokio::test]
+    async fn hooks_run_around_each_chunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("ops.log");
+        let mut h = Handler::new(
+            "process",
+            format!(
+                r#"while IFS= read -r line; do
+  case "$line" in
+    *'"op":"job"'*) echo job >> '{0}' ;;
+    *'"op":"before_each"'*) echo before_each >> '{0}' ;;
+    *'"op":"after_each"'*) echo after_each >> '{0}' ;;
+  esac
+  echo "D: 200"
+done"#,
+                log.display()
+            ),
+        );
+        h.eid = Some("hooks".into());
+        h.before_each = Some("b".into());
+        h.after_each = Some("a".into());
+        h.limits.concurrency = Some(1);
+        let w = Workers::default();
+        run(&w, &h, (0..3).map(|i| task(i, "x")).collect()).await;
+        run(&w, &h, (3..5).map(|i| task(i, "x")).collect()).await;
+        let ops = std::fs::read_to_string(&log).unwrap();
+        let ops: Vec<&str> = ops.lines().collect();
+        assert_eq!(
+            ops,
+            [
+                "before_each",
+                "job",
+                "job",
+                "job",
+                "after_each",
+                "before_each",
+                "job",
+                "job",
+                "after_each"
+            ]
+        );
+    }
+
+    /// A job whose lease is lost before its line is written is dropped
+    /// unsent: the worker is not killed for it, and runs the rest.
+    #[tokio::test]
+    async fn a_job_lost_before_it_is_written_is_never_sent() {
+        let w = Workers::default();
+        let mut h = handler();
+        h.before = None;
+        // Lost before the chunk starts: the first write-ahead stops at it.
+        let n = 12;
+        let tasks: Vec<Task> = (0..n).map(|i| task(i, "x")).collect();
+        let lost_at = 3;
+        tasks[lost_at].lost.cancel();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        w.run_batch(&h, tasks, &CancellationToken::new(), &tx).await;
+        drop(tx);
+        let mut pids = std::collections::BTreeSet::new();
+        let mut ended = 0;
+        while let Some((t, f)) = rx.recv().await {
+            ended += 1;
+            if t.local_id == lost_at.to_string() {
+                assert!(matches!(f, Finished::Lost), "{f:?}");
+                continue;
+            }
+            let text = String::from_utf8_lossy(&outcome(&f).output).into_owned();
+            pids.insert(text.split("pid ").nth(1).unwrap().trim().to_owned());
+        }
+        assert_eq!(ended, n);
+        assert_eq!(pids.len(), 1, "one worker ran every other job: {pids:?}");
     }
 }
