@@ -803,4 +803,67 @@ done"#,
         assert_eq!(ended, n);
         assert_eq!(pids.len(), 1, "one worker ran every other job: {pids:?}");
     }
+
+    /// A worker that, on its first two jobs, waits and then reports how
+    /// many more job lines were already written to it (`ahead N`).
+    const AHEAD_WORKER: &str = r#"python3 -c '
+import os, select, time
+buf, n = b"", 0
+while True:
+    while b"\n" not in buf:
+        chunk = os.read(0, 65536)
+        if not chunk:
+            raise SystemExit
+        buf += chunk
+    line, buf = buf.split(b"\n", 1)
+    n += 1
+    if n <= 2:
+        time.sleep(0.3)
+        while select.select([0], [], [], 0)[0]:
+            chunk = os.read(0, 65536)
+            if not chunk:
+                break
+            buf += chunk
+        print("ahead", buf.count(b"\n"))
+    print("D: 200", flush=True)
+'"#;
+
+    /// What the first two jobs' answers said.
+    fn ahead(out: &[Finished]) -> [String; 2] {
+        [0, 1].map(|i| {
+            String::from_utf8_lossy(&outcome(&out[i]).output)
+                .trim()
+                .to_owned()
+        })
+    }
+
+    /// The write-ahead stops at [`PIPELINE`] jobs, and at
+    /// [`PIPELINE_BYTES`] bytes of unanswered lines, a line that ends
+    /// exactly at the limit included; each answer makes room for more.
+    #[tokio::test]
+    async fn the_write_ahead_is_bounded_by_jobs_and_bytes() {
+        let mut h = Handler::new("process", AHEAD_WORKER);
+        h.eid = Some("ahead".into());
+        h.limits.concurrency = Some(1);
+        let out = run(
+            &Workers::default(),
+            &h,
+            (0..PIPELINE + 8).map(|i| task(i, "x")).collect(),
+        )
+        .await;
+        let full = format!("ahead {}", PIPELINE - 1);
+        assert_eq!(ahead(&out), [full.clone(), full]);
+
+        // Ten lines of exactly 4 KiB: eight fill the byte budget.
+        let base = job_line(&task(0, "")).len();
+        let payload = "p".repeat(4096 - base);
+        let tasks: Vec<Task> = (0..10).map(|i| task(i, &payload)).collect();
+        assert!(tasks.iter().all(|t| job_line(t).len() == 4096));
+        h.eid = Some("ahead-bytes".into());
+        let out = run(&Workers::default(), &h, tasks).await;
+        // Seven behind the first; its answer makes room for one more.
+        let full = format!("ahead {}", PIPELINE_BYTES / 4096 - 1);
+        assert_eq!(ahead(&out), [full.clone(), full]);
+        assert!(out.iter().all(|f| outcome(f).status == 200));
+    }
 }
