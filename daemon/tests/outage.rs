@@ -154,8 +154,14 @@ fn outage(server: &dyn Server, backend: &str) {
         let store = jobstore_daemon::factory::open(Some(&url), dir.path())
             .await
             .unwrap();
-        let counts = store.job_counts(jobstore_api::now_millis()).await.unwrap();
-        let t = counts.iter().find(|c| c.jobtype == "acme-t").unwrap();
+        // A run is counted when it ends; its release reaches the store in
+        // the completer's next call: wait for the last ones to land.
+        let t = eventually(Duration::from_secs(30), "every release to land", || async {
+            let counts = store.job_counts(jobstore_api::now_millis()).await.ok()?;
+            let t = counts.into_iter().find(|c| c.jobtype == "acme-t")?;
+            (t.archived.values().sum::<u64>() == t.total()).then_some(t)
+        })
+        .await;
         assert_eq!(t.total(), acked.len() as u64, "every acknowledged job once");
         assert_eq!(
             t.archived.get(&jobstore_api::ResultCode::Ok).copied(),
