@@ -547,6 +547,14 @@ done
         h
     }
 
+    /// A context of one worker running `body`.
+    fn one_worker(eid: &str, body: &str) -> Handler {
+        let mut h = Handler::new("process", body);
+        h.eid = Some(eid.into());
+        h.limits.concurrency = Some(1);
+        h
+    }
+
     async fn run(w: &Workers, h: &Handler, tasks: Vec<Task>) -> Vec<Finished> {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let n = tasks.len();
@@ -646,12 +654,10 @@ done
     #[tokio::test]
     async fn time_limits_count_from_the_start_of_each_job() {
         let w = Workers::default();
-        let mut h = Handler::new(
-            "process",
+        let h = one_worker(
+            "slow",
             "while IFS= read -r line; do sleep 0.4; echo 'D: 200'; done",
         );
-        h.eid = Some("slow".into());
-        h.limits.concurrency = Some(1);
         let tasks: Vec<Task> = (0..5)
             .map(|i| Task {
                 time_limit: Duration::from_secs(1),
@@ -709,12 +715,10 @@ done
     #[tokio::test]
     async fn large_payloads_and_answers_do_not_block() {
         let w = Workers::default();
-        let mut h = Handler::new(
-            "process",
+        let h = one_worker(
+            "big",
             "while IFS= read -r line; do seq 1 20000; echo 'D: 200'; done",
         );
-        h.eid = Some("big".into());
-        h.limits.concurrency = Some(1);
         let payload = "p".repeat(20 * 1024);
         let tasks: Vec<Task> = (0..12)
             .map(|i| Task {
@@ -842,9 +846,7 @@ while True:
     /// exactly at the limit included; each answer makes room for more.
     #[tokio::test]
     async fn the_write_ahead_is_bounded_by_jobs_and_bytes() {
-        let mut h = Handler::new("process", AHEAD_WORKER);
-        h.eid = Some("ahead".into());
-        h.limits.concurrency = Some(1);
+        let mut h = one_worker("ahead", AHEAD_WORKER);
         let out = run(
             &Workers::default(),
             &h,
