@@ -11,12 +11,13 @@
 #   scripts/bench.sh            the full run
 #   scripts/bench.sh --quick    a few hundred jobs per mode: checks the script
 #   scripts/bench.sh --soak     the soak alone (10 minutes per backend, at
-#                               half the drain rate measured first)
+#                               half the drain rate measured first), into
+#                               BENCHMARKS-soak.md
 #
 # Servers: JOBSTORE_TEST_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/test),
 # JOBSTORE_TEST_REDIS_URL (redis://127.0.0.1:6379), JOBSTORE_TEST_MONGO_URL
 # (mongodb://127.0.0.1:27017/bench). BENCH_BACKENDS limits the backends
-# (comma list), BENCH_OUT the report (BENCHMARKS.md).
+# (comma list), BENCH_OUT the report (BENCHMARKS.md, or BENCHMARKS-soak.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,11 +33,12 @@ RUNS=${BENCH_RUNS:-3}
 PG=${JOBSTORE_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}
 REDIS=${JOBSTORE_TEST_REDIS_URL:-redis://127.0.0.1:6379}
 MONGO=${JOBSTORE_TEST_MONGO_URL:-mongodb://127.0.0.1:27017/bench}
-OUT_MD=${BENCH_OUT:-BENCHMARKS.md}
+if [[ $MODE == soak ]]; then OUT_MD=${BENCH_OUT:-BENCHMARKS-soak.md}; else OUT_MD=${BENCH_OUT:-BENCHMARKS.md}; fi
 TARGET=${CARGO_TARGET_DIR:-target}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
+SCRIPT_S=$(date +%s)
 echo "building (release)" >&2
 cargo build --release -q -p jobstore-daemon
 BIN="$TARGET/release/jobstore"
@@ -73,7 +75,7 @@ else
   ARGS[reference]="${ARGS[store]}"
   ARGS[drain]="--jobs 20000"
   ARGS[e2e]="--jobs 20000 --rate 100 --rate-duration 5s --clients 8 --lines 100"
-  ARGS[intake]="--jobs 20000 --clients 8 --lines 100"
+  ARGS[intake]="--jobs 100000 --single-jobs 5000 --clients 8 --lines 100"
   ARGS[scale]="--sizes 10000,100000,1000000 --archive 100000 --samples 200 --batch 100"
 fi
 MODES=(reference store drain e2e intake scale)
@@ -90,13 +92,15 @@ one() {
   local cmd=("$BIN" bench "$mode" --json --store "${URL[$backend]}" "$@")
   local shown=("jobstore" bench "$mode" --json --store "${URL[$backend]}" "$@")
   grep -qxF "${shown[*]}" "$COMMANDS" || echo "${shown[*]}" >>"$COMMANDS"
-  local before after json
+  local before after json t0 wall
   before=$(cut -d' ' -f1 /proc/loadavg)
+  t0=$(date +%s.%N)
   echo "run $run: $mode on $backend" >&2
   if json=$("${cmd[@]}" 2>"$WORK/err"); then
     after=$(cut -d' ' -f1 /proc/loadavg)
-    jq -c --arg run "$run" --arg l0 "$before" --arg l1 "$after" \
-      '. + {run: ($run|tonumber), load: [($l0|tonumber), ($l1|tonumber)]}' <<<"$json" >>"$RESULTS"
+    wall=$(awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }')
+    jq -c --arg run "$run" --arg l0 "$before" --arg l1 "$after" --arg wall "$wall" \
+      '. + {run: ($run|tonumber), load: [($l0|tonumber), ($l1|tonumber)], wall_s: ($wall|tonumber)}' <<<"$json" >>"$RESULTS"
   else
     echo "  failed: $(cat "$WORK/err")" >&2
     jq -nc --arg m "$mode" --arg b "$backend" --arg e "$(cat "$WORK/err")" --arg run "$run" \
@@ -108,7 +112,8 @@ one() {
 # figure: wrk against a daemon on the default SQLite store with execution
 # off, 100-line bodies from 8 connections, then single adds from one.
 wrk_run() {
-  local run=$1 dir="$WORK/wrk-$1" secs=10
+  local run=$1 dir="$WORK/wrk-$1" secs=10 t0
+  t0=$(date +%s.%N)
   [[ $MODE == quick ]] && secs=2
   command -v wrk >/dev/null || { echo "wrk is not installed: its intake figures are skipped (apt-get install wrk)" >&2; return 0; }
   mkdir -p "$dir"
@@ -119,10 +124,12 @@ wrk_run() {
   echo "run $run: wrk intake on sqlite" >&2
   LINES=100 wrk -s daemon/benches/wrk/add-lines.lua -t4 -c8 -d${secs}s "$url" >"$dir/bodies" 2>&1 || true
   LINES=1 wrk -s daemon/benches/wrk/add-lines.lua -t1 -c1 -d${secs}s "$url" >"$dir/single" 2>&1 || true
-  kill "$pid"; wait "$pid" 2>/dev/null || true
-  python3 - "$dir" "$run" >>"$RESULTS" <<'PY'
-import json, re, sys
-d, run = sys.argv[1], int(sys.argv[2])
+  # Killed, not stopped: a graceful stop would first ingest the millions
+  # of jobs wrk added, and this daemon's data is thrown away.
+  kill -KILL "$pid"; wait "$pid" 2>/dev/null || true
+  python3 - "$dir" "$run" "$t0" >>"$RESULTS" <<'PY'
+import json, re, sys, time
+d, run, t0 = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 def parse(name):
     t = open(f"{d}/{name}").read()
     rate = re.search(r"jobs acknowledged/s: (\d+)", t)
@@ -131,7 +138,7 @@ def parse(name):
     return (float(rate.group(1)) if rate else None, float(lat.group(1)) if lat else None,
             float(lat.group(2)) if lat else None, int(bad.group(1)) if bad else None)
 b, s = parse("bodies"), parse("single")
-print(json.dumps({"mode": "wrk", "backend": "sqlite", "run": run, "figures": {
+print(json.dumps({"mode": "wrk", "backend": "sqlite", "run": run, "wall_s": round(time.time() - t0, 1), "figures": {
     "bodies_jobs_per_s": b[0], "bodies_ack_latency": {"p50_ms": b[1], "p99_ms": b[2]}, "bodies_non_200": b[3],
     "single_adds_per_s": s[0], "single_ack_latency": {"p50_ms": s[1], "p99_ms": s[2]}, "single_non_200": s[3]}}))
 PY
@@ -178,6 +185,6 @@ LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 python3 scripts/bench_report.py \
   --results "$RESULTS" --commands "$COMMANDS" \
   --mode "$MODE" --runs "$RUNS" --start "$START" --end "$END" \
-  --load-start "$LOAD0" --load-end "$LOAD1" \
+  --load-start "$LOAD0" --load-end "$LOAD1" --seconds "$(($(date +%s) - SCRIPT_S))" \
   --rev "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >"$OUT_MD"
 echo "wrote $OUT_MD" >&2

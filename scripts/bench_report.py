@@ -55,6 +55,10 @@ def fmt_ratio(r, target=None, at_most=False):
     return text
 
 
+def secs(x):
+    return f"{x:,.0f}" if x >= 10 else f"{x:.1f}"
+
+
 def machine():
     model = "unknown"
     try:
@@ -80,6 +84,7 @@ def main():
     ap = argparse.ArgumentParser()
     for a in ["results", "commands", "mode", "runs", "start", "end", "load-start", "load-end", "rev"]:
         ap.add_argument("--" + a, required=True)
+    ap.add_argument("--seconds", help="the whole script's wall-clock time")
     a = ap.parse_args()
 
     runs = [json.loads(l) for l in open(a.results) if l.strip()]
@@ -153,15 +158,18 @@ def main():
 
         w("### CPU per job\n")
         w("CPU time per job (µs) during the timed part: the bench process's own (the store mode's claimers; "
-          "the drain's daemon, which runs in the bench process; its no-op worker processes are not counted) "
-          "and the store server's where it reports it (Redis `INFO cpu`). The drain's daemon and the server "
-          "share this machine's cores, so CPU per job bounds the drain where neither side idles.\n")
-        w("| backend | reference client | reference server | store client | store server | drain daemon | drain server |")
-        w("|---|---|---|---|---|---|---|")
+          "the drain's daemon, which runs in the bench process; its no-op worker processes are not counted; "
+          "in e2e at full speed, the daemon with its intake, journal and ingest and the bench's HTTP clients, "
+          "all in the bench process) and the store server's where it reports it (Redis `INFO cpu`). The daemon "
+          "and the server share this machine's cores, so CPU per job bounds the drain and e2e where neither "
+          "side idles.\n")
+        w("| backend | reference client | reference server | store client | store server | drain daemon | drain server | e2e daemon + clients | e2e server |")
+        w("|---|---|---|---|---|---|---|---|---|")
         for b in backends:
             w(f"| {b} | {fmt(s('reference', b, 'client_cpu_us_per_job'))} | {fmt(s('reference', b, 'server_cpu_us_per_job'))} "
               f"| {fmt(s('store', b, 'client_cpu_us_per_job'))} | {fmt(s('store', b, 'server_cpu_us_per_job'))} "
-              f"| {fmt(s('drain', b, 'daemon_cpu_us_per_job'))} | {fmt(s('drain', b, 'server_cpu_us_per_job'))} |")
+              f"| {fmt(s('drain', b, 'daemon_cpu_us_per_job'))} | {fmt(s('drain', b, 'server_cpu_us_per_job'))} "
+              f"| {fmt(s('e2e', b, 'daemon_cpu_us_per_job'))} | {fmt(s('e2e', b, 'server_cpu_us_per_job'))} |")
         w("")
 
         w("## Intake over HTTP (`intake`)\n")
@@ -218,7 +226,9 @@ def main():
               f"| {fmt_ratio(s('scale', b, 'p50_with_archive_to_without') and s('scale', b, 'p50_with_archive_to_without')[0])} |")
         w("")
     else:
-        w("## Soak (`soak`)\n")
+        w("## Soak (`scripts/bench.sh --soak`)\n")
+        w("A steady add+claim+archive load at half the drain rate the script measures first, one "
+          "minute windows; PostgreSQL with autovacuum on at its defaults for the run.\n")
         for (mode, b), rs in by.items():
             if mode != "soak":
                 continue
@@ -233,16 +243,41 @@ def main():
                   f"| {row['archived_kept']} | {row.get('memory_per_stored_job', '–')} |")
             w("")
 
+    walls = [r for r in runs if isinstance(r.get("wall_s"), (int, float))]
+    if walls:
+        modes = list(dict.fromkeys(r["mode"] for r in walls))
+        wb = [b for b in backends if any(r["backend"] == b for r in walls)]
+        w("## Time taken\n")
+        w(f"Wall-clock seconds of each mode, all {a.runs} run(s) together (each run starts its own daemon "
+          "or store and drops its namespace after), and the whole script's time, build included.\n")
+        w("| mode | " + " | ".join(wb) + " | all |")
+        w("|---|" + "---|" * (len(wb) + 1))
+        for m in modes:
+            cells = [sum(r["wall_s"] for r in walls if r["mode"] == m and r["backend"] == b) for b in wb]
+            w(f"| {m} | " + " | ".join(secs(c) if c else "–" for c in cells) + f" | {secs(sum(cells))} |")
+        total = sum(r["wall_s"] for r in walls)
+        w("| all | " + " | ".join(secs(sum(r["wall_s"] for r in walls if r["backend"] == b)) for b in wb)
+          + f" | {secs(total)} |")
+        w("")
+        if a.seconds:
+            w(f"The script took {float(a.seconds) / 60:.1f} min from start to report.\n")
+
     if errors:
         w("## Failed runs\n")
         for e in errors:
             w(f"- run {e['run']}, {e['mode']} on {e['backend']}: `{e['error'].strip()[:500]}`")
         w("")
 
+    if a.mode == "full":
+        w("## Soak\n")
+        w("The soak runs on its own (`scripts/bench.sh --soak`, 10 minutes per backend) and writes "
+          "[BENCHMARKS-soak.md](BENCHMARKS-soak.md).\n")
+
     # What limits each missed target, with the profiles that show it: kept
     # beside the script so that a new run keeps the explanation.
-    notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench-analysis.md")
-    if a.mode == "full" and os.path.exists(notes):
+    name = {"full": "bench-analysis.md", "soak": "bench-analysis-soak.md"}.get(a.mode)
+    notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), name or "")
+    if name and os.path.exists(notes):
         w(open(notes).read().rstrip() + "\n")
 
     w("## Commands\n")

@@ -166,7 +166,7 @@ impl RedisStore {
     /// Deletes every key of this store's namespace (SCAN + UNLINK, on each
     /// primary of a cluster); returns how many. Meant for tests and for
     /// retiring a namespace: not atomic, run it while nothing uses the
-    /// namespace.
+    /// namespace. One UNLINK per page of SCAN, never one per key.
     pub async fn drop_namespace(&self) -> Result<u64> {
         let mut conns: Vec<redis::aio::MultiplexedConnection> = Vec::new();
         if self.cluster {
@@ -188,8 +188,9 @@ impl RedisStore {
             );
         }
         // Keys are found per node but unlinked through the store's own
-        // connection, which routes each key to its slot's owner (and follows
-        // redirects while slots move).
+        // connection, which routes each key to its slot's owner (and
+        // follows redirects while slots move): the cluster client splits a
+        // multi-key UNLINK by slot and sums the replies.
         let mut by_key = self.conn();
         let mut total = 0;
         for mut c in conns {
@@ -201,18 +202,19 @@ impl RedisStore {
                         .arg("MATCH")
                         .arg(&pattern)
                         .arg("COUNT")
-                        .arg(1000)
+                        .arg(10_000)
                         .query_async(&mut c)
                         .await
                         .map_err(|e| map(e, "SCAN"))?;
-                    for key in keys {
-                        // One key per UNLINK: keys of a cluster node span slots.
-                        let n: u64 = redis::cmd("UNLINK")
-                            .arg(key)
-                            .query_async(&mut by_key)
+                    if !keys.is_empty() {
+                        let mut unlink = redis::cmd("UNLINK");
+                        for key in &keys {
+                            unlink.arg(key.as_slice());
+                        }
+                        total += unlink
+                            .query_async::<u64>(&mut by_key)
                             .await
                             .map_err(|e| map(e, "UNLINK"))?;
-                        total += n;
                     }
                     cursor = next;
                     if cursor == 0 {

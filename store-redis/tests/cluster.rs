@@ -157,3 +157,21 @@ fn jobtypes_spread_over_shards() {
         store.drop_namespace().await.unwrap();
     });
 }
+
+/// `drop_namespace` on a cluster: each SCAN page's keys span slots (one
+/// UNLINK, split by slot by the client); nothing of the namespace is left
+/// on any primary.
+#[test]
+fn drop_namespace_removes_only_its_own() {
+    jobstore_conformance::block_on(async {
+        let Some(url) = tokio::task::spawn_blocking(cluster_url).await.unwrap() else {
+            return;
+        };
+        let nodes: Vec<String> = url
+            .trim_start_matches("redis+cluster://")
+            .split(',')
+            .map(|n| format!("redis://{n}/"))
+            .collect();
+        support::drop_namespace_removes_only_its_own(&url, &nodes).await;
+    });
+}

@@ -1,6 +1,8 @@
 //! The conformance suite against a single Redis server
 //! (`JOBSTORE_TEST_REDIS_URL`, default `redis://127.0.0.1:6379`).
 
+mod support;
+
 use jobstore_conformance::TestStore;
 use jobstore_conformance::services::{redis_url, unique_namespace};
 use std::panic::AssertUnwindSafe;
@@ -633,4 +635,16 @@ fn late_add_after_takeover_and_delete_creates_nothing() {
             );
         },
     );
+}
+
+/// `drop_namespace` leaves no key of its namespace and every key of
+/// another.
+#[test]
+fn drop_namespace_removes_only_its_own() {
+    jobstore_conformance::block_on(async {
+        let Some(url) = redis_url().await else {
+            return;
+        };
+        support::drop_namespace_removes_only_its_own(&url, std::slice::from_ref(&url)).await;
+    });
 }

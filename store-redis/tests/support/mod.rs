@@ -157,3 +157,76 @@ pub fn start_cluster() -> String {
     }
     format!("redis+cluster://{}", addrs.join(","))
 }
+
+/// `drop_namespace` removes every key of its namespace (more keys than one
+/// SCAN page, over several jobtypes: several slots in a cluster) and no
+/// key of another namespace. `url` is the store URL; `seeds` the servers to
+/// look for leftover keys on (`redis://` URLs; replicas are passed over).
+pub async fn drop_namespace_removes_only_its_own(url: &str, seeds: &[String]) {
+    use jobstore_api::{JobResult, JobStore, JobStoreExt, NewJob, ResultCode};
+    use jobstore_conformance::services::unique_namespace;
+    use jobstore_redis::{RedisOptions, RedisStore};
+
+    let (pa, pb) = (unique_namespace(), unique_namespace());
+    let a = RedisStore::connect_with(url, RedisOptions::new().prefix(pa.clone()))
+        .await
+        .unwrap();
+    let b = RedisStore::connect_with(url, RedisOptions::new().prefix(pb.clone()))
+        .await
+        .unwrap();
+    let t0 = 1_700_000_000_000;
+    for chunk in 0..12 {
+        let jobs: Vec<NewJob> = (0..1000)
+            .map(|i| NewJob::new(format!("j{chunk}-{i}"), format!("t{}", i % 5), "x"))
+            .collect();
+        a.add_jobs(&jobs, t0).await.unwrap();
+    }
+    // Leases and archived jobs have keys of their own.
+    let got = a
+        .claim_jobs("t0", 100, "own", Duration::from_secs(60), t0)
+        .await
+        .unwrap();
+    let ids: Vec<String> = got.into_iter().map(|j| j.id).collect();
+    a.archive_jobs(&ids, "own", JobResult::new(ResultCode::Ok, 200), t0)
+        .await
+        .unwrap();
+    a.claim_jobs("t1", 100, "own", Duration::from_secs(60), t0)
+        .await
+        .unwrap();
+    b.add_jobs(&[NewJob::new("kept", "t0", "y")], t0)
+        .await
+        .unwrap();
+
+    let removed = a.drop_namespace().await.unwrap();
+    assert!(removed >= 12_000, "{removed} keys removed");
+    let mut left = 0;
+    for seed in seeds {
+        let client = redis::Client::open(seed.as_str()).unwrap();
+        let mut c = client.get_multiplexed_async_connection().await.unwrap();
+        // A replica may lag behind its primary's UNLINKs: primaries only.
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut c).await.unwrap();
+        if !matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master") {
+            continue;
+        }
+        for pattern in [
+            format!("{{{pa}}}*"),
+            format!("{{{pa}:*"),
+            format!("{{{pa}|*"),
+        ] {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(&pattern)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            left += keys.len();
+        }
+    }
+    assert_eq!(left, 0, "keys of the dropped namespace are left");
+    let kept = b
+        .get_job("kept")
+        .await
+        .unwrap()
+        .expect("the other namespace's job");
+    assert_eq!(kept.data, b"y");
+    b.drop_namespace().await.unwrap();
+}

@@ -319,6 +319,7 @@ pub(super) async fn e2e(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     // Full speed.
     let n = a.jobs;
     let bar = ctx.bar(n as u64, "full speed");
+    let cpu_from = ctx.cpu_mark().await;
     let started = Instant::now();
     let full = add_bodies(&http, &url, &payload, n, a.lines, a.clients, &bar).await?;
     let sent_in = started.elapsed();
@@ -326,6 +327,7 @@ pub(super) async fn e2e(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let bar = ctx.bar((1 + k + n) as u64, "finishing");
     wait_finished(&d, (1 + k + n) as u64, &bar).await?;
     let took = started.elapsed();
+    let cpu_to = ctx.cpu_mark().await;
     bar.finish_and_clear();
     ctx.stop_daemon(&d).await;
     expect_counts(&ctx.counts().await?, 0, (1 + k + n) as u64)?;
@@ -341,29 +343,33 @@ pub(super) async fn e2e(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     r.figure("add_to_start_full_speed", full_lat.summary());
     r.figure("ack_latency_full_speed", acks_per_body(&full).summary());
     r.figure("seconds_full_speed", round3(took.as_secs_f64()));
+    // The bench process holds the daemon (intake, journal, ingest,
+    // execution) and the HTTP clients.
+    r.cpu_figures("daemon", cpu_from, cpu_to, n);
     Ok(())
 }
 
-/// `intake`: a daemon that runs nothing; `--jobs` single-job adds from one
-/// client, the same from `--clients` clients, and `--jobs` in bodies of
-/// `--lines` lines from `--clients` clients.
+/// `intake`: a daemon that runs nothing; `--single-jobs` single-job adds
+/// from one client, the same from `--clients` clients, and `--jobs` in
+/// bodies of `--lines` lines from `--clients` clients.
 pub(super) async fn intake(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let a = &ctx.args;
     let n = a.jobs;
+    let singles = a.single_jobs.unwrap_or(n);
     let d = ctx.start_daemon(false).await?;
     let http = http_client()?;
     let url = format!("http://{}/{CLIENT}/job/noop0/add", d.addr);
     let payload = "x".repeat(a.payload);
 
-    let bar = ctx.bar(n as u64, "1 client");
+    let bar = ctx.bar(singles as u64, "1 client");
     let started = Instant::now();
-    let one = add_bodies(&http, &url, &payload, n, 1, 1, &bar).await?;
+    let one = add_bodies(&http, &url, &payload, singles, 1, 1, &bar).await?;
     let one_time = started.elapsed();
     bar.finish_and_clear();
 
-    let bar = ctx.bar(n as u64, &format!("{} clients", a.clients));
+    let bar = ctx.bar(singles as u64, &format!("{} clients", a.clients));
     let started = Instant::now();
-    let many = add_bodies(&http, &url, &payload, n, 1, a.clients, &bar).await?;
+    let many = add_bodies(&http, &url, &payload, singles, 1, a.clients, &bar).await?;
     let many_time = started.elapsed();
     bar.finish_and_clear();
 
@@ -375,7 +381,7 @@ pub(super) async fn intake(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     bar.finish_and_clear();
 
     // Every acknowledged job reaches the store.
-    let total = 3 * n as u64;
+    let total = (2 * singles + n) as u64;
     let bar = ctx.bar(total, "ingest");
     let mut last = (0, Instant::now());
     loop {
@@ -400,9 +406,9 @@ pub(super) async fn intake(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
 
     // One client; `--clients` clients; bodies of `--lines` lines from
     // `--clients` clients.
-    r.figure("single_adds_per_s", rate(n, one_time));
+    r.figure("single_adds_per_s", rate(singles, one_time));
     r.figure("single_ack_latency", acks(&one).summary());
-    r.figure("concurrent_adds_per_s", rate(n, many_time));
+    r.figure("concurrent_adds_per_s", rate(singles, many_time));
     r.figure("concurrent_ack_latency", acks(&many).summary());
     r.figure("bodies_jobs_per_s", rate(n, body_time));
     r.figure("bodies_ack_latency", acks_per_body(&in_bodies).summary());

@@ -49,6 +49,10 @@ pub struct BenchArgs {
     /// Jobs per run (store, drain, e2e at full speed, intake per phase).
     #[arg(long, default_value_t = 20_000)]
     pub jobs: usize,
+    /// Jobs of each single-add phase of intake (one client, then
+    /// `--clients`); default: `--jobs`.
+    #[arg(long)]
+    pub single_jobs: Option<usize>,
     /// Jobtypes the jobs are spread over (store, drain).
     #[arg(long, default_value_t = 1)]
     pub jobtypes: usize,
@@ -178,6 +182,7 @@ fn check(a: &BenchArgs) -> Result<(), CliError> {
         ("--clients", a.clients),
         ("--lines", a.lines),
         ("--samples", a.samples),
+        ("--single-jobs", a.single_jobs.unwrap_or(a.jobs)),
     ];
     for (flag, v) in positive {
         if v == 0 {
@@ -599,6 +604,7 @@ impl Report {
             }
             Mode::Intake => {
                 p("jobs", json!(a.jobs));
+                p("single_jobs", json!(a.single_jobs.unwrap_or(a.jobs)));
                 p("clients", json!(a.clients));
                 p("lines", json!(a.lines));
             }
