@@ -17,7 +17,8 @@
 # Servers: JOBSTORE_TEST_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/test),
 # JOBSTORE_TEST_REDIS_URL (redis://127.0.0.1:6379), JOBSTORE_TEST_MONGO_URL
 # (mongodb://127.0.0.1:27017/bench). BENCH_BACKENDS limits the backends
-# (comma list), BENCH_OUT the report (BENCHMARKS.md, or BENCHMARKS-soak.md).
+# (comma list), BENCH_OUT the report (BENCHMARKS.md, or BENCHMARKS-soak.md),
+# BENCH_KEEP a directory to keep the raw results in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -182,9 +183,19 @@ fi
 
 END=$(date -u +%FT%TZ)
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
-python3 scripts/bench_report.py \
-  --results "$RESULTS" --commands "$COMMANDS" \
-  --mode "$MODE" --runs "$RUNS" --start "$START" --end "$END" \
-  --load-start "$LOAD0" --load-end "$LOAD1" --seconds "$(($(date +%s) - SCRIPT_S))" \
-  --rev "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >"$OUT_MD"
+REPORT_ARGS=(--results "$RESULTS" --commands "$COMMANDS"
+  --mode "$MODE" --runs "$RUNS" --start "$START" --end "$END"
+  --load-start "$LOAD0" --load-end "$LOAD1" --seconds "$(($(date +%s) - SCRIPT_S))"
+  --rev "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)")
+python3 scripts/bench_report.py "${REPORT_ARGS[@]}" >"$OUT_MD"
+# BENCH_KEEP=DIR keeps the raw results and a script that writes the report
+# again from them (after the analysis beside this script is edited, say).
+if [[ -n "${BENCH_KEEP:-}" ]]; then
+  mkdir -p "$BENCH_KEEP"
+  cp "$RESULTS" "$COMMANDS" "$BENCH_KEEP/"
+  REPORT_ARGS[1]="$BENCH_KEEP/results.jsonl" REPORT_ARGS[3]="$BENCH_KEEP/commands.txt"
+  printf 'python3 scripts/bench_report.py' >"$BENCH_KEEP/report.sh"
+  printf ' %q' "${REPORT_ARGS[@]}" >>"$BENCH_KEEP/report.sh"
+  printf ' >%q\n' "$OUT_MD" >>"$BENCH_KEEP/report.sh"
+fi
 echo "wrote $OUT_MD" >&2
