@@ -63,7 +63,8 @@ for g in "${groups[@]}"; do
     # 2: mutants missed, 3: timeouts; anything else is a failed run.
     case $rc in 0 | 2 | 3) ;; *) echo "cargo mutants failed for $name (exit $rc)" >&2; exit "$rc" ;; esac
     d="$out/$name/mutants.out"
-    count() { [ -f "$d/$1.txt" ] && grep -c . "$d/$1.txt" || echo 0; }
+    # grep -c prints 0 (and fails) for an empty list.
+    count() { if [ -f "$d/$1.txt" ]; then grep -c . "$d/$1.txt" || true; else echo 0; fi; }
     caught=$(count caught) missed=$(count missed) unviable=$(count unviable) timeout_n=$(count timeout)
     viable=$((caught + missed + timeout_n))
     pct=$([ "$viable" -gt 0 ] && echo "$((100 * (caught + timeout_n) / viable))%" || echo "-")

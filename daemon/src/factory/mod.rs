@@ -174,6 +174,46 @@ async fn server_info(url: &str, section: &str) -> Result<Option<String>> {
     }
 }
 
+/// The server's statistics of the store's job table, where the backend
+/// keeps them: PostgreSQL's `pg_stat_user_tables` row of the schema's
+/// `jobs` (live and dead tuples, vacuums and autovacuums so far). `None`
+/// for other backends. For benchmarks: the trait has no such call.
+pub async fn table_stats(url: &str) -> Result<Option<serde_json::Value>> {
+    match url.split_once(':').map_or("", |(s, _)| s) {
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => {
+            use sqlx::Connection;
+            use std::str::FromStr;
+            let unavailable =
+                |e: sqlx::Error| Error::unavailable("pg_stat_user_tables", Box::new(e));
+            let opts = jobstore_postgres::PgStoreOptions::from_url(url)?;
+            let connect =
+                sqlx::postgres::PgConnectOptions::from_str(opts.url()).map_err(unavailable)?;
+            let mut conn = sqlx::PgConnection::connect_with(&connect)
+                .await
+                .map_err(unavailable)?;
+            let row: Option<(i64, i64, i64, i64)> = sqlx::query_as(
+                "SELECT n_live_tup, n_dead_tup, vacuum_count, autovacuum_count
+                 FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'jobs'",
+            )
+            .bind(opts.schema_name())
+            .fetch_optional(&mut conn)
+            .await
+            .map_err(unavailable)?;
+            let _ = conn.close().await;
+            Ok(row.map(|(live, dead, vacuums, autovacuums)| {
+                serde_json::json!({
+                    "live_tuples": live,
+                    "dead_tuples": dead,
+                    "vacuums": vacuums,
+                    "autovacuums": autovacuums,
+                })
+            }))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// The value of `name:value` in an `INFO` reply.
 fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines()

@@ -491,6 +491,9 @@ pub(super) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
         let memory = factory::server_memory(&ctx.url)
             .await
             .map_err(store_err("memory"))?;
+        let table = factory::table_stats(&ctx.url)
+            .await
+            .map_err(store_err("table statistics"))?;
         let lat = window_lat
             .lock()
             .map(|l| l[w].clone())
@@ -513,6 +516,9 @@ pub(super) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
             } else {
                 0.0
             });
+        }
+        if let Some(t) = table {
+            row["table"] = t;
         }
         rows.push(row);
         bar.inc(1);
