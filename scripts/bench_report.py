@@ -103,10 +103,15 @@ def main():
 
     out = []
     w = out.append
-    w("# Benchmarks\n")
-    w(f"Written by `scripts/bench.sh{'' if a.mode == 'full' else ' --' + a.mode}` at commit `{a.rev}`, "
-      f"{a.start} to {a.end}; {a.runs} run(s) of every mode and backend, interleaved. "
-      "Figures are medians, with min–max in parentheses.\n")
+    if a.mode == "soak":
+        w("# Soak benchmark\n")
+        w(f"Written by `scripts/bench.sh --soak` at commit `{a.rev}`, {a.start} to {a.end}; "
+          "one soak per backend, after a drain that sets its rate.\n")
+    else:
+        w("# Benchmarks\n")
+        w(f"Written by `scripts/bench.sh{'' if a.mode == 'full' else ' --' + a.mode}` at commit `{a.rev}`, "
+          f"{a.start} to {a.end}; {a.runs} run(s) of every mode and backend, interleaved. "
+          "Figures are medians, with min–max in parentheses.\n")
     w(f"**Machine:** {machine()}.  ")
     w(f"**Load average** (1 min): {a.load_start.split()[0]} at the start, {a.load_end.split()[0]} at the end; "
       + (f"{min(loads):.2f}–{max(loads):.2f} around the individual runs." if loads else "")
@@ -250,7 +255,8 @@ def main():
         modes = list(dict.fromkeys(r["mode"] for r in walls))
         wb = [b for b in backends if any(r["backend"] == b for r in walls)]
         w("## Time taken\n")
-        w(f"Wall-clock seconds of each mode, all {a.runs} run(s) together (each run starts its own daemon "
+        runs = "" if a.mode == "soak" else f", all {a.runs} run(s) together"
+        w(f"Wall-clock seconds of each mode{runs} (each run starts its own daemon "
           "or store and drops its namespace after), and the whole script's time, build included.\n")
         w("| mode | " + " | ".join(wb) + " | all |")
         w("|---|" + "---|" * (len(wb) + 1))

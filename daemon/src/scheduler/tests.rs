@@ -498,6 +498,34 @@ fn ties_go_round_robin_and_newcomers_join_the_end() {
 }
 
 #[test]
+fn config_is_the_one_it_was_made_with() {
+    let c = config(7, Some(5), Some(3), 2, 250);
+    assert_ne!(c, SchedulerConfig::default());
+    assert_eq!(Scheduler::new(c.clone()).config(), &c);
+}
+
+/// Within a tenant, as among tenants: a jobtype the scheduler has just
+/// learnt about joins the end of the round robin, even when its name sorts
+/// first and the jobtype ahead of it was served last.
+#[test]
+fn a_new_jobtype_joins_the_end_of_its_tenants_round_robin() {
+    let mut s = Scheduler::new(config(100, None, None, 1, 0));
+    s.set_waiting(&waiting(&[("a-y", 100)]), 0);
+    let g = s.select(0).unwrap();
+    s.jobs_started(g.clone(), 1, 0);
+    s.jobs_stopped(&g.jobtype, 1, 0); // loads stay equal
+    s.set_waiting(&waiting(&[("a-y", 100), ("a-x", 100)]), 0);
+    let mut order = Vec::new();
+    for _ in 0..4 {
+        let g = s.select(0).unwrap();
+        order.push(g.jobtype.clone());
+        s.jobs_started(g.clone(), 1, 0);
+        s.jobs_stopped(&g.jobtype, 1, 0);
+    }
+    assert_eq!(order, ["a-y", "a-x", "a-y", "a-x"]);
+}
+
+#[test]
 fn within_a_tenant_fewest_running_jobtype_first() {
     let mut s = Scheduler::new(config(100, None, None, 1, 0));
     start(&mut s, "a-x", 3);
