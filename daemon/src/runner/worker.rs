@@ -739,9 +739,9 @@ done
     async fn hooks_run_around_each_chunk() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("ops.log");
-        let mut h = Handler::new(
-            "process",
-            format!(
+        let mut h = one_worker(
+            "hooks",
+            &format!(
                 r#"while IFS= read -r line; do
   case "$line" in
     *'"op":"job"'*) echo job >> '{0}' ;;
@@ -753,10 +753,8 @@ done"#,
                 log.display()
             ),
         );
-        h.eid = Some("hooks".into());
         h.before_each = Some("b".into());
         h.after_each = Some("a".into());
-        h.limits.concurrency = Some(1);
         let w = Workers::default();
         run(&w, &h, (0..3).map(|i| task(i, "x")).collect()).await;
         run(&w, &h, (3..5).map(|i| task(i, "x")).collect()).await;
