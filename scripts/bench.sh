@@ -19,8 +19,9 @@
 # (mongodb://127.0.0.1:27017/bench). BENCH_BACKENDS limits the backends
 # (comma list), BENCH_OUT the report (BENCHMARKS.md, or BENCHMARKS-soak.md),
 # BENCH_KEEP a directory to keep the raw results in; for --soak,
-# BENCH_SOAK (duration, 10m) and BENCH_SOAK_RATE (jobs/s; default half the
-# rate of a 20,000-job drain measured first).
+# BENCH_SOAK (duration, 10m) and BENCH_SOAK_RATE (jobs/s, for every backend
+# or per backend as postgres=10000,redis=25000; default half the rate of a
+# 20,000-job drain measured first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -162,9 +163,16 @@ if [[ $MODE == soak ]]; then
     echo "PostgreSQL autovacuum: was $av, now $(psql "$PG" -Atc "SHOW autovacuum")" >&2
   fi
   for b in "${BACKENDS[@]}"; do
-    if [[ -n "${BENCH_SOAK_RATE:-}" ]]; then
+    # BENCH_SOAK_RATE: one rate for every backend (10000), or one per
+    # backend (postgres=10000,redis=25000; a backend not named measures its
+    # drain).
+    half=
+    if [[ ${BENCH_SOAK_RATE:-} == *=* ]]; then
+      half=$(tr ',' '\n' <<<"$BENCH_SOAK_RATE" | sed -n "s/^$b=//p")
+    elif [[ -n "${BENCH_SOAK_RATE:-}" ]]; then
       half=$BENCH_SOAK_RATE
-    else
+    fi
+    if [[ -z $half ]]; then
       one "$b" drain 0 --jobs 20000
       half=$(jq -r --arg b "$b" 'select(.backend == $b and .mode == "drain" and .figures) | .figures.jobs_per_s / 2 | floor' "$RESULTS" | tail -1)
     fi

@@ -106,7 +106,7 @@ def main():
     if a.mode == "soak":
         w("# Soak benchmark\n")
         w(f"Written by `scripts/bench.sh --soak` at commit `{a.rev}`, {a.start} to {a.end}; "
-          "one soak per backend, after a drain that sets its rate.\n")
+          "one soak per backend, at the rate its heading names.\n")
     else:
         w("# Benchmarks\n")
         w(f"Written by `scripts/bench.sh{'' if a.mode == 'full' else ' --' + a.mode}` at commit `{a.rev}`, "
@@ -232,13 +232,17 @@ def main():
         w("")
     else:
         w("## Soak (`scripts/bench.sh --soak`)\n")
-        w("A steady add+claim+archive load at half the drain rate the script measures first, one "
-          "minute windows; PostgreSQL with autovacuum on at its defaults for the run.\n")
+        w("A steady add+claim+archive load, one minute windows, at half the rate of a 20,000-job drain "
+          "measured just before or at the rate `BENCH_SOAK_RATE` sets; PostgreSQL with autovacuum on "
+          "at its defaults for the run.\n")
         for (mode, b), rs in by.items():
             if mode != "soak":
                 continue
             f = rs[0]["figures"]
-            w(f"### {b}: {rs[0]['parameters'].get('rate')} jobs/s for {rs[0]['parameters'].get('duration_seconds')} s\n")
+            drain = [r["figures"].get("jobs_per_s") for r in by.get(("drain", b), []) if r.get("figures")]
+            source = (f"half of a drain at {drain[-1]:.0f} jobs/s" if drain else "set by `BENCH_SOAK_RATE`")
+            w(f"### {b}: {rs[0]['parameters'].get('rate')} jobs/s for {rs[0]['parameters'].get('duration_seconds')} s "
+              f"({source})\n")
             w(f"Claim p99 worst window vs first: {f.get('claim_p99_worst_to_first')} "
               f"({'within' if f.get('claim_p99_within_2x') else 'over'} 2x).\n")
             w("| window | claim p50 / p99 ms | waiting | archived kept | memory per stored job (bytes) | dead tuples in `jobs` | autovacuums so far |")

@@ -12,7 +12,10 @@
 # Environment: CARGO_TARGET_DIR (default: target/ of the copy; when shared
 # with a working tree, touch the mutated files there before the next build),
 # MUTANTS_TIMEOUT (seconds per test run, default 300), MUTANTS_JOBS
-# (parallel builds, default 1), MUTANTS_OUT (default /tmp/jobstore-mutants-out).
+# (parallel builds, default 1), MUTANTS_OUT (default /tmp/jobstore-mutants-out),
+# MUTANTS_ARGS (more cargo-mutants options, split at spaces, e.g.
+# MUTANTS_ARGS='--shard 1/4' or MUTANTS_ARGS='--re mod.rs:(5[5-9]|[6-9][0-9])[0-9]:'
+# for part of a file).
 # The store groups need the servers the tests use (see the README's Tests).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,8 +55,9 @@ for g in "${groups[@]}"; do
     if [ "$jobs" = 1 ]; then mode=(--in-place); else mode=(-j "$jobs"); fi
     rc=0
     # shellcheck disable=SC2086 # $rest is a list of arguments
-    (cd "$work" && cargo mutants "${mode[@]}" --no-shuffle --timeout "$timeout" \
-        -o "$out/$name" "${fargs[@]}" $rest) || rc=$?
+    # shellcheck disable=SC2086 # $MUTANTS_ARGS is a list of arguments
+    (set -f; cd "$work" && cargo mutants "${mode[@]}" --no-shuffle --timeout "$timeout" \
+        -o "$out/$name" "${fargs[@]}" ${MUTANTS_ARGS:-} $rest) || rc=$?
     # The copy's sources are restored now; build them once more so that a
     # shared CARGO_TARGET_DIR holds no artifact of the last mutant (cargo
     # may otherwise take it as fresh for the original tree).
