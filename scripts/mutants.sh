@@ -56,14 +56,14 @@ for g in "${groups[@]}"; do
     rc=0
     # shellcheck disable=SC2086 # $rest is a list of arguments
     # shellcheck disable=SC2086 # $MUTANTS_ARGS is a list of arguments
-    (set -f; cd "$work" && cargo mutants "${mode[@]}" --no-shuffle --timeout "$timeout" \
+    (set -f; cd "$work" && cargo mutants "${mode[@]}" --profile mutants --no-shuffle --timeout "$timeout" \
         -o "$out/$name" "${fargs[@]}" ${MUTANTS_ARGS:-} $rest) || rc=$?
     # The copy's sources are restored now; build them once more so that a
     # shared CARGO_TARGET_DIR holds no artifact of the last mutant (cargo
     # may otherwise take it as fresh for the original tree).
     pkgs=${rest%% -- *}
     # shellcheck disable=SC2086
-    (cd "$work" && cargo test --no-run ${pkgs//--test-package/-p} >/dev/null 2>&1) || true
+    (cd "$work" && cargo test --profile mutants --no-run ${pkgs//--test-package/-p} >/dev/null 2>&1) || true
     # 2: mutants missed, 3: timeouts; anything else is a failed run.
     case $rc in 0 | 2 | 3) ;; *) echo "cargo mutants failed for $name (exit $rc)" >&2; exit "$rc" ;; esac
     d="$out/$name/mutants.out"

@@ -4,6 +4,7 @@ mod error;
 mod options;
 mod queries;
 mod store;
+mod vacuum;
 mod watch;
 
 pub use options::{DEFAULT_SCHEMA, MAX_SCHEMA_LEN, PgStoreOptions};

@@ -26,6 +26,7 @@ pub struct PgStoreOptions {
     statement_timeout: Option<Duration>,
     poll_interval: Duration,
     purge_batch: u32,
+    vacuum_every: u64,
 }
 
 impl fmt::Debug for PgStoreOptions {
@@ -38,6 +39,7 @@ impl fmt::Debug for PgStoreOptions {
             .field("statement_timeout", &self.statement_timeout)
             .field("poll_interval", &self.poll_interval)
             .field("purge_batch", &self.purge_batch)
+            .field("vacuum_every", &self.vacuum_every)
             .finish()
     }
 }
@@ -63,12 +65,15 @@ impl PgStoreOptions {
     pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
     /// Default number of archived jobs one purge statement deletes.
     pub const DEFAULT_PURGE_BATCH: u32 = 10_000;
+    /// Default number of jobs a store claims between two vacuums of the
+    /// job table.
+    pub const DEFAULT_VACUUM_EVERY: u64 = 20_000;
 
     /// Options from a `postgres://` (or `postgresql://`) URL. The store's
     /// own query parameters are removed before the rest goes to sqlx:
     /// `schema`, `max_connections`, `acquire_timeout_ms`,
-    /// `statement_timeout_ms` (0 disables it), `poll_interval_ms` and
-    /// `purge_batch`.
+    /// `statement_timeout_ms` (0 disables it), `poll_interval_ms`,
+    /// `purge_batch` and `vacuum_every` (0 disables it).
     pub fn from_url(url: &str) -> Result<Self> {
         let mut parsed = url::Url::parse(url)
             .map_err(|e| Error::invalid(format!("invalid PostgreSQL URL: {e}")))?;
@@ -86,6 +91,7 @@ impl PgStoreOptions {
             statement_timeout: Some(Self::DEFAULT_STATEMENT_TIMEOUT),
             poll_interval: jobstore_api::limits::DEFAULT_POLL_INTERVAL,
             purge_batch: Self::DEFAULT_PURGE_BATCH,
+            vacuum_every: Self::DEFAULT_VACUUM_EVERY,
         };
         let mut rest: Vec<(String, String)> = Vec::new();
         for (k, v) in parsed.query_pairs() {
@@ -105,6 +111,7 @@ impl PgStoreOptions {
                 "purge_batch" => {
                     opts = opts.purge_batch(u32::try_from(number(&k, &v)?).unwrap_or(u32::MAX))
                 }
+                "vacuum_every" => opts = opts.vacuum_every(number(&k, &v)?),
                 _ => rest.push((k.into_owned(), v.into_owned())),
             }
         }
@@ -163,6 +170,22 @@ impl PgStoreOptions {
         self
     }
 
+    /// Sets how many jobs the store claims between two vacuums of its job
+    /// table (0: never; autovacuum alone then). Every claimed job leaves a
+    /// dead entry at the front of the claim index, which every later claim
+    /// steps over until a vacuum removes it; autovacuum visits a database
+    /// at most once per `autovacuum_naptime` (a minute by default), by which
+    /// time a busy queue has left hundreds of thousands. After this many
+    /// claims the store runs `VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON,
+    /// TRUNCATE false) jobs` in the background on a connection of its own
+    /// (one at a time; skipped while another store's vacuum holds the
+    /// table). Needs ownership of the table; without it PostgreSQL skips
+    /// the vacuum with a warning.
+    pub fn vacuum_every(mut self, claims: u64) -> Self {
+        self.vacuum_every = claims;
+        self
+    }
+
     /// The URL handed to sqlx (the store's own parameters removed).
     pub fn url(&self) -> &str {
         &self.url
@@ -196,6 +219,11 @@ impl PgStoreOptions {
     /// The purge's batch size.
     pub fn get_purge_batch(&self) -> u32 {
         self.purge_batch
+    }
+
+    /// Claims between two vacuums (0: never).
+    pub fn get_vacuum_every(&self) -> u64 {
+        self.vacuum_every
     }
 
     /// Checks the schema name.
@@ -232,7 +260,8 @@ mod tests {
     fn own_parameters_are_stripped() {
         let o = PgStoreOptions::from_url(
             "postgres://u:secret@h:5433/db?schema=jobs&sslmode=disable&max_connections=4\
-             &acquire_timeout_ms=1500&statement_timeout_ms=0&poll_interval_ms=250&purge_batch=500",
+             &acquire_timeout_ms=1500&statement_timeout_ms=0&poll_interval_ms=250&purge_batch=500\
+             &vacuum_every=0",
         )
         .unwrap();
         assert_eq!(o.url(), "postgres://u:secret@h:5433/db?sslmode=disable");
@@ -242,6 +271,7 @@ mod tests {
         assert_eq!(o.get_statement_timeout(), None);
         assert_eq!(o.get_poll_interval(), Duration::from_millis(250));
         assert_eq!(o.get_purge_batch(), 500);
+        assert_eq!(o.get_vacuum_every(), 0);
         assert!(!format!("{o:?}").contains("secret"));
     }
 
@@ -255,6 +285,7 @@ mod tests {
             Some(PgStoreOptions::DEFAULT_STATEMENT_TIMEOUT)
         );
         assert_eq!(o.get_purge_batch(), PgStoreOptions::DEFAULT_PURGE_BATCH);
+        assert_eq!(o.get_vacuum_every(), PgStoreOptions::DEFAULT_VACUUM_EVERY);
         assert_eq!(
             PgStoreOptions::from_url("postgres://h/db?purge_batch=0")
                 .unwrap()
@@ -267,6 +298,7 @@ mod tests {
     fn bad_input() {
         assert!(PgStoreOptions::from_url("mysql://h/db").is_err());
         assert!(PgStoreOptions::from_url("postgres://h/db?max_connections=x").is_err());
+        assert!(PgStoreOptions::from_url("postgres://h/db?vacuum_every=-1").is_err());
         for bad in ["", "Jobs", "1abc", "pg_x", "a-b", "a\"b", &"s".repeat(51)] {
             let o = PgStoreOptions::from_url("postgres://h/db")
                 .unwrap()

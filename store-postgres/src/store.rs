@@ -18,6 +18,7 @@ use sqlx::{ConnectOptions, Connection, Executor, Row};
 use crate::error::map;
 use crate::options::PgStoreOptions;
 use crate::queries as q;
+use crate::vacuum::Vacuums;
 
 /// A job store in one PostgreSQL schema, over a sqlx connection pool.
 ///
@@ -30,6 +31,7 @@ pub struct PgStore {
     connect: PgConnectOptions,
     options: PgStoreOptions,
     channel: String,
+    vacuums: Option<Vacuums>,
 }
 
 impl fmt::Debug for PgStore {
@@ -86,6 +88,7 @@ impl PgStore {
             .connect_lazy_with(connect.clone());
         Ok(PgStore {
             pool,
+            vacuums: Vacuums::start(&connect, options.get_vacuum_every()),
             connect,
             channel: format!("jobstore:{schema}"),
             options,
@@ -406,6 +409,9 @@ impl JobStore for PgStore {
             .fetch_all(&self.pool)
             .await
             .map_err(|e| map("claim_jobs", e))?;
+        if let Some(v) = &self.vacuums {
+            v.claimed(rows.len());
+        }
         rows.iter().map(job_from_row).collect()
     }
 

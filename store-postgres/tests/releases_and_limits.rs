@@ -1,9 +1,10 @@
-//! PostgreSQL specifics of per-job releases and handler limits: a release
-//! with more result output than one statement takes, and handler versions
-//! stored before the limit columns existed.
+//! PostgreSQL specifics: a release with more result output, or an add
+//! with more payload, than one statement takes; handler versions stored
+//! before the limit columns existed; purges in batches; the store's own
+//! vacuums of `jobs`.
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jobstore_api::limits::MAX_OUTPUT;
 use jobstore_api::{Handler, HandlerLimits, JobRelease, JobResult, JobStore, NewJob, Release};
@@ -172,6 +173,86 @@ fn purge_runs_in_bounded_batches() {
         |o| o.purge_batch(7),
         |store| async move {
             jobstore_conformance::checks::purge_is_exact_across_batches(&store, 7).await;
+        },
+    );
+}
+
+/// How often `jobs` of the store's schema was vacuumed by hand (not by
+/// autovacuum), from the statistics.
+async fn vacuums_of_jobs(store: &PgStore) -> i64 {
+    sqlx::query_scalar(
+        "SELECT vacuum_count FROM pg_stat_user_tables \
+         WHERE schemaname = current_schema() AND relname = 'jobs'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap()
+}
+
+/// Claims `n` jobs of jobtype `t` in batches of `batch`, archiving each.
+async fn churn(store: &PgStore, n: usize, batch: usize) {
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob::new(format!("v{i:04}"), "t", "x"))
+        .collect();
+    store.add_jobs(&jobs, T0).await.unwrap();
+    let mut done = 0;
+    while done < n {
+        let got = store
+            .claim_jobs("t", batch, "owner-1", Duration::from_secs(60), T0 + 1)
+            .await
+            .unwrap();
+        assert!(!got.is_empty(), "claimed {done} of {n}");
+        let releases: Vec<JobRelease> = got
+            .iter()
+            .map(|j| JobRelease::new(j.id.clone(), Release::Archive(JobResult::from_status(200))))
+            .collect();
+        store.release_jobs(&releases, "owner-1", T0 + 2).await.unwrap();
+        done += got.len();
+    }
+}
+
+/// After `vacuum_every` claimed jobs the store vacuums `jobs` by itself,
+/// once per `vacuum_every`, not per claim.
+#[test]
+fn the_store_vacuums_jobs_after_so_many_claims() {
+    with_store_opts(
+        |o| o.vacuum_every(100),
+        |store| async move {
+            assert_eq!(vacuums_of_jobs(&store).await, 0);
+            churn(&store, 99, 33).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            assert_eq!(vacuums_of_jobs(&store).await, 0, "99 claims: not yet");
+            // The 100th claimed job asks for the vacuum.
+            let jobs = [NewJob::new("last", "t", "x")];
+            store.add_jobs(&jobs, T0).await.unwrap();
+            let got = store
+                .claim_jobs("t", 10, "owner-1", Duration::from_secs(60), T0 + 1)
+                .await
+                .unwrap();
+            assert_eq!(got.len(), 1);
+            let started = Instant::now();
+            while vacuums_of_jobs(&store).await < 1 {
+                assert!(
+                    started.elapsed() < Duration::from_secs(20),
+                    "no vacuum of jobs after 100 claims"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            assert_eq!(vacuums_of_jobs(&store).await, 1, "one vacuum per 100 claims");
+        },
+    );
+}
+
+/// `vacuum_every(0)` leaves `jobs` to autovacuum.
+#[test]
+fn vacuum_every_zero_never_vacuums() {
+    with_store_opts(
+        |o| o.vacuum_every(0),
+        |store| async move {
+            churn(&store, 300, 50).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            assert_eq!(vacuums_of_jobs(&store).await, 0);
         },
     );
 }
