@@ -245,13 +245,14 @@ def main():
               f"({source})\n")
             w(f"Claim p99 worst window vs first: {f.get('claim_p99_worst_to_first')} "
               f"({'within' if f.get('claim_p99_within_2x') else 'over'} 2x).\n")
-            w("| window | claim p50 / p99 ms | waiting | archived kept | memory per stored job (bytes) | dead tuples in `jobs` | autovacuums so far |")
+            w("| window | claim p50 / p99 ms | waiting | archived kept | memory per stored job (bytes) | dead tuples in `jobs` | vacuums so far: store / autovacuum |")
             w("|---|---|---|---|---|---|---|")
             for row in f.get("windows", []):
                 t = row.get("table") or {}
                 w(f"| {row['window']} | {row['claim_latency']['p50_ms']} / {row['claim_latency']['p99_ms']} | {row['waiting']} "
                   f"| {row['archived_kept']} | {row.get('memory_per_stored_job', '–')} "
-                  f"| {t.get('dead_tuples', '–')} | {t.get('autovacuums', '–')} |")
+                  f"| {t.get('dead_tuples', '–')} "
+                  f"| {'–' if not t else str(t.get('vacuums', '–')) + ' / ' + str(t.get('autovacuums', '–'))} |")
             w("")
 
     walls = [r for r in runs if isinstance(r.get("wall_s"), (int, float))]
