@@ -73,8 +73,10 @@ pub struct ServeArgs {
         value_name = "TOKEN"
     )]
     pub admin_token: Option<String>,
-    /// Allow `process` handlers (commands run on this host) to be set over
-    /// HTTP, by the admin token only.
+    /// Allow `process` handlers (commands run on this host): the admin may
+    /// set them over HTTP and this daemon runs them. Without it, jobs of a
+    /// process handler set through another daemon are left to daemons that
+    /// allow them.
     #[arg(long, env = "JOBSTORE_ALLOW_PROCESS_HANDLERS")]
     pub allow_process_handlers: bool,
     /// Hosts `http` handlers may call (repeat the flag; default: any host).

@@ -233,6 +233,7 @@ impl Daemon {
                 settings: ExecSettings {
                     shutdown_grace: config.shutdown_grace,
                     local: config.execute,
+                    process_handlers: config.allow_process_handlers,
                     ..config.exec.clone()
                 },
                 metrics: metrics.clone(),

@@ -496,6 +496,67 @@ fn three_daemons_one_killed(#[case] backend: &'static str) {
     });
 }
 
+/// A daemon started without `--allow-process-handlers` never runs a process
+/// handler, not even one set through another daemon on the same store: it
+/// takes the jobs in, and a daemon that allows process handlers runs them.
+#[test]
+fn process_handlers_run_only_where_allowed() {
+    block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let store = format!("sqlite://{}", dir.path().join("shared.db").display());
+        let log = dir.path().join("ran.log");
+        let allowed = |name: &str| {
+            DaemonProc::start(
+                &dir.path().join(name),
+                &runner(Some(&store))
+                    .env("RAN", log.to_str().unwrap())
+                    .arg("--sysid")
+                    .arg(name),
+            )
+        };
+        let mut first = allowed("node-a");
+        Api::new(&first.url)
+            .handler(
+                "acme",
+                "cmd",
+                json!({"method": "process", "body": "echo \"$JOBSTORE_JOB_ID\" >> \"$RAN\""}),
+            )
+            .await;
+        assert!(first.terminate().success());
+
+        // Same store, same environment, process handlers not allowed.
+        let mut guarded = DaemonProc::start(
+            &dir.path().join("node-b"),
+            &Start::store(Some(&store))
+                .env("JOBSTORE_ADMIN_TOKEN", ADMIN)
+                .env("RAN", log.to_str().unwrap())
+                .arg("--sysid")
+                .arg("node-b")
+                .arg("--poll")
+                .arg("200ms"),
+        );
+        let api = Api::new(&guarded.url);
+        let ids = api.add("acme", "cmd", &["1", "2", "3"]).await;
+        // Well past several claim rounds and handler reads.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for id in &ids {
+            let job = api.job("acme", id).await;
+            assert_eq!(job["state"], "waiting", "left alone: {job}");
+            assert_eq!(job["attempts"], 0, "never claimed: {job}");
+        }
+        assert!(!log.exists(), "no command ran on the guarded daemon");
+
+        // A daemon that allows them runs the jobs the guarded one took in.
+        let mut second = allowed("node-c");
+        let done = Api::new(&second.url).archived("acme", &ids).await;
+        assert!(done.iter().all(|j| j["result"]["code"] == "ok"), "{done:?}");
+        let ran = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(ran.lines().count(), 3);
+        assert!(guarded.terminate().success());
+        assert!(second.terminate().success());
+    });
+}
+
 /// Only the admin sets process handlers, and only where they are enabled.
 #[test]
 fn process_handlers_need_the_admin_and_the_flag() {

@@ -69,6 +69,11 @@ pub struct ExecSettings {
     /// Whether this daemon's own runners claim jobs (false: intake and
     /// remote workers only).
     pub local: bool,
+    /// Whether this daemon runs process handlers (`--allow-process-handlers`).
+    /// Without it, jobtypes whose handler is a process (set through another
+    /// daemon on the same store) are never claimed here: they are left to
+    /// daemons that allow them.
+    pub process_handlers: bool,
 }
 
 impl Default for ExecSettings {
@@ -85,6 +90,7 @@ impl Default for ExecSettings {
             worker_idle: Duration::from_secs(300),
             poll: Duration::from_secs(1),
             local: true,
+            process_handlers: false,
         }
     }
 }
@@ -367,9 +373,12 @@ impl Loop {
                     return Err(e);
                 }
             };
-            // Remote workers run it (learnt just now: the scheduler knows
-            // from here on).
-            if handler.as_ref().is_some_and(|h| h.handler.lang == "remote") {
+            // Remote workers or other daemons run it (learnt just now: the
+            // scheduler knows from here on).
+            if handler
+                .as_ref()
+                .is_some_and(|h| !runs_here(&h.handler, self.ex.settings.process_handlers))
+            {
                 self.hub.sched().jobs_started(grant, 0, now);
                 continue;
             }
@@ -426,7 +435,7 @@ impl Loop {
         {
             let mut sched = self.hub.sched();
             for v in list {
-                apply_handler(&mut sched, &v);
+                apply_handler(&mut sched, &v, self.ex.settings.process_handlers);
                 fresh.insert(v.jobtype.clone(), v);
             }
             for gone in self.handlers.keys().filter(|jt| !fresh.contains_key(*jt)) {
@@ -457,7 +466,7 @@ impl Loop {
         }
         match self.ex.store.get_handler(jobtype).await? {
             Some(v) => {
-                apply_handler(&mut self.hub.sched(), &v);
+                apply_handler(&mut self.hub.sched(), &v, self.ex.settings.process_handlers);
                 self.handlers.insert(jobtype.to_owned(), v.clone());
                 Ok(Some(v))
             }
@@ -666,9 +675,19 @@ async fn pump_notices(
 
 /// Gives the scheduler what a handler says: its concurrency cap, and
 /// whether only remote workers run it.
-fn apply_handler(sched: &mut crate::scheduler::Scheduler, v: &HandlerVersion) {
+fn apply_handler(sched: &mut crate::scheduler::Scheduler, v: &HandlerVersion, processes: bool) {
     sched.set_jobtype_cap(&v.jobtype, v.handler.limits.concurrency);
-    sched.set_remote_only(&v.jobtype, v.handler.lang == "remote");
+    sched.set_remote_only(&v.jobtype, !runs_here(&v.handler, processes));
+}
+
+/// Whether this daemon's runners run jobs of `handler`: not remote ones
+/// (remote workers claim those), and process handlers only where allowed.
+fn runs_here(handler: &jobstore_api::Handler, processes: bool) -> bool {
+    match handler.lang.as_str() {
+        "remote" => false,
+        "process" => processes,
+        _ => true,
+    }
 }
 
 /// Purges archived jobs past the retention, and stops idle workers.

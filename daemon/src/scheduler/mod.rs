@@ -487,9 +487,10 @@ impl Scheduler {
         }
     }
 
-    /// Marks `jobtype` as run by remote workers only (its handler says so):
+    /// Marks `jobtype` as not run by this daemon's own runners (its handler
+    /// is remote, or a process where process handlers are not allowed):
     /// [`select`](Self::select) never grants it, while
-    /// [`admit`](Self::admit) still does, within the caps.
+    /// [`admit`](Self::admit) (remote workers) still does, within the caps.
     pub fn set_remote_only(&mut self, jobtype: &str, remote_only: bool) {
         if remote_only {
             let t = tenant_entry(&mut self.tenants, &mut self.tick, tenant_of(jobtype));
