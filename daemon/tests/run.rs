@@ -4,6 +4,7 @@
 mod support;
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rstest::rstest;
@@ -25,6 +26,15 @@ fn runner(store: Option<&str>) -> Start<'_> {
         .arg("200ms")
         .arg("--poll")
         .arg("200ms")
+}
+
+/// [`runner`] as one of several daemons on a shared store: sysid `name`,
+/// with the path handlers append their runs to in `$RAN`.
+fn node<'a>(store: &'a str, ran: &Path, name: &str) -> Start<'a> {
+    runner(Some(store))
+        .env("RAN", ran.to_str().unwrap())
+        .arg("--sysid")
+        .arg(name)
 }
 
 struct Api {
@@ -429,11 +439,8 @@ fn three_daemons_one_killed(#[case] backend: &'static str) {
         let start = |name: &str| {
             DaemonProc::start(
                 &dir.path().join(name),
-                &runner(Some(&store))
-                    .env("RAN", log.to_str().unwrap())
+                &node(&store, &log, name)
                     .env("NODE", name)
-                    .arg("--sysid")
-                    .arg(name)
                     .arg("--lease")
                     .arg("2s")
                     .arg("--max-running")
@@ -508,10 +515,7 @@ fn process_handlers_run_only_where_allowed() {
         let allowed = |name: &str| {
             DaemonProc::start(
                 &dir.path().join(name),
-                &runner(Some(&store))
-                    .env("RAN", log.to_str().unwrap())
-                    .arg("--sysid")
-                    .arg(name),
+                &node(&store, &log, name),
             )
         };
         let mut first = allowed("node-a");
@@ -610,12 +614,7 @@ fn a_lost_lease_stops_the_run_and_releases_nothing() {
         let start = |name: &str| {
             DaemonProc::start(
                 &dir.path().join(name),
-                &runner(Some(&store))
-                    .env("RAN", ran.to_str().unwrap())
-                    .arg("--sysid")
-                    .arg(name)
-                    .arg("--lease")
-                    .arg("1s"),
+                &node(&store, &ran, name).arg("--lease").arg("1s"),
             )
         };
         let a = start("node-a");

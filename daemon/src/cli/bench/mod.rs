@@ -419,6 +419,8 @@ impl Ctx {
             max_running: Some(self.args.max_running),
             max_running_per_jobtype: Some(self.args.max_running),
             claim_batch: Some(self.args.claim_batch),
+            // Its handlers are this binary's no-op worker, set by the bench.
+            allow_process_handlers: true,
             ..ServeArgs::default()
         };
         let mut config = Config::resolve(&args, FileConfig::default())
