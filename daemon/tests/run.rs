@@ -512,12 +512,8 @@ fn process_handlers_run_only_where_allowed() {
         let dir = tempfile::tempdir().unwrap();
         let store = format!("sqlite://{}", dir.path().join("shared.db").display());
         let log = dir.path().join("ran.log");
-        let allowed = |name: &str| {
-            DaemonProc::start(
-                &dir.path().join(name),
-                &node(&store, &log, name),
-            )
-        };
+        let allowed =
+            |name: &str| DaemonProc::start(&dir.path().join(name), &node(&store, &log, name));
         let mut first = allowed("node-a");
         Api::new(&first.url)
             .handler(

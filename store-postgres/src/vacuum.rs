@@ -12,8 +12,8 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::Connection;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
 use tokio::sync::mpsc;
 
 /// `SKIP_LOCKED`: while another store's vacuum (or autovacuum) holds the

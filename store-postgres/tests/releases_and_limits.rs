@@ -206,7 +206,10 @@ async fn churn(store: &PgStore, n: usize, batch: usize) {
             .iter()
             .map(|j| JobRelease::new(j.id.clone(), Release::Archive(JobResult::from_status(200))))
             .collect();
-        store.release_jobs(&releases, "owner-1", T0 + 2).await.unwrap();
+        store
+            .release_jobs(&releases, "owner-1", T0 + 2)
+            .await
+            .unwrap();
         done += got.len();
     }
 }
@@ -239,7 +242,11 @@ fn the_store_vacuums_jobs_after_so_many_claims() {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
-            assert_eq!(vacuums_of_jobs(&store).await, 1, "one vacuum per 100 claims");
+            assert_eq!(
+                vacuums_of_jobs(&store).await,
+                1,
+                "one vacuum per 100 claims"
+            );
         },
     );
 }
