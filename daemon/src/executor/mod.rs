@@ -674,7 +674,8 @@ async fn pump_notices(
 }
 
 /// Gives the scheduler what a handler says: its concurrency cap, and
-/// whether only remote workers run it.
+/// whether this daemon's runners leave its jobs to others (remote workers,
+/// or daemons that allow process handlers).
 fn apply_handler(sched: &mut crate::scheduler::Scheduler, v: &HandlerVersion, processes: bool) {
     sched.set_jobtype_cap(&v.jobtype, v.handler.limits.concurrency);
     sched.set_remote_only(&v.jobtype, !runs_here(&v.handler, processes));
