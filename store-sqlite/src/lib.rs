@@ -833,3 +833,44 @@ impl JobStore for SqliteStore {
         Ok(done.rows_affected() > 0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn archived(n: usize, output: usize) -> Vec<JobRelease> {
+        (0..n)
+            .map(|i| {
+                let result = JobResult::from_status(200).with_output(vec![b'x'; output]);
+                JobRelease::new(format!("j{i}"), Release::Archive(result))
+            })
+            .collect()
+    }
+
+    /// An ordinary release list is one statement, whatever its outputs; only
+    /// past `RELEASE_CHUNK_OUTPUT` bytes of output is it split.
+    #[test]
+    fn release_lists_split_only_past_the_chunk_output() {
+        let max = jobstore_api::limits::MAX_OUTPUT;
+        // 256 outputs of the maximum are exactly one chunk's worth.
+        assert_eq!(RELEASE_CHUNK_OUTPUT / max, 256);
+        assert_eq!(keep_chunks(&archived(256, max), 0).unwrap().len(), 1);
+        assert_eq!(keep_chunks(&archived(257, max), 0).unwrap().len(), 2);
+        assert_eq!(keep_chunks(&archived(1, 0), 0).unwrap().len(), 1);
+    }
+
+    /// A database that cannot run in WAL (here: in memory, whose mode stays
+    /// `memory`) is refused, not used in another mode.
+    #[tokio::test]
+    async fn ensure_wal_refuses_a_database_that_stays_in_another_mode() {
+        let mut conn = SqliteConnectOptions::new()
+            .in_memory(true)
+            .connect()
+            .await
+            .unwrap();
+        let err = ensure_wal(&mut conn, Duration::from_millis(100))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("journal_mode is memory"), "{err}");
+    }
+}

@@ -122,6 +122,84 @@ async fn held_write_lock_is_unavailable_after_busy_timeout() {
         .unwrap();
 }
 
+/// A new file still in rollback-journal mode whose lock another connection
+/// holds: opening the store waits for the switch to WAL within the busy
+/// timeout, then gives up `Unavailable`; a lock let go in time is waited out.
+#[tokio::test]
+async fn opening_waits_for_the_switch_to_wal_within_the_busy_timeout() {
+    let db = TempDb::new();
+    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db.0)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query("CREATE TABLE other (x)")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let tx = other.begin_with("BEGIN EXCLUSIVE").await.unwrap();
+    let started = std::time::Instant::now();
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        SqliteStore::connect(&db.url("?busy_timeout_ms=200")),
+    )
+    .await
+    .expect("opening gives up after the busy timeout")
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "gave up after {:?}, before the busy timeout",
+        started.elapsed()
+    );
+    tx.rollback().await.unwrap();
+    other.close().await.unwrap();
+    // The next opener waits while the lock is held and goes on once it is
+    // let go.
+    let (held, is_held) = tokio::sync::oneshot::channel();
+    let path = db.0.clone();
+    let holder = tokio::spawn(async move {
+        let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&path)
+            .connect()
+            .await
+            .unwrap();
+        let tx = conn.begin_with("BEGIN EXCLUSIVE").await.unwrap();
+        held.send(()).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        tx.rollback().await.unwrap();
+        conn.close().await.unwrap();
+    });
+    is_held.await.unwrap();
+    let store = tokio::time::timeout(
+        Duration::from_secs(10),
+        SqliteStore::connect(&db.url("?busy_timeout_ms=5000")),
+    )
+    .await
+    .expect("opening ends once the lock is let go")
+    .unwrap();
+    holder.await.unwrap();
+    store
+        .add_jobs(&[NewJob::new("j", "t", "")], T0)
+        .await
+        .unwrap();
+    assert!(store.get_job("j").await.unwrap().is_some());
+    store.close().await;
+}
+
+#[tokio::test]
+async fn debug_output_names_the_store_and_its_file() {
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    let debug = format!("{store:?}");
+    assert!(debug.starts_with("SqliteStore"), "{debug}");
+    assert!(debug.contains(&db.0.display().to_string()), "{debug}");
+    let memory = SqliteStore::connect("sqlite::memory:").await.unwrap();
+    assert!(format!("{memory:?}").contains("Memory"), "{memory:?}");
+    store.close().await;
+}
+
 #[tokio::test]
 async fn unopenable_file_is_unavailable() {
     let dir = std::env::temp_dir().join(unique_namespace());
