@@ -519,6 +519,15 @@ pub async fn scheduled_job_invisible_until_due(c: Ctx) {
     );
     let got = claim(s, "t", 1, OWNER, T0 + 10 * SEC).await;
     assert_eq!(job_ids(&got), ids(&["later"]));
+    // Once claimed it is held like any job: not scheduled, not eligible.
+    let counts = counts_of(s, "t", T0 + 10 * SEC + 1).await;
+    assert_eq!(
+        (counts.waiting, counts.scheduled, counts.running),
+        (0, 0, 1),
+        "{counts:?}"
+    );
+    assert!(claim(s, "t", 1, OTHER, T0 + 10 * SEC + 1).await.is_empty());
+    assert!(claim(s, "t", 1, OTHER, T0 + 20 * SEC).await.is_empty());
 }
 
 /// While a lease is valid nobody else gets the job, not even its owner.
@@ -1449,6 +1458,16 @@ pub async fn cancel_waiting_and_scheduled(c: Ctx) {
         .await
         .unwrap();
     assert_eq!(sorted(got), ids(&["later", "now"]));
+    // Neither waits any more, before and after the time "later" was due.
+    for at in [T0 + 5, T0 + 100 * SEC] {
+        let counts = counts_of(s, "t", at).await;
+        assert_eq!(
+            (counts.waiting, counts.scheduled, counts.running),
+            (0, 0, 0),
+            "at {at}: {counts:?}"
+        );
+        assert!(s.waiting_jobtypes(at).await.unwrap().is_empty(), "at {at}");
+    }
     for id in ["now", "later"] {
         let j = get(s, id).await;
         assert_eq!(j.lock, LOCK_DONE);
