@@ -530,6 +530,82 @@ pub async fn scheduled_job_invisible_until_due(c: Ctx) {
     assert!(claim(s, "t", 1, OTHER, T0 + 20 * SEC).await.is_empty());
 }
 
+/// Eligibility is decided by each call's own `now`: jobs that a claimer
+/// whose clock is ahead saw as due, but left (past its limit), are not
+/// handed to a claimer whose clock is behind; for it they are still
+/// scheduled or leased, and become eligible at their own time.
+pub async fn claims_with_a_clock_behind_keep_to_their_own_time(c: Ctx) {
+    let s = &*c.store;
+    // Two scheduled jobs, due at T0 + 10 s.
+    add(
+        s,
+        vec![
+            NewJob::new("s1", "sched", "").run_at(T0 + 10 * SEC),
+            NewJob::new("s2", "sched", "").run_at(T0 + 10 * SEC),
+        ],
+        T0,
+    )
+    .await;
+    // Two leased jobs, whose leases run out at T0 + 10 s.
+    add(
+        s,
+        vec![
+            NewJob::new("l1", "leased", ""),
+            NewJob::new("l2", "leased", ""),
+        ],
+        T0,
+    )
+    .await;
+    let ten = Duration::from_secs(10);
+    let got = s.claim_jobs("leased", 2, OWNER, ten, T0).await.unwrap();
+    assert_eq!(job_ids(&got), ids(&["l1", "l2"]));
+    // A claimer 20 s ahead takes one of each.
+    let ahead = T0 + 20 * SEC;
+    assert_eq!(
+        job_ids(&claim(s, "sched", 1, OTHER, ahead).await),
+        ids(&["s1"])
+    );
+    assert_eq!(
+        job_ids(&claim(s, "leased", 1, OTHER, ahead).await),
+        ids(&["l1"])
+    );
+    // A claimer at T0 + 5 s gets neither of the others, for either jobtype,
+    // however often it asks.
+    let behind = T0 + 5 * SEC;
+    for _ in 0..2 {
+        for jobtype in ["sched", "leased"] {
+            let got = claim(s, jobtype, 5, THIRD, behind).await;
+            assert!(got.is_empty(), "{jobtype} at {behind}: {got:?}");
+        }
+    }
+    let sched = counts_of(s, "sched", behind).await;
+    assert_eq!(
+        (sched.waiting, sched.scheduled),
+        (0, 1),
+        "sched at {behind}: {sched:?}"
+    );
+    let leased = counts_of(s, "leased", behind).await;
+    assert_eq!(leased.waiting, 0, "leased at {behind}: {leased:?}");
+    // The lease of l2 is still OWNER's, and at their own time both are due.
+    assert_eq!(
+        s.renew_locks(&ids(&["l2"]), OWNER, ten, behind)
+            .await
+            .unwrap(),
+        ids(&["l2"])
+    );
+    let due = T0 + 10 * SEC;
+    assert_eq!(
+        job_ids(&claim(s, "sched", 5, THIRD, due).await),
+        ids(&["s2"])
+    );
+    assert!(claim(s, "leased", 5, THIRD, due).await.is_empty());
+    let later = behind + 10 * SEC;
+    assert_eq!(
+        job_ids(&claim(s, "leased", 5, THIRD, later).await),
+        ids(&["l2"])
+    );
+}
+
 /// While a lease is valid nobody else gets the job, not even its owner.
 pub async fn running_job_not_claimable(c: Ctx) {
     let s = &*c.store;
