@@ -635,6 +635,63 @@ pub async fn expired_lease_makes_job_eligible(c: Ctx) {
     assert_eq!(third[0].attempts, 3);
 }
 
+/// Expired jobs that a claim passed over (its limit was reached first) are
+/// still their owner's: each kind of release, and a renewal, has its usual
+/// effect on them, one job per call.
+pub async fn expired_jobs_passed_over_by_a_claim_stay_their_owners(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 6, T0).await;
+    let ten = Duration::from_secs(10);
+    let hour = Duration::from_secs(3_600);
+    let all = s.claim_jobs("t", 6, OWNER, ten, T0).await.unwrap();
+    assert_eq!(all.len(), 6);
+    let id = |i: usize| all[i].id.clone();
+    // 20 s on, all six have expired; another claimer takes one of them.
+    let now = T0 + 20 * SEC;
+    let took = s.claim_jobs("t", 1, OTHER, hour, now).await.unwrap();
+    assert_eq!(job_ids(&took), vec![id(0)]);
+    let minute = Duration::from_secs(60);
+    let kinds = [
+        (1, Release::Retry { delay: minute }),
+        (2, Release::Unget),
+        (3, Release::Archive(JobResult::from_status(200))),
+        (4, Release::Delete),
+    ];
+    for (i, how) in kinds {
+        let done = s
+            .release_jobs(&[JobRelease::new(id(i), how)], OWNER, now)
+            .await
+            .unwrap();
+        assert_eq!(done, vec![id(i)], "release of job {i}");
+    }
+    assert_eq!(
+        s.renew_locks(&[id(5)], OWNER, minute, now).await.unwrap(),
+        vec![id(5)]
+    );
+    let counts = counts_of(s, "t", now).await;
+    assert_eq!(
+        (counts.waiting, counts.scheduled, counts.running),
+        (1, 1, 2),
+        "{counts:?}"
+    );
+    assert_eq!(counts.archived, archived(&[(ResultCode::Ok, 1)]));
+    // Only the ungot job is eligible now; the retried one at its time.
+    let got = s.claim_jobs("t", 6, THIRD, hour, now).await.unwrap();
+    assert_eq!(job_ids(&got), vec![id(2)]);
+    assert!(
+        s.claim_jobs("t", 6, THIRD, hour, now + 59 * SEC)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let got = s
+        .claim_jobs("t", 6, THIRD, hour, now + 60 * SEC)
+        .await
+        .unwrap();
+    assert_eq!(sorted(job_ids(&got)), sorted(vec![id(1), id(5)]));
+    assert_eq!(s.get_job(&id(4)).await.unwrap(), None);
+}
+
 /// Expired jobs sort by their `dt` (the lease expiry) among waiting ones.
 pub async fn expired_jobs_ordered_by_dt(c: Ctx) {
     let s = &*c.store;
