@@ -24,7 +24,10 @@
 #   MUTANTS_SAMPLE=60 scripts/mutants-text.sh    # 60 random mutants a group
 #
 # Environment: MUTANTS_SAMPLE (mutants per group, drawn at random with
-# MUTANTS_SEED, default 1; default: all), MUTANTS_FILES (only files whose
+# MUTANTS_SEED, default 1; default: all), MUTANTS_LIST (a file of mutants
+# to run, one "path (name)" line each, as in missed.txt: e.g.
+# `grep '^[^ ]' missed.txt > list` to run a group's survivors again),
+# MUTANTS_FILES (only files whose
 # path contains this string), MUTANTS_TIMEOUT (seconds per test run,
 # default 180), MUTANTS_OUT (default /tmp/jobstore-mutants-out),
 # CARGO_TARGET_DIR (default: target/ of the copy). The groups need the
@@ -90,7 +93,11 @@ for g in "${groups[@]}"; do
         for m in "$d"/*; do printf '%s %s\n' "$f" "$m" >>"$gout/all.txt"; done
     done
     total=$(grep -c . "$gout/all.txt" || true)
-    if [ -n "${MUTANTS_SAMPLE:-}" ] && [ "$MUTANTS_SAMPLE" -lt "$total" ]; then
+    if [ -n "${MUTANTS_LIST:-}" ]; then
+        while read -r f m; do
+            if grep -qxF "$f ($(basename "$m"))" "$MUTANTS_LIST"; then echo "$f $m"; fi
+        done <"$gout/all.txt" >"$gout/run.txt"
+    elif [ -n "${MUTANTS_SAMPLE:-}" ] && [ "$MUTANTS_SAMPLE" -lt "$total" ]; then
         shuf -n "$MUTANTS_SAMPLE" --random-source=<(yes "$seed") "$gout/all.txt" | sort >"$gout/run.txt"
     else
         cp "$gout/all.txt" "$gout/run.txt"

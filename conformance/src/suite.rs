@@ -733,6 +733,12 @@ pub async fn max_batches_work(c: Ctx) {
     let got_ids = job_ids(&got);
     let renewed = s.renew_locks(&got_ids, OWNER, MIN, T0 + SEC).await.unwrap();
     assert_eq!(renewed.len(), MAX_CLAIM);
+    // Every lease now runs to T0 + 61 s, none to the first expiry.
+    let counts = counts_of(s, "bulk", T0 + 60 * SEC + SEC / 2).await;
+    assert_eq!(
+        (counts.running, counts.waiting),
+        (MAX_CLAIM as u64, (MAX_BATCH - MAX_CLAIM) as u64)
+    );
     let released = s
         .release_all(
             &got_ids,
