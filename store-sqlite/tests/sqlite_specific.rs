@@ -122,9 +122,20 @@ async fn held_write_lock_is_unavailable_after_busy_timeout() {
         .unwrap();
 }
 
-/// A new file still in rollback-journal mode whose lock another connection
-/// holds: opening the store waits for the switch to WAL within the busy
-/// timeout, then gives up `Unavailable`; a lock let go in time is waited out.
+/// Takes a shared lock on the database for the rest of `tx`.
+async fn read_a_row(tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) {
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM other")
+        .fetch_one(&mut **tx)
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+}
+
+/// A new file still in rollback-journal mode that another connection is
+/// reading (a shared lock, which SQLite's busy handler does not wait out
+/// for a change of journal mode): opening the store retries the switch to
+/// WAL within the busy timeout, then gives up `Unavailable`; a reader that
+/// lets go in time is waited out.
 #[tokio::test]
 async fn opening_waits_for_the_switch_to_wal_within_the_busy_timeout() {
     let db = TempDb::new();
@@ -134,11 +145,12 @@ async fn opening_waits_for_the_switch_to_wal_within_the_busy_timeout() {
         .connect()
         .await
         .unwrap();
-    sqlx::query("CREATE TABLE other (x)")
+    sqlx::query("CREATE TABLE other (x); INSERT INTO other VALUES (1)")
         .execute(&mut other)
         .await
         .unwrap();
-    let tx = other.begin_with("BEGIN EXCLUSIVE").await.unwrap();
+    let mut tx = other.begin().await.unwrap();
+    read_a_row(&mut tx).await;
     let started = std::time::Instant::now();
     let err = tokio::time::timeout(
         Duration::from_secs(10),
@@ -165,7 +177,8 @@ async fn opening_waits_for_the_switch_to_wal_within_the_busy_timeout() {
             .connect()
             .await
             .unwrap();
-        let tx = conn.begin_with("BEGIN EXCLUSIVE").await.unwrap();
+        let mut tx = conn.begin().await.unwrap();
+        read_a_row(&mut tx).await;
         held.send(()).unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
         tx.rollback().await.unwrap();
