@@ -35,6 +35,8 @@
 # syntax against the Redis at 127.0.0.1:6379.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/mutants-lib.sh
+source "$root/scripts/mutants-lib.sh"
 rules=$root/scripts/mutants-rules
 timeout=${MUTANTS_TIMEOUT:-180}
 out=${MUTANTS_OUT:-/tmp/jobstore-mutants-out}
@@ -139,11 +141,7 @@ for g in "${groups[@]}"; do
     # Leave the target dir built from the original files.
     touch "$work"/$globs
     (cd "$work" && cargo test --profile mutants -p "$pkg" --tests --no-run -q >/dev/null 2>&1) || true
-    count() { if [ -f "$gout/$1.txt" ]; then grep -c '^[^ ]' "$gout/$1.txt" || true; else echo 0; fi; }
-    caught=$(count caught) missed=$(count missed) unviable=$(count unviable) timeout_n=$(count timeout)
-    viable=$((caught + missed + timeout_n))
-    pct=$([ "$viable" -gt 0 ] && echo "$((100 * (caught + timeout_n) / viable))%" || echo "-")
-    line="$name: $n of $total mutants; caught $caught, missed $missed, timeout $timeout_n, unviable $unviable; caught (with timeouts) $pct"
+    line="$name: $n of $total mutants; $(mutants_summary "$gout")"
     echo "== $line"
     summary+=("$line")
 done

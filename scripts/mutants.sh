@@ -19,6 +19,8 @@
 # The store groups need the servers the tests use (see the README's Tests).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/mutants-lib.sh
+source "$root/scripts/mutants-lib.sh"
 timeout=${MUTANTS_TIMEOUT:-300}
 jobs=${MUTANTS_JOBS:-1}
 out=${MUTANTS_OUT:-/tmp/jobstore-mutants-out}
@@ -67,12 +69,7 @@ for g in "${groups[@]}"; do
     # 2: mutants missed, 3: timeouts; anything else is a failed run.
     case $rc in 0 | 2 | 3) ;; *) echo "cargo mutants failed for $name (exit $rc)" >&2; exit "$rc" ;; esac
     d="$out/$name/mutants.out"
-    # grep -c prints 0 (and fails) for an empty list.
-    count() { if [ -f "$d/$1.txt" ]; then grep -c . "$d/$1.txt" || true; else echo 0; fi; }
-    caught=$(count caught) missed=$(count missed) unviable=$(count unviable) timeout_n=$(count timeout)
-    viable=$((caught + missed + timeout_n))
-    pct=$([ "$viable" -gt 0 ] && echo "$((100 * (caught + timeout_n) / viable))%" || echo "-")
-    line="$name: caught $caught, missed $missed, timeout $timeout_n, unviable $unviable; caught (with timeouts) $pct"
+    line="$name: $(mutants_summary "$d")"
     echo "== $line"
     summary+=("$line")
 done
