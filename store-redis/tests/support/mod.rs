@@ -27,13 +27,20 @@ pub fn temp_dir(what: &str) -> PathBuf {
 
 /// Starts a watchdog in its own session (`setsid -f`, so neither Ctrl-C to
 /// the test's process group nor the test's exit takes it down): once this
-/// process is gone, it kills every server whose pidfile is in `dir`, then
-/// removes `dir`.
+/// process is gone, it sends SIGTERM to every server whose pidfile is in
+/// `dir`, gives them 10 s to exit, sends SIGKILL to any still running (a
+/// cluster node can outlive SIGTERM), then removes `dir`.
 pub fn watchdog(dir: &Path) {
     let script = format!(
         "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
-         for f in '{dir}'/*.pid; do [ -f \"$f\" ] && kill $(cat \"$f\") 2>/dev/null; done; \
-         sleep 2; rm -rf '{dir}'",
+         pids=$(cat '{dir}'/*.pid 2>/dev/null); \
+         [ -n \"$pids\" ] && kill $pids 2>/dev/null; \
+         for _ in 1 2 3 4 5 6 7 8 9 10; do \
+           alive=; for p in $pids; do kill -0 $p 2>/dev/null && alive=1; done; \
+           [ -z \"$alive\" ] && break; sleep 1; \
+         done; \
+         for p in $pids; do kill -0 $p 2>/dev/null && kill -9 $p; done; \
+         rm -rf '{dir}'",
         pid = std::process::id(),
         dir = dir.display()
     );
