@@ -314,6 +314,17 @@ pub enum Release {
     Delete,
 }
 
+impl Release {
+    /// Bytes of result output this release stores: an archive's output,
+    /// 0 for the others.
+    pub fn output_len(&self) -> usize {
+        match self {
+            Release::Archive(result) => result.output.len(),
+            _ => 0,
+        }
+    }
+}
+
 /// One job to let go of, and how; an entry of
 /// [`JobStore::release_jobs`](crate::JobStore::release_jobs).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -125,3 +125,17 @@ fn handler_limits_unset_only_when_nothing_is_set() {
     };
     assert!(!one.is_unset());
 }
+
+#[test]
+fn only_an_archive_carries_result_output() {
+    use jobstore_api::{JobResult, Release};
+    let archive = Release::Archive(JobResult::from_status(1).with_output(vec![7; 300]));
+    assert_eq!(archive.output_len(), 300);
+    assert_eq!(Release::Archive(JobResult::from_status(0)).output_len(), 0);
+    assert_eq!(Release::Delete.output_len(), 0);
+    assert_eq!(Release::Unget.output_len(), 0);
+    let retry = Release::Retry {
+        delay: Duration::from_secs(1),
+    };
+    assert_eq!(retry.output_len(), 0);
+}

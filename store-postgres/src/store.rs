@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use jobstore_api::batch::split_by_size;
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
@@ -129,6 +130,19 @@ impl PgStore {
             .await
             .map_err(|e| map("drop schema", e))?;
         Ok(())
+    }
+
+    /// The add statements for `jobs`: one per [`Self::ADD_CHUNK_BYTES`] of
+    /// payload, at least one job each.
+    fn add_chunks(jobs: &[NewJob]) -> Vec<&[NewJob]> {
+        split_by_size(jobs, Self::ADD_CHUNK_BYTES, |j| j.data.len())
+    }
+
+    /// The release statements for `releases`: one per
+    /// [`Self::RELEASE_CHUNK_BYTES`] of result output, at least one entry
+    /// each.
+    fn release_chunks(releases: &[JobRelease]) -> Vec<&[JobRelease]> {
+        split_by_size(releases, Self::RELEASE_CHUNK_BYTES, |r| r.how.output_len())
     }
 
     async fn add_chunk(&self, jobs: &[NewJob], now: Millis) -> Result<HashSet<String>> {
@@ -344,20 +358,10 @@ impl JobStore for PgStore {
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
         validate::new_jobs(jobs, &self.capabilities(), now)?;
         let mut new_ids = HashSet::with_capacity(jobs.len());
-        let mut start = 0;
-        while start < jobs.len() {
-            // One statement per ADD_CHUNK_BYTES of payload (one for any
-            // ordinary batch), at least one job each.
-            let mut end = start;
-            let mut bytes = 0;
-            while end < jobs.len()
-                && (end == start || bytes + jobs[end].data.len() <= Self::ADD_CHUNK_BYTES)
-            {
-                bytes += jobs[end].data.len();
-                end += 1;
-            }
-            new_ids.extend(self.add_chunk(&jobs[start..end], now).await?);
-            start = end;
+        // One statement per ADD_CHUNK_BYTES of payload (one for any
+        // ordinary batch), at least one job each.
+        for chunk in Self::add_chunks(jobs) {
+            new_ids.extend(self.add_chunk(chunk, now).await?);
         }
         let mut outcome = AddOutcome::default();
         for job in jobs {
@@ -445,22 +449,7 @@ impl JobStore for PgStore {
         validate::release(releases, owner, now)?;
         // One statement per RELEASE_CHUNK_BYTES of result output: one for
         // any ordinary list.
-        let mut chunks: Vec<&[JobRelease]> = Vec::new();
-        let (mut start, mut bytes) = (0, 0);
-        for (i, r) in releases.iter().enumerate() {
-            let size = match &r.how {
-                Release::Archive(result) => result.output.len(),
-                _ => 0,
-            };
-            if i > start && bytes + size > Self::RELEASE_CHUNK_BYTES {
-                chunks.push(&releases[start..i]);
-                (start, bytes) = (i, 0);
-            }
-            bytes += size;
-        }
-        if start < releases.len() {
-            chunks.push(&releases[start..]);
-        }
+        let chunks = Self::release_chunks(releases);
         match chunks.as_slice() {
             [] => Ok(Vec::new()),
             [one] => {
@@ -703,5 +692,46 @@ impl JobStore for PgStore {
             .await
             .map_err(|e| map("release_sysid", e))?;
         Ok(done.rows_affected() > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jobstore_api::limits::MAX_OUTPUT;
+
+    /// An ordinary add is one statement; only past 32 MiB of payload is it
+    /// split.
+    #[test]
+    fn adds_split_only_past_the_chunk_payload() {
+        let mib = 1 << 20;
+        assert_eq!(PgStore::ADD_CHUNK_BYTES, 32 * mib);
+        let jobs = |n: usize| -> Vec<NewJob> {
+            (0..n)
+                .map(|i| NewJob::new(format!("j{i}"), "t", vec![0; mib]))
+                .collect()
+        };
+        assert_eq!(PgStore::add_chunks(&jobs(32)).len(), 1);
+        assert_eq!(PgStore::add_chunks(&jobs(33)).len(), 2);
+        assert_eq!(PgStore::add_chunks(&[NewJob::new("a", "t", "")]).len(), 1);
+    }
+
+    /// An ordinary release list is one statement; only past 32 MiB of
+    /// result output is it split.
+    #[test]
+    fn releases_split_only_past_the_chunk_output() {
+        assert_eq!(PgStore::RELEASE_CHUNK_BYTES / MAX_OUTPUT, 512);
+        let archived = |n: usize| -> Vec<JobRelease> {
+            (0..n)
+                .map(|i| {
+                    let result = JobResult::from_status(0).with_output(vec![0; MAX_OUTPUT]);
+                    JobRelease::new(format!("j{i}"), Release::Archive(result))
+                })
+                .collect()
+        };
+        assert_eq!(PgStore::release_chunks(&archived(512)).len(), 1);
+        assert_eq!(PgStore::release_chunks(&archived(513)).len(), 2);
+        let deletes = [JobRelease::new("a", Release::Delete)];
+        assert_eq!(PgStore::release_chunks(&deletes).len(), 1);
     }
 }

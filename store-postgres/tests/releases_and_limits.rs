@@ -263,3 +263,49 @@ fn vacuum_every_zero_never_vacuums() {
         },
     );
 }
+
+/// A store's `Debug` names it, its schema and its notification channel,
+/// and never the password of its URL; `drop_schema` and `close` do what
+/// they say.
+#[test]
+fn debug_output_and_the_tools_methods() {
+    jobstore_conformance::block_on(async {
+        let Some(url) = postgres_url().await else {
+            return;
+        };
+        // The URL's own password, or one added (which trust authentication
+        // ignores).
+        let mut with_password = url::Url::parse(&url).expect("url");
+        let password = match with_password.password() {
+            Some(p) => p.to_owned(),
+            None => {
+                with_password.set_password(Some("s3cret")).expect("password");
+                "s3cret".to_owned()
+            }
+        };
+        let schema = unique_namespace();
+        let opts = PgStoreOptions::from_url(with_password.as_str())
+            .expect("url")
+            .schema(&schema);
+        let store = PgStore::connect_with(opts).await.expect("connect");
+        let debug = format!("{store:?}");
+        assert!(debug.starts_with("PgStore {"), "{debug}");
+        assert!(debug.contains(&format!("\"{schema}\"")), "{debug}");
+        assert_eq!(store.channel(), format!("jobstore:{schema}"));
+        assert!(debug.contains(store.channel()), "{debug}");
+        assert!(!debug.contains(&format!(":{password}@")), "{debug}");
+        // drop_schema removes the schema; close closes the pool, after
+        // which calls fail instead of reconnecting.
+        let schemas = || {
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM pg_namespace WHERE nspname = $1")
+                .bind(&schema)
+                .fetch_one(store.pool())
+        };
+        assert_eq!(schemas().await.expect("count schemas"), 1);
+        store.drop_schema().await.expect("drop schema");
+        assert_eq!(schemas().await.expect("count schemas"), 0);
+        store.close().await;
+        assert!(store.pool().is_closed());
+        assert!(store.get_job("a").await.is_err());
+    });
+}

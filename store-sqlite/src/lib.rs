@@ -12,6 +12,7 @@ use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use jobstore_api::batch::split_by_size;
 use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
@@ -280,31 +281,17 @@ fn keep_entry(r: &JobRelease, now: Millis) -> Option<serde_json::Value> {
 /// [`RELEASE_CHUNK_OUTPUT`] bytes of output each (one for any ordinary
 /// list).
 fn keep_chunks(releases: &[JobRelease], now: Millis) -> Result<Vec<String>> {
-    let mut chunks = Vec::new();
-    let mut chunk = Vec::new();
-    let mut bytes = 0;
-    for r in releases {
-        let Some(entry) = keep_entry(r, now) else {
-            continue;
-        };
-        let size = match &r.how {
-            Release::Archive(result) => result.output.len(),
-            _ => 0,
-        };
-        if !chunk.is_empty() && bytes + size > RELEASE_CHUNK_OUTPUT {
-            chunks.push(std::mem::take(&mut chunk));
-            bytes = 0;
-        }
-        bytes += size;
-        chunk.push(entry);
-    }
-    if !chunk.is_empty() {
-        chunks.push(chunk);
-    }
-    chunks
+    split_by_size(releases, RELEASE_CHUNK_OUTPUT, |r| r.how.output_len())
         .into_iter()
-        .map(|c| {
-            serde_json::to_string(&c).map_err(|e| Error::backend("encoding releases as JSON", e))
+        .map(|run| {
+            run.iter()
+                .filter_map(|r| keep_entry(r, now))
+                .collect::<Vec<_>>()
+        })
+        .filter(|entries| !entries.is_empty())
+        .map(|entries| {
+            serde_json::to_string(&entries)
+                .map_err(|e| Error::backend("encoding releases as JSON", e))
         })
         .collect()
 }
