@@ -279,7 +279,9 @@ fn debug_output_and_the_tools_methods() {
         let password = match with_password.password() {
             Some(p) => p.to_owned(),
             None => {
-                with_password.set_password(Some("s3cret")).expect("password");
+                with_password
+                    .set_password(Some("s3cret"))
+                    .expect("password");
                 "s3cret".to_owned()
             }
         };
