@@ -1,7 +1,8 @@
 //! PostgreSQL specifics: a release with more result output, or an add
 //! with more payload, than one statement takes; handler versions stored
 //! before the limit columns existed; purges in batches; the store's own
-//! vacuums of `jobs`.
+//! vacuums of `jobs`; connecting during another store's migration; the
+//! methods for tools and `Debug`.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -309,5 +310,44 @@ fn debug_output_and_the_tools_methods() {
         store.close().await;
         assert!(store.pool().is_closed());
         assert!(store.get_job("a").await.is_err());
+    });
+}
+
+/// A store connecting while another holds its schema's migration lock
+/// waits for the lock (up to 30 s, however short its acquire timeout),
+/// then connects.
+#[test]
+fn connecting_waits_for_a_migration_in_progress() {
+    use sqlx::Connection;
+    jobstore_conformance::block_on(async {
+        let Some(url) = postgres_url().await else {
+            return;
+        };
+        let schema = unique_namespace();
+        let mut holder = sqlx::PgConnection::connect(&url).await.expect("connect");
+        sqlx::query("SELECT pg_advisory_lock(hashtextextended($1, 0))")
+            .bind(format!("jobstore migrate {schema}"))
+            .execute(&mut holder)
+            .await
+            .expect("take the migration lock");
+        let opts = PgStoreOptions::from_url(&url)
+            .expect("url")
+            .schema(&schema)
+            .acquire_timeout(Duration::from_millis(500));
+        let start = Instant::now();
+        let connecting = tokio::spawn(PgStore::connect_with(opts));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(
+            !connecting.is_finished(),
+            "connected (or gave up) while another held the migration lock"
+        );
+        holder.close().await.expect("let go of the lock");
+        let store = connecting
+            .await
+            .expect("join")
+            .expect("connect once the lock is let go");
+        assert!(start.elapsed() >= Duration::from_secs(2));
+        store.add_jobs(&[NewJob::new("a", "t", "x")], T0).await.unwrap();
+        store.drop_schema().await.expect("drop schema");
     });
 }
