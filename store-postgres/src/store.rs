@@ -241,8 +241,11 @@ async fn migrate(connect: &PgConnectOptions, schema: &str, timeout: Duration) ->
         // migrate in parallel.
         let mut migrator = sqlx::migrate!();
         migrator.set_locking(false);
+        // `run_direct` on the connection itself: `run` takes an `Acquire`,
+        // whose higher-ranked bound leaves `connect`'s future not provably
+        // `Send` (it could not be spawned).
         migrator
-            .run(&mut conn)
+            .run_direct(None, &mut conn, false)
             .await
             .map_err(crate::error::map_migrate)?;
         conn.close().await.map_err(|e| map("close", e))?;

@@ -335,6 +335,7 @@ fn connecting_waits_for_a_migration_in_progress() {
             .schema(&schema)
             .acquire_timeout(Duration::from_millis(500));
         let start = Instant::now();
+        // `connect_with` is spawned: its future is `Send`.
         let connecting = tokio::spawn(PgStore::connect_with(opts));
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert!(
@@ -347,7 +348,10 @@ fn connecting_waits_for_a_migration_in_progress() {
             .expect("join")
             .expect("connect once the lock is let go");
         assert!(start.elapsed() >= Duration::from_secs(2));
-        store.add_jobs(&[NewJob::new("a", "t", "x")], T0).await.unwrap();
+        store
+            .add_jobs(&[NewJob::new("a", "t", "x")], T0)
+            .await
+            .unwrap();
         store.drop_schema().await.expect("drop schema");
     });
 }

@@ -238,7 +238,13 @@ async fn migrate(conn: &mut SqliteConnection) -> Result<()> {
         .begin_with("BEGIN IMMEDIATE")
         .await
         .map_err(|e| error::map("migration", e))?;
-    MIGRATOR.run(&mut *tx).await.map_err(error::map_migrate)?;
+    // `run_direct` on the connection itself: `run` takes an `Acquire`,
+    // whose higher-ranked bound leaves `connect`'s future not provably
+    // `Send` (it could not be spawned).
+    MIGRATOR
+        .run_direct(None, &mut *tx, false)
+        .await
+        .map_err(error::map_migrate)?;
     tx.commit().await.map_err(|e| error::map("migration", e))
 }
 

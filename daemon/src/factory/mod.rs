@@ -370,4 +370,20 @@ mod tests {
         assert!(dir.path().join(DEFAULT_SQLITE_FILE).exists());
         open(Some("memory://"), dir.path()).await.unwrap();
     }
+
+    /// Opening a store, on any backend, is a `Send` future: it can be
+    /// spawned on a multi-threaded runtime. (A compile-time check: the
+    /// test does not build otherwise.)
+    #[test]
+    fn opening_a_store_can_be_spawned() {
+        fn spawnable<F: std::future::Future + Send + 'static>(_: F) {}
+        spawnable(async { jobstore_sqlite::SqliteStore::connect("sqlite::memory:").await });
+        spawnable(async { jobstore_postgres::PgStore::connect("postgres://h/d").await });
+        spawnable(async { jobstore_redis::RedisStore::connect("redis://h").await });
+        spawnable(async { jobstore_mongo::MongoStore::connect("mongodb://h").await });
+        spawnable(async {
+            let dir = std::path::PathBuf::from("/nonexistent");
+            open(Some("memory://"), &dir).await
+        });
+    }
 }
