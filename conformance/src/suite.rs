@@ -1819,6 +1819,45 @@ pub async fn job_counts_by_state(c: Ctx) {
     );
 }
 
+/// A result code whose archived jobs are all purged is absent from the
+/// counts (not there with 0), while the jobtype's other jobs still count.
+pub async fn purged_result_codes_leave_the_counts(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 3, T0).await;
+    let got = job_ids(&claim(s, "t", 2, OWNER, T0).await);
+    s.release_all(
+        &got[0..1],
+        OWNER,
+        &Release::Archive(JobResult::from_status(200)),
+        T0,
+    )
+    .await
+    .unwrap();
+    s.release_all(
+        &got[1..2],
+        OWNER,
+        &Release::Archive(JobResult::from_status(500)),
+        T0 + SEC,
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.purge_archived(T0 + 1).await.unwrap(), 1);
+    let expected = JobCounts {
+        jobtype: "t".into(),
+        waiting: 1,
+        archived: archived(&[(ResultCode::Error, 1)]),
+        ..JobCounts::default()
+    };
+    assert_eq!(s.job_counts(T0 + 2 * SEC).await.unwrap(), vec![expected]);
+    assert_eq!(s.purge_archived(T0 + 2 * SEC).await.unwrap(), 1);
+    let expected = JobCounts {
+        jobtype: "t".into(),
+        waiting: 1,
+        ..JobCounts::default()
+    };
+    assert_eq!(s.job_counts(T0 + 2 * SEC).await.unwrap(), vec![expected]);
+}
+
 // ----------------------------------------------------------------- handlers
 
 fn full_handler(body: &str) -> Handler {

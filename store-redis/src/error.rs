@@ -58,3 +58,50 @@ pub(crate) fn map(e: RedisError, what: &str) -> Error {
 pub(crate) fn malformed(what: &str) -> Error {
     Error::backend_msg(format!("redis: malformed reply or stored data: {what}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jobstore_api::ErrorKind;
+    use std::io;
+
+    /// The error a server sends as `reply` (RESP).
+    fn server(reply: &[u8]) -> RedisError {
+        match redis::parse_redis_value(reply).expect("parse") {
+            redis::Value::ServerError(e) => e.into(),
+            v => panic!("not an error reply: {v:?}"),
+        }
+    }
+
+    fn kind(e: RedisError) -> ErrorKind {
+        map(e, "test").kind()
+    }
+
+    #[test]
+    fn errors_map_by_kind_and_code() {
+        for e in [io::ErrorKind::ConnectionRefused, io::ErrorKind::TimedOut] {
+            assert_eq!(kind(io::Error::from(e).into()), ErrorKind::Unavailable);
+        }
+        for reply in [
+            &b"-LOADING Redis is loading the dataset in memory\r\n"[..],
+            b"-BUSY Redis is busy running a script\r\n",
+            b"-CLUSTERDOWN The cluster is down\r\n",
+            b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+            b"-MASTERDOWN Link with MASTER is down\r\n",
+            b"-READONLY You can't write against a read only replica.\r\n",
+        ] {
+            assert_eq!(kind(server(reply)), ErrorKind::Unavailable, "{reply:?}");
+        }
+        let bad = map(server(b"-JSBAD stored job has no jobtype\r\n"), "claim");
+        assert_eq!(bad.kind(), ErrorKind::Backend);
+        assert!(bad.to_string().contains("the script rejected"), "{bad}");
+        for reply in [
+            &b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"[..],
+            b"-ERR unknown command\r\n",
+        ] {
+            assert_eq!(kind(server(reply)), ErrorKind::Backend, "{reply:?}");
+        }
+        let config = RedisError::from((redis::ErrorKind::InvalidClientConfig, "bad URL"));
+        assert_eq!(kind(config), ErrorKind::InvalidInput);
+    }
+}

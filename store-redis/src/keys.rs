@@ -125,6 +125,10 @@ mod tests {
         assert_eq!(k.jobtype("a-b").ready, "{jobs:a-b}:ready");
         assert_eq!(k.jobtype("a-b").job, "{jobs:a-b}:j:");
         assert_eq!(k.jobtypes(), "{jobs}:jobtypes");
+        assert_eq!(k.prefix(), "jobs");
+        // Each namespace wakes its own watchers only.
+        assert_eq!(k.channel(), "{jobs}:wake");
+        assert_ne!(k.channel(), Keys::new("other").channel());
         assert!(k.bucket("x").starts_with("{jobs|i"));
         assert_eq!(index_jobtype(&index_value("t:1", "abc")), "t:1");
     }

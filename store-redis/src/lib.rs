@@ -1509,9 +1509,39 @@ fn handler_version(jobtype: String, id: Value, dt: Value, json: Value) -> Result
 
 #[cfg(test)]
 mod tests {
-    use super::{handler_version, key_slot};
+    use super::{bytes, handler_version, int, key_slot, parse_score, string};
     use jobstore_api::{Handler, HandlerLimits};
     use redis::Value;
+
+    /// Replies are read as what they mean, whatever string or number form
+    /// the server sends them in; anything else is a malformed reply.
+    #[test]
+    fn replies_decode_from_every_form_they_come_in() {
+        assert_eq!(
+            bytes(Value::BulkString(b"a\0b".to_vec()), "x").unwrap(),
+            b"a\0b"
+        );
+        assert_eq!(bytes(Value::SimpleString("OK".into()), "x").unwrap(), b"OK");
+        assert_eq!(bytes(Value::Int(-12), "x").unwrap(), b"-12");
+        assert!(bytes(Value::Nil, "x").is_err());
+        assert_eq!(
+            string(Value::BulkString(b"id-1".to_vec()), "x").unwrap(),
+            "id-1"
+        );
+        assert!(string(Value::BulkString(vec![0xff]), "x").is_err());
+        assert_eq!(int(&Value::Int(7), "x").unwrap(), 7);
+        assert_eq!(int(&Value::BulkString(b"-3".to_vec()), "x").unwrap(), -3);
+        assert_eq!(int(&Value::SimpleString("42".into()), "x").unwrap(), 42);
+        assert!(int(&Value::BulkString(b"4x".to_vec()), "x").is_err());
+        assert!(int(&Value::Nil, "x").is_err());
+        assert_eq!(
+            parse_score(b"1700000000000", "x").unwrap(),
+            1_700_000_000_000
+        );
+        assert_eq!(parse_score(b"1.7e+12", "x").unwrap(), 1_700_000_000_000);
+        assert!(parse_score(b"1.5", "x").is_err());
+        assert!(parse_score(b"inf", "x").is_err());
+    }
 
     #[test]
     fn handlers_stored_before_limits_read_back_without_limits() {

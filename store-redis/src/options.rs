@@ -222,6 +222,25 @@ mod tests {
         assert!(parse_url("nonsense").is_err());
     }
 
+    /// Each setter sets its own field; the promotion slice is raised to
+    /// `MAX_CLAIM`.
+    #[test]
+    fn setters_set_their_fields() {
+        let max = jobstore_api::limits::MAX_CLAIM;
+        let o = RedisOptions::new()
+            .prefix("p")
+            .connection_timeout(Duration::from_millis(11))
+            .response_timeout(Duration::from_millis(12))
+            .poll_interval(Duration::from_millis(13))
+            .promote_slice(max + 5);
+        assert_eq!(o.prefix.as_deref(), Some("p"));
+        assert_eq!(o.connection_timeout, Duration::from_millis(11));
+        assert_eq!(o.response_timeout, Duration::from_millis(12));
+        assert_eq!(o.poll_interval, Duration::from_millis(13));
+        assert_eq!(o.promote_slice, max + 5);
+        assert_eq!(RedisOptions::new().promote_slice(1).promote_slice, max);
+    }
+
     #[test]
     fn prefixes() {
         assert!(validate_prefix("jst_0123").is_ok());

@@ -648,3 +648,22 @@ fn drop_namespace_removes_only_its_own() {
         support::drop_namespace_removes_only_its_own(&url, std::slice::from_ref(&url)).await;
     });
 }
+
+/// A store's `Debug` names it, its prefix and whether it is a cluster,
+/// and never its URL (which may carry a password); `prefix` and
+/// `is_cluster` say the same.
+#[test]
+fn debug_output_names_the_prefix_and_no_url() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let debug = format!("{s:?}");
+            assert!(debug.starts_with("RedisStore {"), "{debug}");
+            assert!(debug.contains(&format!("prefix: \"{prefix}\"")), "{debug}");
+            assert!(debug.contains("cluster: false"), "{debug}");
+            assert!(!debug.contains(&url), "{debug}");
+            assert_eq!(s.prefix(), prefix);
+            assert!(!s.is_cluster());
+        },
+    );
+}
