@@ -93,6 +93,12 @@ fn archived(pairs: &[(ResultCode, u64)]) -> std::collections::BTreeMap<ResultCod
     pairs.iter().copied().collect()
 }
 
+/// Archives `ids` (held by [`OWNER`]) with a result of `status`.
+async fn archive_as(store: &dyn JobStore, ids: &[String], status: u16, now: Millis) {
+    let how = Release::Archive(JobResult::from_status(status));
+    store.release_all(ids, OWNER, &how, now).await.unwrap();
+}
+
 // ---------------------------------------------------------------- add / get
 
 /// Every field of a new job reads back as the contract says.
@@ -1778,22 +1784,8 @@ pub async fn job_counts_by_state(c: Ctx) {
     .await;
     add_n(s, "u", 1, T0).await;
     let got = job_ids(&claim(s, "t", 4, OWNER, T0).await);
-    s.release_all(
-        &got[0..1],
-        OWNER,
-        &Release::Archive(JobResult::from_status(200)),
-        T0,
-    )
-    .await
-    .unwrap();
-    s.release_all(
-        &got[1..2],
-        OWNER,
-        &Release::Archive(JobResult::from_status(500)),
-        T0,
-    )
-    .await
-    .unwrap();
+    archive_as(s, &got[0..1], 200, T0).await;
+    archive_as(s, &got[1..2], 500, T0).await;
     s.renew_locks(&got[2..3], OWNER, Duration::from_secs(3600), T0)
         .await
         .unwrap();
@@ -1825,22 +1817,8 @@ pub async fn purged_result_codes_leave_the_counts(c: Ctx) {
     let s = &*c.store;
     add_n(s, "t", 3, T0).await;
     let got = job_ids(&claim(s, "t", 2, OWNER, T0).await);
-    s.release_all(
-        &got[0..1],
-        OWNER,
-        &Release::Archive(JobResult::from_status(200)),
-        T0,
-    )
-    .await
-    .unwrap();
-    s.release_all(
-        &got[1..2],
-        OWNER,
-        &Release::Archive(JobResult::from_status(500)),
-        T0 + SEC,
-    )
-    .await
-    .unwrap();
+    archive_as(s, &got[0..1], 200, T0).await;
+    archive_as(s, &got[1..2], 500, T0 + SEC).await;
     assert_eq!(s.purge_archived(T0 + 1).await.unwrap(), 1);
     let expected = JobCounts {
         jobtype: "t".into(),
