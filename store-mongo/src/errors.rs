@@ -240,6 +240,36 @@ mod tests {
         assert_eq!(map("t", command_error(10334)).kind(), ErrorKind::TooLarge);
     }
 
+    /// A code sent as a 64-bit integer is read like a 32-bit one.
+    #[test]
+    fn write_reply_codes_may_be_64_bit() {
+        use mongodb::bson::doc;
+        let one = |code: i64| {
+            doc! { "ok": 1, "n": 0, "writeErrors": [{ "index": 0, "code": code, "errmsg": "x" }] }
+        };
+        let kind = |d: &Document| check_write_reply("t", d).unwrap_err().kind();
+        assert_eq!(kind(&one(11600)), ErrorKind::Unavailable);
+        assert_eq!(kind(&one(10334)), ErrorKind::TooLarge);
+        assert_eq!(kind(&one(8)), ErrorKind::Backend);
+    }
+
+    /// A driver's write-concern failure carries its code like any write
+    /// error: a replica set that lost its primary is unavailable.
+    #[test]
+    fn write_concern_failures_are_mapped_by_code() {
+        let wc = |code: i32| -> MongoError {
+            let w: mongodb::error::WriteConcernError =
+                mongodb::bson::from_document(mongodb::bson::doc! {
+                    "code": code, "codeName": "X", "errmsg": "test"
+                })
+                .unwrap();
+            MongoError::from(K::Write(WriteFailure::WriteConcernError(w)))
+        };
+        assert_eq!(server_code(&wc(91)), Some(91));
+        assert_eq!(map("t", wc(91)).kind(), ErrorKind::Unavailable);
+        assert_eq!(map("t", wc(100)).kind(), ErrorKind::Backend);
+    }
+
     #[test]
     fn other_errors_are_backend_with_source() {
         let e = map("test", MongoError::custom("boom"));

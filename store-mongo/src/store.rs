@@ -1405,3 +1405,58 @@ impl MongoStore {
         Err(Error::backend_msg("handler counter upsert kept failing"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{pack, shuffle};
+    use mongodb::bson::{Document, doc};
+
+    /// A shuffle is a permutation, the same for one seed, and different
+    /// seeds give claimers different orders (so that they spread over
+    /// the jobs instead of racing for the same ones). (Seeds that differ
+    /// only in the lowest bit share an order: xorshift needs an odd one.)
+    #[test]
+    fn shuffles_are_permutations_that_differ_by_seed() {
+        let order = |seed: u64| {
+            let mut v: Vec<u32> = (0..100).collect();
+            shuffle(&mut v, seed);
+            v
+        };
+        let a = order(1);
+        let mut sorted = a.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..100).collect::<Vec<u32>>());
+        assert_eq!(a, order(1));
+        assert_ne!(a, (0..100).collect::<Vec<u32>>());
+        let distinct: std::collections::HashSet<Vec<u32>> = [1, 2, 4, 0xdead_beef, u64::MAX]
+            .into_iter()
+            .map(order)
+            .collect();
+        assert_eq!(distinct.len(), 5);
+    }
+
+    /// Statements fill a command up to exactly the limit, one larger than
+    /// the limit goes alone, and the order is kept.
+    #[test]
+    fn statements_pack_up_to_the_limit() {
+        let statements = |sizes: &[usize]| -> Vec<(Document, usize)> {
+            sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (doc! { "i": i as i32 }, n))
+                .collect()
+        };
+        let shape =
+            |commands: &[Vec<Document>]| -> Vec<usize> { commands.iter().map(Vec::len).collect() };
+        assert_eq!(shape(&pack(statements(&[4, 4, 4, 4]), 8)), [2, 2]);
+        assert_eq!(shape(&pack(statements(&[4, 3, 9, 1]), 8)), [2, 1, 1]);
+        assert_eq!(shape(&pack(statements(&[8, 1]), 8)), [1, 1]);
+        assert!(pack(Vec::new(), 8).is_empty());
+        let order: Vec<i32> = pack(statements(&[4, 3, 9, 1, 2]), 8)
+            .concat()
+            .iter()
+            .map(|d| d.get_i32("i").unwrap())
+            .collect();
+        assert_eq!(order, [0, 1, 2, 3, 4]);
+    }
+}

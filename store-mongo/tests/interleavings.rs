@@ -252,6 +252,17 @@ async fn claim_cancelled_after_its_update_gives_its_jobs_back() {
 /// A hook that fails round trip 1 of `op` once, after it applied (as a
 /// write-concern error or a lost reply after the write would).
 fn fail_once_after(op: &'static str) -> RoundTripHook {
+    fail_once_with(op, || {
+        Error::unavailable(
+            "injected failure after the write",
+            std::io::Error::other("test"),
+        )
+    })
+}
+
+/// A hook that fails round trip 1 of `op` once, after it applied, with
+/// the error `make` gives.
+fn fail_once_with(op: &'static str, make: fn() -> Error) -> RoundTripHook {
     let failed = Arc::new(Mutex::new(false));
     Arc::new(move |name, n| {
         let failed = failed.clone();
@@ -259,15 +270,38 @@ fn fail_once_after(op: &'static str) -> RoundTripHook {
             let mut failed = failed.lock().unwrap();
             if name == op && n == 1 && !*failed {
                 *failed = true;
-                return Err(Error::unavailable(
-                    "injected failure after the write",
-                    std::io::Error::other("test"),
-                ));
+                return Err(make());
             }
             Ok(())
         }
         .boxed()
     })
+}
+
+/// Only a retryable failure is sent again: a release whose first round
+/// trip fails for good gives the caller that error, and the hook is not
+/// asked again.
+#[tokio::test]
+async fn release_failed_for_good_is_not_sent_again() {
+    with_two_stores(|a, _b| async move {
+        a.add_jobs(&[NewJob::new("x", "t", "x")], T0).await.unwrap();
+        assert_eq!(a.claim_jobs("t", 1, "A", MIN, T0).await.unwrap().len(), 1);
+        let failing = a
+            .clone()
+            .with_round_trip_hook(fail_once_with("release", || {
+                Error::backend_msg("injected failure for good")
+            }));
+        let err = failing
+            .release_all(&ids(&["x"]), "A", &Release::Unget, T0 + 1)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), jobstore_api::ErrorKind::Backend, "{err}");
+        assert!(
+            err.to_string().contains("injected failure for good"),
+            "{err}"
+        );
+    })
+    .await;
 }
 
 /// A renew whose update applied but failed is sent again with the same
