@@ -55,6 +55,13 @@ fn outage_is_unavailable_and_recovery_is_automatic() {
                 .await;
             assert_eq!(err.unwrap_err().kind(), ErrorKind::Unavailable);
         }
+        // A new watcher cannot subscribe either: `watch` says so once every
+        // node has failed, instead of waiting for the server.
+        let err = tokio::time::timeout(Duration::from_secs(15), store.watch())
+            .await
+            .expect("watch answers while the server is down")
+            .expect_err("no watcher without a server");
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
 
         // Same port, empty server (no persistence): the store must find it
         // again by itself, and load its scripts again (NOSCRIPT).
