@@ -684,6 +684,16 @@ mod tests {
         assert!(check_prefix("app1.q_").is_ok());
         assert!(check_prefix("a$").is_err());
         assert!(check_prefix(&"p".repeat(65)).is_err());
+        // The longest names allowed.
+        assert!(check_database_name(&"d".repeat(63)).is_ok());
+        assert!(check_prefix(&"p".repeat(64)).is_ok());
+    }
+
+    #[test]
+    fn option_setters_set_their_fields() {
+        let o = MongoOptions::default().database("db1").prefix("p_");
+        assert_eq!(o.database.as_deref(), Some("db1"));
+        assert_eq!(o.prefix.as_deref(), Some("p_"));
     }
 
     /// Review finding 1: the URL's read preference and concerns never

@@ -696,3 +696,35 @@ async fn claims_and_counts_take_one_batch_and_the_claim_index() {
         std::panic::resume_unwind(panic);
     }
 }
+
+/// Connecting probes the server: `$unionWith` is used exactly when its
+/// `buildInfo` reports 4.4 or later.
+#[tokio::test]
+async fn connect_probes_the_servers_version() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let client = mongodb::Client::with_uri_str(&url).await.expect("client");
+    let info = client
+        .database("admin")
+        .run_command(doc! { "buildInfo": 1 })
+        .await
+        .expect("buildInfo");
+    let version: Vec<u32> = info
+        .get_str("version")
+        .expect("a version")
+        .split('.')
+        .map(|p| p.parse().unwrap_or(0))
+        .collect();
+    let at_least_4_4 = version.as_slice() >= [4, 4].as_slice();
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+        .await
+        .expect("connect");
+    assert_eq!(
+        s.uses_union_with(),
+        at_least_4_4,
+        "server version {version:?}"
+    );
+    client.database(&ns).drop().await.expect("drop database");
+}
