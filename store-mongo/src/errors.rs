@@ -270,6 +270,27 @@ mod tests {
         assert_eq!(map("t", wc(100)).kind(), ErrorKind::Backend);
     }
 
+    /// An `insert_many` failure reports the first error that is not a
+    /// duplicate key, else the duplicate key, else its write-concern code.
+    #[test]
+    fn insert_many_failures_report_their_most_telling_code() {
+        use mongodb::bson::{doc, from_document};
+        let failure = |d: Document| -> MongoError {
+            let e: mongodb::error::InsertManyError = from_document(d).unwrap();
+            MongoError::from(K::InsertMany(e))
+        };
+        let dup = doc! { "index": 0, "code": DUPLICATE_KEY, "errmsg": "dup" };
+        let other = doc! { "index": 1, "code": 91, "errmsg": "shutdown" };
+        let both = failure(doc! { "writeErrors": [dup.clone(), other] });
+        assert_eq!(server_code(&both), Some(91));
+        assert_eq!(map("t", both).kind(), ErrorKind::Unavailable);
+        let only_dup = failure(doc! { "writeErrors": [dup] });
+        assert!(is_duplicate_key(&only_dup));
+        let wc = doc! { "code": 64, "codeName": "X", "errmsg": "wtimeout" };
+        let concern = failure(doc! { "writeConcernError": wc });
+        assert_eq!(server_code(&concern), Some(64));
+    }
+
     #[test]
     fn other_errors_are_backend_with_source() {
         let e = map("test", MongoError::custom("boom"));
