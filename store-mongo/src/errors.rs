@@ -213,6 +213,10 @@ mod tests {
         assert_eq!(kind(&wc), ErrorKind::Unavailable);
         let e = check_write_reply("t", &one(2)).unwrap_err();
         assert!(std::error::Error::source(&e).is_some());
+        // The server's own words are kept in the message.
+        let failed = doc! { "ok": 1, "n": 0, "writeErrors": [{ "index": 0, "code": 2, "errmsg": "bad $op" }] };
+        let e = check_write_reply("update", &failed).unwrap_err();
+        assert!(e.to_string().contains("server code 2: bad $op"), "{e}");
     }
 
     fn command_error(code: i32) -> MongoError {
