@@ -1408,8 +1408,23 @@ impl MongoStore {
 
 #[cfg(test)]
 mod tests {
-    use super::{pack, shuffle};
+    use super::{Outcome, pack, shuffle};
+    use jobstore_api::ResultCode;
     use mongodb::bson::{Document, doc};
+
+    /// A statement's size bound counts each id with its array overhead,
+    /// the output, the owner and room for the fixed fields.
+    #[test]
+    fn statement_sizes_count_ids_output_and_owner() {
+        assert_eq!(Outcome::Delete.size(&["ab"], "own"), (2 + 16) + 3 + 512);
+        assert_eq!(
+            Outcome::Unget.size(&["ab", "cde"], "own"),
+            (2 + 16) + (3 + 16) + 3 + 512
+        );
+        let output = vec![7u8; 1000];
+        let archive = Outcome::Archive(ResultCode::Ok, 200, &output);
+        assert_eq!(archive.size(&["ab"], "own"), (2 + 16) + 1000 + 3 + 512);
+    }
 
     /// A shuffle is a permutation, the same for one seed, and different
     /// seeds give claimers different orders (so that they spread over
