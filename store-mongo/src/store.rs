@@ -245,21 +245,14 @@ fn outcomes(releases: &[JobRelease], now: Millis) -> Vec<(Outcome<'_>, Vec<&str>
 /// Packs `statements` (each with its size bound) into commands of at most
 /// `limit` bytes each (a statement larger than `limit` goes alone).
 fn pack(statements: Vec<(Document, usize)>, limit: usize) -> Vec<Vec<Document>> {
-    let mut commands: Vec<Vec<Document>> = Vec::new();
-    let mut size = 0;
-    for (st, len) in statements {
-        match commands.last_mut() {
-            Some(last) if size + len <= limit => {
-                last.push(st);
-                size += len;
-            }
-            _ => {
-                commands.push(vec![st]);
-                size = len;
-            }
-        }
-    }
-    commands
+    let runs: Vec<usize> = jobstore_api::batch::split_by_size(&statements, limit, |(_, len)| *len)
+        .iter()
+        .map(|run| run.len())
+        .collect();
+    let mut docs = statements.into_iter().map(|(st, _)| st);
+    runs.into_iter()
+        .map(|n| docs.by_ref().take(n).collect())
+        .collect()
 }
 
 impl MongoStore {
