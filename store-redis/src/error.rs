@@ -92,6 +92,13 @@ mod tests {
         ] {
             assert_eq!(kind(server(reply)), ErrorKind::Unavailable, "{reply:?}");
         }
+        // A cluster client with no connection to the node a key maps to
+        // (while the cluster reconfigures or a node is down).
+        let no_node = RedisError::from((
+            redis::ErrorKind::ClusterConnectionNotFound,
+            "No connections found",
+        ));
+        assert_eq!(kind(no_node), ErrorKind::Unavailable);
         let bad = map(server(b"-JSBAD stored job has no jobtype\r\n"), "claim");
         assert_eq!(bad.kind(), ErrorKind::Backend);
         assert!(bad.to_string().contains("the script rejected"), "{bad}");
