@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{JobRelease, JobResult, JobStore, NewJob, Release};
 
 use crate::suite::T0;
@@ -11,7 +12,8 @@ use crate::suite::T0;
 /// statement or round trip, as the store was configured) is exact across
 /// them: every archived job before the cutoff goes, none after it, the
 /// count is right when it is a multiple of the batch, and running jobs are
-/// never touched. Uses the jobtype `purge-batches`.
+/// never touched. Uses the jobtype `purge-batches` with about 3.5 times
+/// `batch` jobs, claimed [`MAX_CLAIM`] at a time.
 pub async fn purge_is_exact_across_batches(s: &dyn JobStore, batch: usize) {
     let (old, new, running) = (3 * batch, batch / 2 + 1, 2);
     let id = |i: usize| format!("purge-{i:05}");
@@ -21,11 +23,13 @@ pub async fn purge_is_exact_across_batches(s: &dyn JobStore, batch: usize) {
         .collect();
     s.add_jobs(&jobs, T0).await.unwrap();
     let lease = Duration::from_secs(600);
-    let got = s
-        .claim_jobs("purge-batches", all, "owner", lease, T0)
-        .await
-        .unwrap();
-    assert_eq!(got.len(), all);
+    let mut claimed = 0;
+    while claimed < all {
+        let n = (all - claimed).min(MAX_CLAIM);
+        let got = s.claim_jobs("purge-batches", n, "owner", lease, T0).await;
+        assert_eq!(got.unwrap().len(), n, "after {claimed} of {all}");
+        claimed += n;
+    }
     let archive = |ids: std::ops::Range<usize>| -> Vec<JobRelease> {
         ids.map(|i| JobRelease::new(id(i), Release::Archive(JobResult::from_status(200))))
             .collect()

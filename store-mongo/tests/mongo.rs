@@ -555,6 +555,27 @@ async fn purge_deletes_in_bounded_batches() {
     }
 }
 
+/// The shared check of batched purges, with counts that are exact
+/// multiples of the batch: a delete that comes back full is followed by
+/// another.
+#[tokio::test]
+async fn purge_is_exact_across_batches() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+        .await
+        .expect("connect");
+    let batched = s.clone().with_purge_batch(10);
+    let check = jobstore_conformance::checks::purge_is_exact_across_batches(&batched, 10);
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(check)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
 /// On a standalone server (the emulator) the store declares no
 /// notifications and polls; where change streams are tried and refused,
 /// `watch` falls back to polling too.

@@ -246,18 +246,10 @@ impl RedisStore {
             .query_async(&mut c)
             .await
             .map_err(|e| map(e, "CLUSTER NODES"))?;
-        let mut urls = Vec::new();
-        for line in text.lines() {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 3 || !f[2].split(',').any(|x| x == "master") || f[2].contains("fail") {
-                continue;
-            }
-            let addr = f[1].split('@').next().unwrap_or("");
-            if !addr.is_empty() {
-                urls.push(format!("{scheme}://{userinfo}{addr}/"));
-            }
-        }
-        Ok(urls)
+        Ok(primary_addrs(&text)
+            .into_iter()
+            .map(|addr| format!("{scheme}://{userinfo}{addr}/"))
+            .collect())
     }
 
     async fn nodes_conn(&self) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
@@ -772,6 +764,29 @@ impl RedisStore {
         });
         try_join_all(calls).await
     }
+}
+
+/// The `host:port` of each primary that a `CLUSTER NODES` reply lists as
+/// reachable: flagged `master`, and neither `fail`, `fail?` nor `noaddr`.
+fn primary_addrs(nodes: &str) -> Vec<&str> {
+    nodes
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let flags = f.get(2)?.split(',');
+            let mut primary = false;
+            for flag in flags {
+                match flag {
+                    "master" => primary = true,
+                    "fail" | "fail?" | "noaddr" => return None,
+                    _ => {}
+                }
+            }
+            // `ip:port@cport` or `ip:port@cport,hostname`
+            let addr = f[1].split('@').next().unwrap_or("");
+            (primary && !addr.is_empty()).then_some(addr)
+        })
+        .collect()
 }
 
 /// What `add.lua` did with one job.
@@ -1544,6 +1559,24 @@ mod tests {
     }
 
     #[test]
+    fn primaries_are_the_reachable_masters_of_cluster_nodes() {
+        let nodes = "\
+07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.1:30004@31004,host4 slave e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 0 1426238317239 4 connected
+67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 127.0.0.1:30002@31002,host2 master - 0 1426238316232 2 connected 5461-10922
+292f8b365bb7edb5e285caf0b7e6ddc7265d2f4f 127.0.0.1:30003@31003 master,fail - 1426238316232 1426238316232 3 disconnected 10923-16383
+824fe116063bc5fcf9f4ffd895bc17aee7731ac3 127.0.0.1:30006@31006 master,fail? - 1426238316232 0 6 connected
+5d3ae13c4e5b0c57f5d63e1a6d6c1a9a5c1c3b5e :0@0 master,noaddr - 0 0 7 disconnected
+e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460
+";
+        assert_eq!(
+            super::primary_addrs(nodes),
+            ["127.0.0.1:30002", "127.0.0.1:30001"]
+        );
+        assert!(super::primary_addrs("").is_empty());
+        assert!(super::primary_addrs("abc 127.0.0.1:1@2\n").is_empty());
+    }
+
+    #[test]
     fn handlers_stored_before_limits_read_back_without_limits() {
         let old = br#"{"lang":"process","body":"cat","eid":null,"before":null,"before_each":null,"after_each":null}"#;
         let v = handler_version(
@@ -1562,7 +1595,11 @@ mod tests {
         // Known values from the Redis cluster spec (CRC16 of "123456789" is 0x31C3).
         assert_eq!(key_slot("123456789"), 0x31C3);
         assert_eq!(key_slot("{user1000}.following"), key_slot("user1000"));
-        assert_eq!(key_slot("foo{}{bar}"), key_slot("foo{}{bar}"));
+        // An empty tag is no tag: the whole key is hashed (CRC16/XMODEM
+        // of "foo{}{bar}" is 0xE0AB, slot 8363); only the first tag counts.
+        assert_eq!(key_slot("foo{}{bar}"), 8363);
+        assert_eq!(key_slot("foo{{bar}}zap"), key_slot("{bar"));
+        assert_eq!(key_slot("foo{bar}{zap}"), key_slot("bar"));
         assert_ne!(key_slot("{jobs:a}:ready"), key_slot("{jobs:b}:ready"));
     }
 
@@ -1660,6 +1697,17 @@ mod tests {
                 assert!(Instant::now() < deadline, "the listener still subscribes");
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
+        });
+    }
+
+    /// A purge deletes in slices of `PURGE_SLICE` per script call and goes
+    /// on until a slice comes back short, so a count that is an exact
+    /// multiple of the slice must still be purged in full.
+    #[test]
+    fn purges_are_exact_across_slices() {
+        with_store(|store| async move {
+            jobstore_conformance::checks::purge_is_exact_across_batches(&store, super::PURGE_SLICE)
+                .await;
         });
     }
 }

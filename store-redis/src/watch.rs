@@ -107,10 +107,32 @@ async fn listen(
                 }
                 if ready.is_none() {
                     tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    backoff = next_backoff(backoff);
                 }
             }
         }
         node += 1;
+    }
+}
+
+/// The wait before the next attempt to resubscribe after waiting
+/// `backoff`: twice as long, at most two seconds.
+fn next_backoff(backoff: Duration) -> Duration {
+    (backoff * 2).min(Duration::from_secs(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_backoff;
+    use std::time::Duration;
+
+    #[test]
+    fn resubscribing_backs_off_twice_as_long_up_to_two_seconds() {
+        let mut waits = vec![Duration::from_millis(50)];
+        for _ in 0..7 {
+            waits.push(next_backoff(*waits.last().unwrap()));
+        }
+        let ms: Vec<u128> = waits.iter().map(Duration::as_millis).collect();
+        assert_eq!(ms, [50, 100, 200, 400, 800, 1600, 2000, 2000]);
     }
 }
