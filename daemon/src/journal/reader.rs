@@ -600,6 +600,23 @@ mod tests {
         assert_eq!(indexes(&plan), [1, 2]);
     }
 
+    /// A reservation given back with a damaged record inside comes back
+    /// as the runs around it, so a reserve of n hands out n records.
+    #[test]
+    fn requeued_runs_leave_out_damaged_entries() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(60);
+        let mut s = state(6);
+        let (a, plan) = s.reserve(4, now, later).unwrap();
+        assert_eq!(indexes(&plan), [0, 1, 2, 3]);
+        s.loaded(a, vec![], &[1]);
+        assert!(s.release(a));
+        let (_, plan) = s.reserve(3, now, later).unwrap();
+        assert_eq!(indexes(&plan), [0, 2, 3]);
+        let (_, plan) = s.reserve(3, now, later).unwrap();
+        assert_eq!(indexes(&plan), [4, 5]);
+    }
+
     #[test]
     fn damaged_entries_behind_a_live_reservation_are_not_readable() {
         let now = Instant::now();
