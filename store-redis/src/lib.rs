@@ -1710,4 +1710,26 @@ e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master - 0
                 .await;
         });
     }
+
+    /// The claims' id -> jobtype cache stays bounded: a claim that would
+    /// take it past `CACHE_MAX` entries starts it afresh.
+    #[test]
+    fn the_jobtype_cache_stays_bounded() {
+        use jobstore_api::{JobStore, NewJob};
+        use std::time::Duration;
+
+        with_store(|store| async move {
+            let old = (1..super::CACHE_MAX).map(|i| (format!("old{i}"), "t".to_owned()));
+            store.cache().extend(old);
+            let t = 1_700_000_000_000;
+            let jobs = [NewJob::new("a", "t", ""), NewJob::new("b", "t", "")];
+            store.add_jobs(&jobs, t).await.unwrap();
+            let lease = Duration::from_secs(60);
+            let claimed = store.claim_jobs("t", 2, "o", lease, t).await.unwrap();
+            assert_eq!(claimed.len(), 2);
+            let cache = store.cache();
+            assert!(cache.len() <= super::CACHE_MAX, "{} entries", cache.len());
+            assert_eq!(cache.get("a").map(String::as_str), Some("t"));
+        });
+    }
 }
