@@ -123,8 +123,47 @@ fn next_backoff(backoff: Duration) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use super::next_backoff;
+    use super::{next_backoff, watch};
+    use jobstore_api::Wakeup;
+    use std::collections::BTreeSet;
     use std::time::Duration;
+
+    /// A watcher tries the nodes in turn: with the first one down it
+    /// subscribes on the next, and wakes for what is published there.
+    #[test]
+    fn a_watcher_subscribes_on_the_next_node_when_one_is_down() {
+        jobstore_conformance::block_on(async {
+            let Some(url) = jobstore_conformance::services::redis_url().await else {
+                return;
+            };
+            // A port nothing listens on: connections to it are refused.
+            let down = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let down_url = format!("redis://{}/", down.local_addr().unwrap());
+            drop(down);
+            let nodes = vec![
+                redis::Client::open(down_url).unwrap(),
+                redis::Client::open(url.as_str()).unwrap(),
+            ];
+            let channel = jobstore_conformance::services::unique_namespace();
+            let second = Duration::from_secs(1);
+            let mut w = watch(nodes, channel.clone(), Duration::from_secs(60), second)
+                .await
+                .expect("subscribed on the second node");
+            let mut c = redis::Client::open(url.as_str())
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            let _: i64 = redis::cmd("PUBLISH")
+                .arg(&channel)
+                .arg("t")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let want = Wakeup::Work(BTreeSet::from(["t".to_owned()]));
+            assert_eq!(w.wait(Duration::from_secs(10)).await, want);
+        });
+    }
 
     #[test]
     fn resubscribing_backs_off_twice_as_long_up_to_two_seconds() {
