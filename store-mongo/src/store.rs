@@ -436,7 +436,11 @@ impl MongoStore {
                 f::LOCK: LOCK_DONE,
                 f::OP_TOKS: &token,
             };
-            let send = || self.call("release (delete)", self.jobs.delete_many(filter.clone()));
+            let send = || async {
+                self.call("release (delete)", self.jobs.delete_many(filter.clone()))
+                    .await?;
+                self.after_round_trip(WHAT, 2).await
+            };
             // Idempotent: sent once more after a failure that may have
             // deleted part of the tombstones.
             if let Err(e) = send().await {
@@ -445,7 +449,6 @@ impl MongoStore {
                 }
                 send().await?;
             }
-            self.after_round_trip(WHAT, 2).await?;
         }
         Ok(released.into_iter().map(str::to_owned).collect())
     }

@@ -263,12 +263,18 @@ fn fail_once_after(op: &'static str) -> RoundTripHook {
 /// A hook that fails round trip 1 of `op` once, after it applied, with
 /// the error `make` gives.
 fn fail_once_with(op: &'static str, make: fn() -> Error) -> RoundTripHook {
+    fail_once_at(op, 1, make)
+}
+
+/// A hook that fails round trip `round` of `op` once, after it applied,
+/// with the error `make` gives.
+fn fail_once_at(op: &'static str, round: usize, make: fn() -> Error) -> RoundTripHook {
     let failed = Arc::new(Mutex::new(false));
     Arc::new(move |name, n| {
         let failed = failed.clone();
         async move {
             let mut failed = failed.lock().unwrap();
-            if name == op && n == 1 && !*failed {
+            if name == op && n == round && !*failed {
                 *failed = true;
                 return Err(make());
             }
@@ -300,6 +306,41 @@ async fn release_failed_for_good_is_not_sent_again() {
             err.to_string().contains("injected failure for good"),
             "{err}"
         );
+    })
+    .await;
+}
+
+/// The delete of a release's tombstones (its second round trip) is sent
+/// again after a retryable failure, and not after a failure for good.
+#[tokio::test]
+async fn release_delete_is_resent_only_after_a_retryable_failure() {
+    with_two_stores(|a, _b| async move {
+        let jobs = [NewJob::new("x", "t", "x"), NewJob::new("y", "t", "y")];
+        a.add_jobs(&jobs, T0).await.unwrap();
+        assert_eq!(a.claim_jobs("t", 2, "A", MIN, T0).await.unwrap().len(), 2);
+        let retryable = a
+            .clone()
+            .with_round_trip_hook(fail_once_at("release", 2, || {
+                Error::unavailable(
+                    "injected failure after the delete",
+                    std::io::Error::other("test"),
+                )
+            }));
+        let done = retryable
+            .release_all(&ids(&["x"]), "A", &Release::Delete, T0 + 1)
+            .await;
+        assert_eq!(done.unwrap(), ids(&["x"]));
+        assert!(a.get_job("x").await.unwrap().is_none());
+        let for_good = a
+            .clone()
+            .with_round_trip_hook(fail_once_at("release", 2, || {
+                Error::backend_msg("injected failure for good")
+            }));
+        let err = for_good
+            .release_all(&ids(&["y"]), "A", &Release::Delete, T0 + 1)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), jobstore_api::ErrorKind::Backend, "{err}");
     })
     .await;
 }
