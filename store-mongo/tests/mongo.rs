@@ -61,11 +61,7 @@ async fn url_prefix_gives_separate_namespaces_in_one_database() {
         assert_eq!(b.get_job("same").await.unwrap(), None);
         assert!(a.get_job("same").await.unwrap().is_some());
     };
-    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
-    a.database().drop().await.expect("drop test database");
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    then_drop(&a, outcome).await;
 }
 
 /// The largest job the store accepts (payload at the declared limit, the
@@ -114,11 +110,7 @@ async fn largest_job_fits_the_server_document_limit() {
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::TooLarge);
     };
-    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
-    s.database().drop().await.expect("drop test database");
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    then_drop(&s, outcome).await;
 }
 
 /// Nothing listens on port 1: connecting is `Unavailable` (retryable), with
@@ -177,11 +169,7 @@ async fn waiting_counts_span_several_aggregations() {
             assert_eq!(c.count, if i == 0 { 2 } else { 1 }, "{}", c.jobtype);
         }
     };
-    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
-    s.database().drop().await.expect("drop test database");
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    then_drop(&s, outcome).await;
 }
 
 /// The fallback for servers without `$unionWith` (before 4.4), forced on
@@ -211,11 +199,7 @@ async fn waiting_counts_without_union_with() {
         assert!(each.iter().all(|c| c.count == 3), "{each:?}");
         assert_eq!(union, each);
     };
-    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
-    s.database().drop().await.expect("drop test database");
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    then_drop(&s, outcome).await;
 }
 
 /// A TCP proxy to `upstream` that can stop passing bytes on ("freeze"),
@@ -346,11 +330,7 @@ async fn max_payload_from_the_url() {
         assert_eq!(err.kind(), ErrorKind::TooLarge);
         assert_eq!(s.get_job("big").await.unwrap(), None);
     };
-    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
-    s.database().drop().await.expect("drop test database");
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    then_drop(&s, outcome).await;
 }
 
 /// Documents written by other tools: integral doubles (what the shell
@@ -406,11 +386,7 @@ async fn malformed_documents_do_not_starve_a_jobtype() {
         let bad = jobs.find_one(doc! { "_id": "bad" }).await.unwrap().unwrap();
         assert_eq!(bad.get_str("lock").unwrap(), "", "never locked");
     };
-    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
-    s.database().drop().await.expect("drop test database");
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    then_drop(&s, outcome).await;
 }
 
 /// Many claimers of one jobtype at once: no job is handed out twice, and
@@ -479,11 +455,7 @@ async fn many_claimers_get_full_batches_and_no_job_twice() {
         );
         assert_eq!(seen.len(), CLAIMERS * BATCH * ROUNDS);
     };
-    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
-    s.database().drop().await.expect("drop test database");
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    then_drop(&s, outcome).await;
 }
 
 /// A purge deletes in bounded batches (here 10 a round trip): 25 old
@@ -548,11 +520,7 @@ async fn purge_deletes_in_bounded_batches() {
         assert!(s.get_job("waiting").await.unwrap().is_some());
         assert_eq!(batched.purge_archived(T0 + 1000).await.unwrap(), 0);
     };
-    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
-    s.database().drop().await.expect("drop test database");
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    then_drop(&s, outcome).await;
 }
 
 /// The shared check of batched purges, with counts that are exact
@@ -569,11 +537,7 @@ async fn purge_is_exact_across_batches() {
         .expect("connect");
     let batched = s.clone().with_purge_batch(10);
     let check = jobstore_conformance::checks::purge_is_exact_across_batches(&batched, 10);
-    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(check)).await;
-    s.database().drop().await.expect("drop test database");
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    then_drop(&s, check).await;
 }
 
 /// On a standalone server (the emulator) the store declares no
@@ -609,11 +573,7 @@ async fn watch_polls_where_change_streams_are_missing_or_refused() {
             );
         }
     };
-    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
-    s.database().drop().await.expect("drop test database");
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    then_drop(&s, outcome).await;
 }
 
 /// The commands a store sends on its jobs collection, as the driver
@@ -711,11 +671,7 @@ async fn claims_and_counts_take_one_batch_and_the_claim_index() {
             }
         }
     };
-    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(outcome)).await;
-    s.database().drop().await.expect("drop test database");
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    then_drop(&s, outcome).await;
 }
 
 /// Connecting probes the server: `$unionWith` is used exactly when its
@@ -748,4 +704,13 @@ async fn connect_probes_the_servers_version() {
         "server version {version:?}"
     );
     client.database(&ns).drop().await.expect("drop database");
+}
+
+/// Runs `body`, then drops `s`'s database, even when `body` panics.
+async fn then_drop(s: &MongoStore, body: impl std::future::Future<Output = ()>) {
+    let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(body)).await;
+    s.database().drop().await.expect("drop test database");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
 }
