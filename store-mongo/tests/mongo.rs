@@ -70,13 +70,9 @@ async fn url_prefix_gives_separate_namespaces_in_one_database() {
 /// one that trips.
 #[tokio::test]
 async fn largest_job_fits_the_server_document_limit() {
-    let Some(url) = services::mongo_url().await else {
+    let Some((s, _)) = fresh_store().await else {
         return;
     };
-    let ns = services::unique_namespace();
-    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
-        .await
-        .expect("connect");
     let outcome = async {
         let max = s.capabilities().max_payload;
         let id = "i".repeat(MAX_ID_LEN);
@@ -130,13 +126,9 @@ async fn no_server_is_unavailable() {
 /// job is archived and one whose only job is scheduled later.
 #[tokio::test]
 async fn waiting_counts_span_several_aggregations() {
-    let Some(url) = services::mongo_url().await else {
+    let Some((s, _)) = fresh_store().await else {
         return;
     };
-    let ns = services::unique_namespace();
-    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
-        .await
-        .expect("connect");
     let outcome = async {
         let mut jobs: Vec<NewJob> = (0..401)
             .map(|i| NewJob::new(format!("j{i}"), format!("t{i:03}"), "x"))
@@ -176,13 +168,9 @@ async fn waiting_counts_span_several_aggregations() {
 /// this server: one capped count per jobtype gives the same answer.
 #[tokio::test]
 async fn waiting_counts_without_union_with() {
-    let Some(url) = services::mongo_url().await else {
+    let Some((s, _)) = fresh_store().await else {
         return;
     };
-    let ns = services::unique_namespace();
-    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
-        .await
-        .expect("connect");
     let fallback = s.clone().without_union_with();
     let outcome = async {
         assert!(!fallback.uses_union_with());
@@ -338,13 +326,9 @@ async fn max_payload_from_the_url() {
 /// skipped and counted, and the jobtype's other jobs are still claimed.
 #[tokio::test]
 async fn malformed_documents_do_not_starve_a_jobtype() {
-    let Some(url) = services::mongo_url().await else {
+    let Some((s, _)) = fresh_store().await else {
         return;
     };
-    let ns = services::unique_namespace();
-    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
-        .await
-        .expect("connect");
     let outcome = async {
         let jobs = s.database().collection::<mongodb::bson::Document>("jobs");
         let bin = |b: &[u8]| mongodb::bson::Binary {
@@ -393,13 +377,10 @@ async fn malformed_documents_do_not_starve_a_jobtype() {
 /// while enough jobs wait every batch comes back full.
 #[tokio::test]
 async fn many_claimers_get_full_batches_and_no_job_twice() {
-    let Some(url) = services::mongo_url().await else {
+    let Some((s, url)) = fresh_store().await else {
         return;
     };
-    let ns = services::unique_namespace();
-    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
-        .await
-        .expect("connect");
+    let ns = s.database().name().to_owned();
     const CLAIMERS: usize = 8;
     const BATCH: usize = 10;
     const ROUNDS: usize = 3;
@@ -463,13 +444,9 @@ async fn many_claimers_get_full_batches_and_no_job_twice() {
 /// running jobs stay.
 #[tokio::test]
 async fn purge_deletes_in_bounded_batches() {
-    let Some(url) = services::mongo_url().await else {
+    let Some((s, _)) = fresh_store().await else {
         return;
     };
-    let ns = services::unique_namespace();
-    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
-        .await
-        .expect("connect");
     let deletes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let d = deletes.clone();
     let batched = s
@@ -528,13 +505,9 @@ async fn purge_deletes_in_bounded_batches() {
 /// another.
 #[tokio::test]
 async fn purge_is_exact_across_batches() {
-    let Some(url) = services::mongo_url().await else {
+    let Some((s, _)) = fresh_store().await else {
         return;
     };
-    let ns = services::unique_namespace();
-    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
-        .await
-        .expect("connect");
     let batched = s.clone().with_purge_batch(10);
     let check = jobstore_conformance::checks::purge_is_exact_across_batches(&batched, 10);
     then_drop(&s, check).await;
@@ -545,13 +518,9 @@ async fn purge_is_exact_across_batches() {
 /// `watch` falls back to polling too.
 #[tokio::test]
 async fn watch_polls_where_change_streams_are_missing_or_refused() {
-    let Some(url) = services::mongo_url().await else {
+    let Some((s, _)) = fresh_store().await else {
         return;
     };
-    let ns = services::unique_namespace();
-    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
-        .await
-        .expect("connect");
     let outcome = async {
         let caps = s.capabilities();
         let w = s.watch().await.unwrap();
@@ -713,4 +682,15 @@ async fn then_drop(s: &MongoStore, body: impl std::future::Future<Output = ()>) 
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
+}
+
+/// A store on a fresh database of the test server, and the server's URL;
+/// `None` when the test is to be skipped.
+async fn fresh_store() -> Option<(MongoStore, String)> {
+    let url = services::mongo_url().await?;
+    let ns = services::unique_namespace();
+    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+        .await
+        .expect("connect");
+    Some((s, url))
 }
