@@ -600,6 +600,23 @@ mod tests {
         assert_eq!(indexes(&plan), [1, 2]);
     }
 
+    /// A requeued run longer than a reserve's count is handed out in
+    /// parts, in order.
+    #[test]
+    fn a_long_requeued_run_is_handed_out_in_parts() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(60);
+        let mut s = state(5);
+        let (a, _) = s.reserve(4, now, later).unwrap();
+        assert!(s.release(a));
+        let (_, plan) = s.reserve(2, now, later).unwrap();
+        assert_eq!(indexes(&plan), [0, 1]);
+        let (_, plan) = s.reserve(1, now, later).unwrap();
+        assert_eq!(indexes(&plan), [2]);
+        let (_, plan) = s.reserve(5, now, later).unwrap();
+        assert_eq!(indexes(&plan), [3, 4]);
+    }
+
     /// A reservation given back with a damaged record inside comes back
     /// as the runs around it, so a reserve of n hands out n records.
     #[test]
