@@ -601,14 +601,16 @@ mod tests {
     }
 
     /// A requeued run longer than a reserve's count is handed out in
-    /// parts, in order.
+    /// parts, in order; a reserve of nothing finds nothing.
     #[test]
     fn a_long_requeued_run_is_handed_out_in_parts() {
         let now = Instant::now();
         let later = now + Duration::from_secs(60);
         let mut s = state(5);
+        assert!(s.reserve(0, now, later).is_none());
         let (a, _) = s.reserve(4, now, later).unwrap();
         assert!(s.release(a));
+        assert!(s.reserve(0, now, later).is_none());
         let (_, plan) = s.reserve(2, now, later).unwrap();
         assert_eq!(indexes(&plan), [0, 1]);
         let (_, plan) = s.reserve(1, now, later).unwrap();
