@@ -33,8 +33,8 @@ groups=(
     "postgres|store-postgres/src/store.rs|--test-package jobstore-postgres -- --lib --tests"
     "redis|store-redis/src/*.rs|--test-package jobstore-redis -- --lib --tests"
     "mongo|store-mongo/src/*.rs|--test-package jobstore-mongo -- --lib --tests"
-    "scheduler|daemon/src/scheduler/mod.rs|--test-package jobstore-daemon -- --lib scheduler::"
-    "journal-reader|daemon/src/journal/reader.rs daemon/src/journal/record.rs daemon/src/journal/segment.rs|--test-package jobstore-daemon -- --lib journal::"
+    "scheduler|daemon/src/scheduler/mod.rs|--test-package jobstore-daemon --cargo-arg=--lib -- scheduler::"
+    "journal-reader|daemon/src/journal/reader.rs daemon/src/journal/record.rs daemon/src/journal/segment.rs|--test-package jobstore-daemon --cargo-arg=--lib -- journal::"
 )
 
 wanted=("$@")
@@ -64,8 +64,9 @@ for g in "${groups[@]}"; do
     # shared CARGO_TARGET_DIR holds no artifact of the last mutant (cargo
     # may otherwise take it as fresh for the original tree).
     pkgs=${rest%% -- *}
+    pkgs=${pkgs//--test-package/-p}
     # shellcheck disable=SC2086
-    (cd "$work" && cargo test --profile mutants --no-run ${pkgs//--test-package/-p} >/dev/null 2>&1) || true
+    (cd "$work" && cargo test --profile mutants --no-run ${pkgs//--cargo-arg=/} >/dev/null 2>&1) || true
     # 2: mutants missed, 3: timeouts; anything else is a failed run.
     case $rc in 0 | 2 | 3) ;; *) echo "cargo mutants failed for $name (exit $rc)" >&2; exit "$rc" ;; esac
     d="$out/$name/mutants.out"

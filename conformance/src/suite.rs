@@ -1836,6 +1836,28 @@ pub async fn purged_result_codes_leave_the_counts(c: Ctx) {
     assert_eq!(s.job_counts(T0 + 2 * SEC).await.unwrap(), vec![expected]);
 }
 
+/// Only jobtypes that hold a job are counted: one whose jobs were all
+/// deleted, or all purged, is absent, however it was counted before.
+pub async fn jobtypes_with_no_jobs_left_are_not_counted(c: Ctx) {
+    let s = &*c.store;
+    for jobtype in ["deleted", "purged", "kept"] {
+        add_n(s, jobtype, 1, T0).await;
+    }
+    let deleted = job_ids(&claim(s, "deleted", 1, OWNER, T0).await);
+    let purged = job_ids(&claim(s, "purged", 1, OWNER, T0).await);
+    assert_eq!(s.job_counts(T0).await.unwrap().len(), 3);
+    let done = s.release_all(&deleted, OWNER, &Release::Delete, T0).await;
+    assert_eq!(done.unwrap(), deleted);
+    archive_as(s, &purged, 200, T0).await;
+    assert_eq!(s.purge_archived(T0 + 1).await.unwrap(), 1);
+    let expected = JobCounts {
+        jobtype: "kept".into(),
+        waiting: 1,
+        ..JobCounts::default()
+    };
+    assert_eq!(s.job_counts(T0 + 1).await.unwrap(), vec![expected]);
+}
+
 // ----------------------------------------------------------------- handlers
 
 fn full_handler(body: &str) -> Handler {
