@@ -269,24 +269,14 @@ impl MongoStore {
     /// set member or a `mongos`).
     async fn probe_server(&mut self) -> Result<()> {
         let admin = self.client.database("admin");
-        // A service that refuses `buildInfo` gets the fallback that works
-        // everywhere; only an unreachable server fails the connect.
-        self.union_with = match self
+        let info = self
             .call("buildInfo", admin.run_command(doc! { "buildInfo": 1 }))
-            .await
-        {
-            Ok(info) => version_at_least(&info, &[4, 4]),
-            Err(e) if e.is_retryable() => return Err(e),
-            Err(e) => {
-                tracing::warn!(error = %e, "MongoDB buildInfo refused; counting waiting jobs without $unionWith");
-                false
-            }
-        };
+            .await;
+        self.union_with = offers_union_with(info)?;
         let hello = self
             .call("hello", admin.run_command(doc! { "hello": 1 }))
             .await?;
-        self.change_streams =
-            hello.get_str("setName").is_ok() || hello.get_str("msg").is_ok_and(|m| m == "isdbgrid");
+        self.change_streams = offers_change_streams(&hello);
         tracing::debug!(
             union_with = self.union_with,
             change_streams = self.change_streams,
@@ -325,10 +315,6 @@ impl MongoStore {
     /// Whether `waiting_jobtypes` uses `$unionWith` (the server is 4.4 or
     /// later).
     pub fn uses_union_with(&self) -> bool {
-        self.union_with
-    }
-
-    pub(crate) fn union_with(&self) -> bool {
         self.union_with
     }
 
@@ -485,6 +471,26 @@ fn timed_out(timeout: Duration, what: &str, elapsed: tokio::time::error::Elapsed
 
 /// Whether a `buildInfo` reply's `versionArray` (else `version`) is at
 /// least `min`; a reply with neither counts as older.
+/// Whether a server whose `buildInfo` answered `info` runs `$unionWith`
+/// (4.4 or later). A service that refuses `buildInfo` gets the fallback
+/// that works everywhere; only an unreachable server fails the connect.
+fn offers_union_with(info: Result<Document>) -> Result<bool> {
+    match info {
+        Ok(info) => Ok(version_at_least(&info, &[4, 4])),
+        Err(e) if e.is_retryable() => Err(e),
+        Err(e) => {
+            tracing::warn!(error = %e, "MongoDB buildInfo refused; counting waiting jobs without $unionWith");
+            Ok(false)
+        }
+    }
+}
+
+/// Whether a server whose `hello` answered `hello` has change streams: a
+/// replica set member (it names its set) or a `mongos` (`msg: isdbgrid`).
+fn offers_change_streams(hello: &Document) -> bool {
+    hello.get_str("setName").is_ok() || hello.get_str("msg").is_ok_and(|m| m == "isdbgrid")
+}
+
 fn version_at_least(info: &Document, min: &[i64]) -> bool {
     use mongodb::bson::Bson;
     let parts: Vec<i64> = match info.get("versionArray") {
@@ -604,6 +610,33 @@ fn check_prefix(prefix: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn union_with_needs_4_4_and_a_refused_build_info_falls_back() {
+        let info = |v: &str| Ok(doc! { "version": v });
+        assert!(offers_union_with(info("4.4.0")).unwrap());
+        assert!(offers_union_with(info("7.0.2")).unwrap());
+        assert!(!offers_union_with(info("4.2.24")).unwrap());
+        let refused = Error::backend_msg("command buildInfo requires authentication");
+        assert!(!offers_union_with(Err(refused)).unwrap());
+        let down = Error::unavailable("no server", std::io::Error::other("refused"));
+        let err = offers_union_with(Err(down)).unwrap_err();
+        assert_eq!(err.kind(), jobstore_api::ErrorKind::Unavailable);
+    }
+
+    #[test]
+    fn change_streams_need_a_replica_set_or_a_mongos() {
+        assert!(offers_change_streams(
+            &doc! { "isWritablePrimary": true, "setName": "rs0" }
+        ));
+        assert!(offers_change_streams(
+            &doc! { "isWritablePrimary": true, "msg": "isdbgrid" }
+        ));
+        assert!(!offers_change_streams(&doc! { "isWritablePrimary": true }));
+        assert!(!offers_change_streams(
+            &doc! { "isWritablePrimary": true, "msg": "other" }
+        ));
+    }
 
     #[test]
     fn own_params_are_stripped() {

@@ -871,7 +871,7 @@ impl JobStore for MongoStore {
             .chunks(JOBTYPES_PER_COUNT)
             .map(<[String]>::to_vec)
             .collect();
-        if !self.union_with() {
+        if !self.uses_union_with() {
             return self.count_waiting_each(&jobtypes, now).await;
         }
         let counts: Vec<Vec<WaitingJobtype>> = futures::stream::iter(chunks)

@@ -614,8 +614,14 @@ async fn claims_and_counts_take_one_batch_and_the_claim_index() {
         assert!(batch >= 150, "{find}");
         let read_back = &claim[2].1;
         assert!(read_back.contains_key("batchSize"), "{read_back}");
+        // A second jobtype with waiting jobs: still one counting aggregation.
+        s.add_jobs(&[NewJob::new("u1", "u", "x")], T0)
+            .await
+            .unwrap();
+        sent.lock().unwrap().clear();
         s.job_counts(T0).await.unwrap();
-        s.waiting_jobtypes(T0).await.unwrap();
+        let waiting = s.waiting_jobtypes(T0).await.unwrap();
+        assert_eq!(waiting.len(), 2, "{waiting:?}");
         let counts = std::mem::take(&mut *sent.lock().unwrap());
         let aggregates: Vec<&mongodb::bson::Document> = counts
             .iter()
@@ -673,6 +679,24 @@ async fn connect_probes_the_servers_version() {
         "server version {version:?}"
     );
     client.database(&ns).drop().await.expect("drop database");
+}
+
+/// Debug output names the database and the prefix, and never the URL,
+/// which may carry credentials.
+#[tokio::test]
+async fn debug_output_names_the_database_and_no_url() {
+    let Some((s, _)) = fresh_store().await else {
+        return;
+    };
+    let name = s.database().name().to_owned();
+    let shown = format!("{s:?}");
+    then_drop(&s, async {
+        assert!(shown.starts_with("MongoStore"), "{shown}");
+        assert!(shown.contains(&name), "{shown}");
+        assert!(shown.contains("prefix"), "{shown}");
+        assert!(!shown.contains("mongodb://"), "{shown}");
+    })
+    .await;
 }
 
 /// Runs `body`, then drops `s`'s database, even when `body` panics.
