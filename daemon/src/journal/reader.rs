@@ -546,8 +546,12 @@ mod tests {
         let (a, _) = s.reserve(2, now, soon).unwrap();
         assert_eq!(s.readiness(now), Readiness::Wait(Some(soon)));
         assert_eq!(s.sync(a, soon), Synced::Expired);
+        assert_eq!(s.expired_reservations, 1);
         assert_eq!(s.readiness(soon), Readiness::Now);
         assert_eq!(s.backlog_records, 2);
+        // Found expired once: a second sync knows nothing of it.
+        assert_eq!(s.sync(a, soon), Synced::Unknown);
+        assert_eq!(s.expired_reservations, 1);
     }
 
     #[test]
