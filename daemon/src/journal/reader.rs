@@ -562,8 +562,10 @@ mod tests {
         let (a, _) = s.reserve(2, now, later).unwrap();
         let (b, _) = s.reserve(2, now, later).unwrap();
         let (c, _) = s.reserve(2, now, later).unwrap();
+        assert_eq!((s.backlog_records, s.backlog_bytes), (6, 60));
         assert_eq!(s.sync(b, now), Synced::Done { moved: false });
         assert_eq!(s.read_point(), Pos { seq: 1, off: 19 });
+        assert_eq!((s.backlog_records, s.backlog_bytes), (4, 40));
         assert_eq!(s.sync(a, now), Synced::Done { moved: true });
         assert_eq!(s.read_point(), Pos { seq: 1, off: 59 });
         assert_eq!(s.sync(c, now), Synced::Done { moved: true });
@@ -586,6 +588,8 @@ mod tests {
         );
         s.sync(a, now);
         assert_eq!(s.read_point(), Pos { seq: 4, off: 29 });
+        // Segment 3 is behind the read point: only segment 4 is kept.
+        assert_eq!(s.segs, [(4, 1)]);
     }
 
     #[test]
@@ -602,6 +606,31 @@ mod tests {
         assert!(s.release(b));
         let (_, plan) = s.reserve(3, now, later).unwrap();
         assert_eq!(indexes(&plan), [1, 2]);
+    }
+
+    /// Records found damaged by a reservation that expired while it read
+    /// them are done all the same: a requeued run is cut to what is left
+    /// of it past the read point, or dropped when nothing is.
+    #[test]
+    fn damage_found_after_expiry_cuts_the_requeued_run() {
+        let now = Instant::now();
+        let soon = now + Duration::from_millis(5);
+        let later = now + Duration::from_secs(60);
+        let mut s = state(5);
+        let (a, plan) = s.reserve(4, now, soon).unwrap();
+        assert_eq!(indexes(&plan), [0, 1, 2, 3]);
+        assert_eq!(s.expire(soon), 1);
+        assert_eq!(s.loaded(a, vec![], &[0, 1]), (false, true));
+        assert_eq!(s.read_point(), Pos { seq: 1, off: 39 });
+        let (_, plan) = s.reserve(10, soon, later).unwrap();
+        assert_eq!(indexes(&plan), [2, 3, 4]);
+
+        let mut s = state(2);
+        let (a, _) = s.reserve(2, now, soon).unwrap();
+        assert_eq!(s.expire(soon), 1);
+        assert_eq!(s.loaded(a, vec![], &[0, 1]), (false, true));
+        assert_eq!(s.readiness(soon), Readiness::Wait(None));
+        assert!(s.reserve(10, soon, later).is_none());
     }
 
     /// A requeued run longer than a reserve's count is handed out in
