@@ -706,6 +706,20 @@ mod tests {
         assert!(version_at_least(&doc! { "version": "5.0.3-rc1" }, &[4, 4]));
         assert!(!version_at_least(&doc! { "version": "3.6.0" }, &[4, 4]));
         assert!(!version_at_least(&doc! { "ok": 1 }, &[4, 4]));
+        // Drivers and proxies may send the parts as 64-bit integers or
+        // doubles; a part that is not a whole number ends the version.
+        assert!(version_at_least(
+            &doc! { "versionArray": [4_i64, 4_i64, 1_i64, 0_i64] },
+            &[4, 4]
+        ));
+        assert!(version_at_least(
+            &doc! { "versionArray": [4.0, 4.0, 0.0, 0.0] },
+            &[4, 4]
+        ));
+        assert!(!version_at_least(
+            &doc! { "versionArray": [4.0, 4.5, 0.0, 0.0] },
+            &[4, 4]
+        ));
     }
 
     #[test]

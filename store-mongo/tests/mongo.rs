@@ -9,7 +9,7 @@ use std::time::Duration;
 use jobstore_api::limits::{MAX_ID_LEN, MAX_JOBTYPE_LEN, MAX_OUTPUT};
 use jobstore_api::{ErrorKind, JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release};
 use jobstore_conformance::services;
-use jobstore_mongo::{MongoOptions, MongoStore};
+use jobstore_mongo::{DEFAULT_WTIMEOUT, MongoOptions, MongoStore};
 use mongodb::bson::doc;
 
 const T0: i64 = 1_700_000_000_000;
@@ -645,6 +645,25 @@ async fn claims_and_counts_take_one_batch_and_the_claim_index() {
                 }
             }
         }
+        // A release is one `update` command with the store's write concern.
+        let done = Release::Archive(JobResult::from_status(200));
+        s.release_all(&["j000".to_owned()], "o", &done, T0)
+            .await
+            .unwrap();
+        let sent = std::mem::take(&mut *sent.lock().unwrap());
+        let updates: Vec<&mongodb::bson::Document> = sent
+            .iter()
+            .filter(|(n, c)| n == "update" && c.contains_key("updates"))
+            .map(|(_, c)| c)
+            .collect();
+        assert_eq!(updates.len(), 1, "{sent:?}");
+        let wc = updates[0].get_document("writeConcern").unwrap();
+        assert_eq!(wc.get_str("w").ok(), Some("majority"), "{wc}");
+        let wtimeout = wc
+            .get_i64("wtimeout")
+            .or(wc.get_i32("wtimeout").map(i64::from));
+        let default_ms = i64::try_from(DEFAULT_WTIMEOUT.as_millis()).unwrap();
+        assert_eq!(wtimeout.ok(), Some(default_ms), "{wc}");
     };
     then_drop(&s, outcome).await;
 }
