@@ -212,7 +212,8 @@ mod tests {
             doc! { "ok": 1, "n": 1, "writeConcernError": { "code": 64, "errmsg": "wtimeout" } };
         assert_eq!(kind(&wc), ErrorKind::Unavailable);
         let e = check_write_reply("t", &one(2)).unwrap_err();
-        assert!(std::error::Error::source(&e).is_some());
+        let cause = std::error::Error::source(&e).expect("a cause");
+        assert_eq!(cause.to_string(), "write error with server code 2");
         // The server's own words are kept in the message.
         let failed = doc! { "ok": 1, "n": 0, "writeErrors": [{ "index": 0, "code": 2, "errmsg": "bad $op" }] };
         let e = check_write_reply("update", &failed).unwrap_err();
