@@ -416,6 +416,35 @@ pub(crate) fn scan_segment(dir: &Path, seq: u64, start: u64) -> Result<Scan, Jou
 mod tests {
     use super::*;
 
+    /// The last segment gets a fresh header when asked to (its header is
+    /// damaged) or when it is shorter than one (a crash while it was
+    /// created); otherwise it is cut back to `end`.
+    #[test]
+    fn reopening_rewrites_a_damaged_or_short_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = segment_path(dir.path(), 1);
+        let reopened = |contents: &[u8], end: u64, rewrite: bool| {
+            std::fs::write(&path, contents).unwrap();
+            let mut f = reopen_segment(dir.path(), 1, end, rewrite, false).unwrap();
+            f.write_all(b"next\n").unwrap();
+            std::fs::read(&path).unwrap()
+        };
+        let damaged = b"jobstore-journal X\nold\n";
+        assert_eq!(
+            reopened(damaged, HEADER_LEN, true),
+            b"jobstore-journal 1\nnext\n"
+        );
+        assert_eq!(
+            reopened(&HEADER[..5], HEADER_LEN, false),
+            b"jobstore-journal 1\nnext\n"
+        );
+        let torn = b"jobstore-journal 1\nab\ncd";
+        assert_eq!(
+            reopened(torn, HEADER_LEN + 3, false),
+            b"jobstore-journal 1\nab\nnext\n"
+        );
+    }
+
     #[test]
     fn names() {
         let dir = Path::new("/j");
