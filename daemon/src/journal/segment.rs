@@ -434,8 +434,9 @@ mod tests {
             reopened(damaged, HEADER_LEN, true),
             b"jobstore-journal 1\nnext\n"
         );
+        // Short: the header is written anew whatever `end` says.
         assert_eq!(
-            reopened(&HEADER[..5], HEADER_LEN, false),
+            reopened(&HEADER[..5], 0, false),
             b"jobstore-journal 1\nnext\n"
         );
         let torn = b"jobstore-journal 1\nab\ncd";
@@ -485,6 +486,18 @@ mod tests {
             read_cursor(dir.path()).unwrap(),
             CursorFile::Damaged(_)
         ));
+        // Only canonical numbers: a sign or a leading zero is refused even
+        // when the checksum matches the position it parses to.
+        let crc = format!("{:08x}", cursor_crc(pos));
+        for (seq, off) in [("+7", "12345"), ("7", "012345"), ("07", "12345")] {
+            let text = format!("{CURSOR_MAGIC} {seq} {off} {crc}\n");
+            assert_eq!(
+                parse_cursor(text.as_bytes()),
+                Err("bad position".to_owned())
+            );
+        }
+        let text = format!("{CURSOR_MAGIC} 7 12345 {crc}\n");
+        assert_eq!(parse_cursor(text.as_bytes()), Ok(pos));
     }
 
     #[test]
