@@ -498,6 +498,10 @@ mod tests {
         }
         let text = format!("{CURSOR_MAGIC} 7 12345 {crc}\n");
         assert_eq!(parse_cursor(text.as_bytes()), Ok(pos));
+        // A cursor that cannot be read is an error, not a missing cursor.
+        fs::remove_file(dir.path().join(CURSOR)).unwrap();
+        fs::create_dir(dir.path().join(CURSOR)).unwrap();
+        assert!(read_cursor(dir.path()).is_err());
     }
 
     #[test]
