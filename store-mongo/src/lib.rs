@@ -469,8 +469,6 @@ fn timed_out(timeout: Duration, what: &str, elapsed: tokio::time::error::Elapsed
     )
 }
 
-/// Whether a `buildInfo` reply's `versionArray` (else `version`) is at
-/// least `min`; a reply with neither counts as older.
 /// Whether a server whose `buildInfo` answered `info` runs `$unionWith`
 /// (4.4 or later). A service that refuses `buildInfo` gets the fallback
 /// that works everywhere; only an unreachable server fails the connect.
@@ -491,6 +489,8 @@ fn offers_change_streams(hello: &Document) -> bool {
     hello.get_str("setName").is_ok() || hello.get_str("msg").is_ok_and(|m| m == "isdbgrid")
 }
 
+/// Whether a `buildInfo` reply's `versionArray` (else `version`) is at
+/// least `min`; a reply with neither counts as older.
 fn version_at_least(info: &Document, min: &[i64]) -> bool {
     use mongodb::bson::Bson;
     let parts: Vec<i64> = match info.get("versionArray") {
