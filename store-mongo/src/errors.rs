@@ -294,6 +294,7 @@ mod tests {
         let wc = doc! { "code": 64, "codeName": "X", "errmsg": "wtimeout" };
         let concern = failure(doc! { "writeConcernError": wc });
         assert_eq!(server_code(&concern), Some(64));
+        assert!(!is_duplicate_key(&concern));
     }
 
     #[test]
