@@ -446,6 +446,26 @@ mod tests {
         );
     }
 
+    /// A leftover temporary cursor is removed; none there is fine; one
+    /// that cannot be removed is an error, not ignored.
+    #[test]
+    fn leftover_temporary_cursors_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().join(CURSOR_TMP);
+        std::fs::write(&tmp, b"half a cursor").unwrap();
+        remove_cursor_tmp(dir.path()).unwrap();
+        assert!(!tmp.exists());
+        remove_cursor_tmp(dir.path()).unwrap();
+        // A directory in its place cannot be removed as a file.
+        std::fs::create_dir(&tmp).unwrap();
+        std::fs::write(tmp.join("inside"), b"x").unwrap();
+        let err = remove_cursor_tmp(dir.path()).unwrap_err();
+        assert!(
+            err.to_string().contains("removing the temporary cursor"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn names() {
         let dir = Path::new("/j");
