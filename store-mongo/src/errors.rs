@@ -61,7 +61,8 @@ const RETRYABLE_LABELS: &[&str] = &[
     "TransientTransactionError",
 ];
 
-/// The server code carried by `e`, if it came from the server.
+/// The server code carried by `e`, if it came from the server. (The store
+/// sends no client-level `bulkWrite`, whose errors would need an arm here.)
 pub(crate) fn server_code(e: &MongoError) -> Option<i32> {
     match &*e.kind {
         K::Command(c) => Some(c.code),
@@ -73,12 +74,6 @@ pub(crate) fn server_code(e: &MongoError) -> Option<i32> {
             .and_then(|ws| ws.iter().find(|w| w.code != DUPLICATE_KEY).or(ws.first()))
             .map(|w| w.code)
             .or_else(|| i.write_concern_error.as_ref().map(|w| w.code)),
-        K::BulkWrite(b) => b
-            .write_errors
-            .values()
-            .map(|w| w.code)
-            .next()
-            .or_else(|| b.write_concern_errors.first().map(|w| w.code)),
         _ => None,
     }
 }

@@ -645,11 +645,21 @@ async fn claims_and_counts_take_one_batch_and_the_claim_index() {
                 }
             }
         }
-        // A release is one `update` command with the store's write concern.
+        // A release is one `update` command with the store's write concern,
+        // also when its jobs have different outcomes (one statement each).
         let done = Release::Archive(JobResult::from_status(200));
-        s.release_all(&["j000".to_owned()], "o", &done, T0)
+        let released = s
+            .release_jobs(
+                &[
+                    JobRelease::new("j000", done),
+                    JobRelease::new("j001", Release::Unget),
+                ],
+                "o",
+                T0,
+            )
             .await
             .unwrap();
+        assert_eq!(released.len(), 2);
         let sent = std::mem::take(&mut *sent.lock().unwrap());
         let updates: Vec<&mongodb::bson::Document> = sent
             .iter()
@@ -657,6 +667,8 @@ async fn claims_and_counts_take_one_batch_and_the_claim_index() {
             .map(|(_, c)| c)
             .collect();
         assert_eq!(updates.len(), 1, "{sent:?}");
+        let statements = updates[0].get_array("updates").unwrap();
+        assert_eq!(statements.len(), 2, "{statements:?}");
         let wc = updates[0].get_document("writeConcern").unwrap();
         assert_eq!(wc.get_str("w").ok(), Some("majority"), "{wc}");
         let wtimeout = wc
