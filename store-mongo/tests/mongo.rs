@@ -680,6 +680,55 @@ async fn claims_and_counts_take_one_batch_and_the_claim_index() {
     then_drop(&s, outcome).await;
 }
 
+/// A renew (as every by-id update) is one `update_many`; the read-back of
+/// its token follows only when the update matched some of the ids but not
+/// all of them.
+#[tokio::test]
+async fn by_id_updates_read_back_only_a_partial_match() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let (s, sent) = observed_store(&url, &ns).await;
+    let outcome = async {
+        let jobs: Vec<NewJob> = (0..3)
+            .map(|i| NewJob::new(format!("j{i}"), "t", "x"))
+            .collect();
+        s.add_jobs(&jobs, T0).await.unwrap();
+        assert_eq!(s.claim_jobs("t", 2, "o", MIN, T0).await.unwrap().len(), 2);
+        let renew = async |ids: &[&str]| {
+            sent.lock().unwrap().clear();
+            let ids: Vec<String> = ids.iter().map(|&i| i.to_owned()).collect();
+            let mut renewed = s.renew_locks(&ids, "o", MIN, T0 + 1).await.unwrap();
+            renewed.sort();
+            let names: Vec<String> = std::mem::take(&mut *sent.lock().unwrap())
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect();
+            (renewed, names)
+        };
+        assert_eq!(
+            renew(&["j0", "j1"]).await,
+            (vec!["j0".to_owned(), "j1".to_owned()], vec!["update".to_owned()]),
+            "all matched: no read-back"
+        );
+        assert_eq!(
+            renew(&["j2", "nope"]).await,
+            (vec![], vec!["update".to_owned()]),
+            "none matched: no read-back"
+        );
+        assert_eq!(
+            renew(&["j0", "j2"]).await,
+            (
+                vec!["j0".to_owned()],
+                vec!["update".to_owned(), "find".to_owned()]
+            ),
+            "some matched: the token's read-back"
+        );
+    };
+    then_drop(&s, outcome).await;
+}
+
 /// Connecting probes the server: `$unionWith` is used exactly when its
 /// `buildInfo` reports 4.4 or later.
 #[tokio::test]

@@ -351,6 +351,10 @@ mod tests {
         let mut out = Vec::new();
         let n = encode_into(r, &mut out).unwrap();
         assert_eq!(n, out.len());
+        // The room reserved for the payload is exactly its escaped length.
+        let mut escaped = Vec::new();
+        escape_into(&r.data, &mut escaped);
+        assert_eq!(escaped_len(&r.data), escaped.len());
         out
     }
 
