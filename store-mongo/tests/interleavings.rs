@@ -373,11 +373,9 @@ async fn renew_failed_for_good_is_not_sent_again() {
     with_two_stores(|a, _b| async move {
         a.add_jobs(&[NewJob::new("x", "t", "x")], T0).await.unwrap();
         assert_eq!(a.claim_jobs("t", 1, "A", MIN, T0).await.unwrap().len(), 1);
-        let failing = a
-            .clone()
-            .with_round_trip_hook(fail_once_with("renew", || {
-                Error::backend_msg("injected failure for good")
-            }));
+        let failing = a.clone().with_round_trip_hook(fail_once_with("renew", || {
+            Error::backend_msg("injected failure for good")
+        }));
         let err = failing
             .renew_locks(&ids(&["x"]), "A", MIN * 2, T0 + 1)
             .await

@@ -680,9 +680,9 @@ async fn claims_and_counts_take_one_batch_and_the_claim_index() {
     then_drop(&s, outcome).await;
 }
 
-/// A renew (as every by-id update) is one `update_many`; the read-back of
-/// its token follows only when the update matched some of the ids but not
-/// all of them.
+/// A renew or a release (as every by-id update) is one update command; the
+/// read-back of its token follows only when the update matched some of the
+/// ids but not all of them.
 #[tokio::test]
 async fn by_id_updates_read_back_only_a_partial_match() {
     let Some(url) = services::mongo_url().await else {
@@ -709,7 +709,10 @@ async fn by_id_updates_read_back_only_a_partial_match() {
         };
         assert_eq!(
             renew(&["j0", "j1"]).await,
-            (vec!["j0".to_owned(), "j1".to_owned()], vec!["update".to_owned()]),
+            (
+                vec!["j0".to_owned(), "j1".to_owned()],
+                vec!["update".to_owned()]
+            ),
             "all matched: no read-back"
         );
         assert_eq!(
@@ -724,6 +727,38 @@ async fn by_id_updates_read_back_only_a_partial_match() {
                 vec!["update".to_owned(), "find".to_owned()]
             ),
             "some matched: the token's read-back"
+        );
+        let release = async |ids: &[&str]| {
+            sent.lock().unwrap().clear();
+            let ids: Vec<String> = ids.iter().map(|&i| i.to_owned()).collect();
+            let mut released = s
+                .release_all(&ids, "o", &Release::Unget, T0 + 2)
+                .await
+                .unwrap();
+            released.sort();
+            let names: Vec<String> = std::mem::take(&mut *sent.lock().unwrap())
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect();
+            (released, names)
+        };
+        assert_eq!(
+            release(&["j2", "nope"]).await,
+            (vec![], vec!["update".to_owned()]),
+            "a release that matched none: no read-back"
+        );
+        assert_eq!(
+            release(&["j0", "j2"]).await,
+            (
+                vec!["j0".to_owned()],
+                vec!["update".to_owned(), "find".to_owned()]
+            ),
+            "a release that matched some: the token's read-back"
+        );
+        assert_eq!(
+            release(&["j1"]).await,
+            (vec!["j1".to_owned()], vec!["update".to_owned()]),
+            "a release that matched all: no read-back"
         );
     };
     then_drop(&s, outcome).await;
