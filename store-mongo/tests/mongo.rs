@@ -612,6 +612,10 @@ async fn claims_and_counts_take_one_batch_and_the_claim_index() {
             .or(find.get_i64("batchSize"))
             .unwrap_or(0);
         assert!(batch >= 150, "{find}");
+        let limit = find
+            .get_i64("limit")
+            .or(find.get_i32("limit").map(i64::from));
+        assert_eq!(limit.ok(), Some(150), "the candidates wanted: {find}");
         let read_back = &claim[2].1;
         assert!(read_back.contains_key("batchSize"), "{read_back}");
         // A second jobtype with waiting jobs: still one counting aggregation.

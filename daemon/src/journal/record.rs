@@ -172,7 +172,7 @@ pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, J
     out.reserve(payload_len + 1);
     escape_into(&record.data, out);
     let body_len = out.len() - body_at;
-    if body_len > MAX_BODY_LEN {
+    if body_too_large(body_len) {
         out.truncate(start);
         return Err(JournalError::InvalidRecord {
             message: format!(
@@ -205,6 +205,11 @@ pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, J
     out.truncate(out.len() - gap);
     out.push(b'\n');
     Ok(out.len() - start)
+}
+
+/// Whether a body of `len` escaped bytes is more than a record may hold.
+fn body_too_large(len: usize) -> bool {
+    len > MAX_BODY_LEN
 }
 
 /// The parsed header of a line: `(crc, offset of the body, declared body
@@ -514,6 +519,30 @@ mod tests {
         assert_eq!(
             decode_line(&with("id|mail|1||a|b|c")).unwrap().data,
             b"a|b|c"
+        );
+    }
+
+    /// A body may hold exactly [`MAX_BODY_LEN`] bytes, whose length has
+    /// ten digits; an eleventh digit is damage.
+    #[test]
+    fn lengths_reach_the_limit_and_no_further() {
+        assert!(!body_too_large(MAX_BODY_LEN));
+        assert!(body_too_large(MAX_BODY_LEN + 1));
+        let header = format!("0000000a {MAX_BODY_LEN} ");
+        assert_eq!(
+            parse_header(header.as_bytes()),
+            Ok((10, header.len(), MAX_BODY_LEN))
+        );
+        assert_eq!(
+            parse_header(b"0000000a 10000000000 "),
+            Err("bad length field")
+        );
+        // The shortest line with a header: an empty body, whose checksum
+        // is 0, so only its missing fields are wrong.
+        assert_eq!(decode_line(b"00000000 0 ").unwrap_err(), "missing fields");
+        assert_eq!(
+            decode_line(b"00000000 0").unwrap_err(),
+            "line too short for a record"
         );
     }
 
