@@ -10,6 +10,7 @@ use jobstore_api::*;
 use mongodb::Collection;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::{Hint, ReadPreference, ReturnDocument, SelectionCriteria};
+use rand::seq::SliceRandom;
 
 use crate::MongoStore;
 use crate::convert::{self, f};
@@ -543,8 +544,8 @@ impl MongoStore {
     /// claimed with their sort keys, how many were picked and how many
     /// candidates the query gave; the jobs' [`Unclaim`] goes to `taken`.
     ///
-    /// `spread`: read more candidates than wanted and take them in this
-    /// claimer's own order (seeded by it) rather than the first `want`.
+    /// `spread`: read more candidates than wanted and take them in a
+    /// random order of this claimer's own rather than the first `want`.
     /// `extra`: read this many more (the unreadable candidates skipped by
     /// earlier rounds).
     ///
@@ -560,13 +561,13 @@ impl MongoStore {
         owner: &str,
         until: Millis,
         now: Millis,
-        spread: Option<u64>,
+        spread: bool,
         taken: &mut Vec<Unclaim>,
     ) -> Result<RoundOutcome> {
         let mut filter = eligible(now);
         filter.insert(f::JOBTYPE, jobtype);
         let fetch = extra
-            + if spread.is_some() {
+            + if spread {
                 want + want.max(SPREAD_MIN)
             } else {
                 want
@@ -606,8 +607,8 @@ impl MongoStore {
                 }
             }
         }
-        if let Some(seed) = spread {
-            shuffle(&mut read, seed);
+        if spread {
+            read.shuffle(&mut rand::rng());
         }
         read.truncate(want);
         let picked = read.len();
@@ -746,24 +747,6 @@ impl RoundOutcome {
     }
 }
 
-/// Shuffles `v` in an order drawn from `seed` (xorshift, Fisher-Yates).
-fn shuffle<T>(v: &mut [T], seed: u64) {
-    let mut x = seed | 1;
-    for i in (1..v.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let j = usize::try_from(x % (i as u64 + 1)).unwrap_or(0);
-        v.swap(i, j);
-    }
-}
-
-/// A random seed for a claimer's own order.
-fn seed() -> u64 {
-    let t = new_token();
-    u64::from_str_radix(&t[..16], 16).unwrap_or(0x9e37_79b9_7f4a_7c15)
-}
-
 /// The hint that pins a query to the claim index.
 fn claim_index() -> Hint {
     Hint::Name(crate::CLAIM_INDEX.to_owned())
@@ -899,7 +882,7 @@ impl JobStore for MongoStore {
         // The first round takes the first candidates in order; a round
         // after one that lost candidates to racers takes them in this
         // claimer's own order, so that concurrent claimers spread.
-        let mut spread = None;
+        let mut spread = false;
         // Candidates that could not be read and were skipped: the next
         // round reads that many more, so they cannot crowd out the rest.
         let mut skipped = 0;
@@ -933,7 +916,7 @@ impl JobStore for MongoStore {
                 break;
             }
             if lost > 0 {
-                spread = Some(seed());
+                spread = true;
             }
             skipped += round.skipped;
         }
@@ -1404,7 +1387,7 @@ impl MongoStore {
 
 #[cfg(test)]
 mod tests {
-    use super::{Outcome, pack, shuffle};
+    use super::{Outcome, pack};
     use jobstore_api::ResultCode;
     use mongodb::bson::{Document, doc};
 
@@ -1420,30 +1403,6 @@ mod tests {
         let output = vec![7u8; 1000];
         let archive = Outcome::Archive(ResultCode::Ok, 200, &output);
         assert_eq!(archive.size(&["ab"], "own"), (2 + 16) + 1000 + 3 + 512);
-    }
-
-    /// A shuffle is a permutation, the same for one seed, and different
-    /// seeds give claimers different orders (so that they spread over
-    /// the jobs instead of racing for the same ones). (Seeds that differ
-    /// only in the lowest bit share an order: xorshift needs an odd one.)
-    #[test]
-    fn shuffles_are_permutations_that_differ_by_seed() {
-        let order = |seed: u64| {
-            let mut v: Vec<u32> = (0..100).collect();
-            shuffle(&mut v, seed);
-            v
-        };
-        let a = order(1);
-        let mut sorted = a.clone();
-        sorted.sort_unstable();
-        assert_eq!(sorted, (0..100).collect::<Vec<u32>>());
-        assert_eq!(a, order(1));
-        assert_ne!(a, (0..100).collect::<Vec<u32>>());
-        let distinct: std::collections::HashSet<Vec<u32>> = [1, 2, 4, 0xdead_beef, u64::MAX]
-            .into_iter()
-            .map(order)
-            .collect();
-        assert_eq!(distinct.len(), 5);
     }
 
     /// Statements fill a command up to exactly the limit, one larger than
