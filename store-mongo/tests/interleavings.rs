@@ -389,6 +389,27 @@ async fn renew_failed_for_good_is_not_sent_again() {
     .await;
 }
 
+/// An add whose insert failed for good is not sent again: the error
+/// reaches the caller.
+#[tokio::test]
+async fn add_failed_for_good_is_not_sent_again() {
+    with_two_stores(|a, _b| async move {
+        let failing = a.clone().with_round_trip_hook(fail_once_with("add", || {
+            Error::backend_msg("injected failure for good")
+        }));
+        let err = failing
+            .add_jobs(&[NewJob::new("x", "t", "x")], T0)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), jobstore_api::ErrorKind::Backend, "{err}");
+        assert!(
+            err.to_string().contains("injected failure for good"),
+            "{err}"
+        );
+    })
+    .await;
+}
+
 /// A release whose command applied but failed is sent again (matching
 /// nothing the second time) and still reports every job it released.
 #[tokio::test]

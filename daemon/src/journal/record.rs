@@ -511,6 +511,15 @@ mod tests {
                 String::from_utf8_lossy(&bad)
             );
         }
+        // A line shorter or longer than its length field says which.
+        assert_eq!(
+            decode_line(&line[..line.len() - 1]).unwrap_err(),
+            "line shorter than its length field"
+        );
+        assert_eq!(
+            decode_line(&[line, b"x"].concat()).unwrap_err(),
+            "line longer than its length field (a lost newline?)"
+        );
         // Leading zeros in the length are not canonical.
         let zero = format!("{} 0{}", &text[..8], &text[9..]);
         assert!(decode_line(zero.as_bytes()).is_err());
