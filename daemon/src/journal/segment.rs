@@ -466,6 +466,63 @@ mod tests {
         );
     }
 
+    /// Each damaged line is reported once, where it lies and with its
+    /// length: a line one byte longer than its record, and two lines
+    /// whose newline was lost, the second of them not a record either.
+    #[test]
+    fn damaged_lines_are_reported_with_their_places_and_lengths() {
+        let line = |id: &str| {
+            let r = super::super::Record {
+                id: id.to_owned(),
+                jobtype: "t".to_owned(),
+                priority: 0,
+                run_at: None,
+                data: b"payload".to_vec(),
+            };
+            let mut out = Vec::new();
+            record::encode_into(&r, &mut out).unwrap();
+            out
+        };
+        let (a, b, c, d) = (line("a"), line("b"), line("c"), line("d"));
+        let mut longer = b.clone();
+        longer.insert(b.len() - 1, b'x');
+        let mut merged = c.clone();
+        *merged.last_mut().unwrap() = b'N';
+        merged.extend_from_slice(b"garbage\n");
+        let dir = tempfile::tempdir().unwrap();
+        let body = [&a[..], &longer, &merged, &d].concat();
+        fs::write(segment_path(dir.path(), 1), [HEADER, &body[..]].concat()).unwrap();
+        let scan = scan_segment(dir.path(), 1, 0).unwrap();
+        let at = |k: usize| HEADER_LEN + k as u64;
+        let (l_at, m_at) = (a.len(), a.len() + longer.len());
+        assert_eq!(
+            scan.damaged,
+            [
+                DamagedLine {
+                    off: at(l_at),
+                    len: longer.len() as u64,
+                    reason: "line longer than its length field (a lost newline?)",
+                },
+                DamagedLine {
+                    off: at(m_at),
+                    len: c.len() as u64,
+                    reason: "line longer than its length field (a lost newline?)",
+                },
+                DamagedLine {
+                    off: at(m_at + c.len()),
+                    len: 8,
+                    reason: "line too short for a record",
+                },
+            ]
+        );
+        let d_at = m_at + merged.len();
+        assert_eq!(
+            scan.records,
+            [(at(0), a.len() as u32), (at(d_at), d.len() as u32)]
+        );
+        assert_eq!(scan.valid_end, at(body.len()));
+    }
+
     #[test]
     fn names() {
         let dir = Path::new("/j");
