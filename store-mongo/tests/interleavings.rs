@@ -217,6 +217,48 @@ async fn claim_whose_read_back_fails_gives_its_jobs_back() {
     .await;
 }
 
+/// A claim round that fails after an earlier round claimed jobs (one that
+/// lost a job to a racer, so that another round was needed) hands out the
+/// jobs already claimed instead of failing and stranding them.
+#[tokio::test]
+async fn a_claim_whose_later_round_fails_returns_what_it_claimed() {
+    with_two_stores(|a, b| async move {
+        let jobs: Vec<NewJob> = (1..=4)
+            .map(|i| NewJob::new(format!("j{i}"), "t", "x"))
+            .collect();
+        a.add_jobs(&jobs, T0).await.unwrap();
+        let finds = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let failing = a.clone().with_round_trip_hook(Arc::new(move |op, n| {
+            let (finds, racer) = (finds.clone(), b.clone());
+            async move {
+                if op != "claim" || n != 1 {
+                    return Ok(());
+                }
+                match finds.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                    // Between the first round's query and its update, a
+                    // racer takes the first candidate.
+                    0 => {
+                        let got = racer.claim_jobs("t", 1, "B", MIN, T0).await.unwrap();
+                        assert_eq!(got[0].id, "j1");
+                        Ok(())
+                    }
+                    1 => Err(Error::backend_msg("injected failure of round 2")),
+                    _ => Ok(()),
+                }
+            }
+            .boxed()
+        }));
+        let got = failing.claim_jobs("t", 2, "A", MIN, T0).await.unwrap();
+        let got: Vec<&str> = got.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(got, ["j2"]);
+        for id in ["j3", "j4"] {
+            let j = a.get_job(id).await.unwrap().unwrap();
+            assert_eq!(j.lock, "", "{id} is not held");
+        }
+    })
+    .await;
+}
+
 /// Finding 2, cancellation: a claim future dropped between its update and
 /// its read-back gives its jobs back from a spawned task.
 #[tokio::test]

@@ -369,6 +369,16 @@ async fn malformed_documents_do_not_starve_a_jobtype() {
         );
         let bad = jobs.find_one(doc! { "_id": "bad" }).await.unwrap().unwrap();
         assert_eq!(bad.get_str("lock").unwrap(), "", "never locked");
+        // A round that skipped the unreadable candidate but lost nothing to
+        // a racer is followed by one that keeps to the order: the best
+        // remaining job, not one of many candidates in a shuffled order.
+        let low: Vec<NewJob> = (0..100)
+            .map(|i| NewJob::new(format!("low{i:03}"), "t", "l").priority(-1))
+            .collect();
+        s.add_jobs(&low, T0).await.unwrap();
+        let got = s.claim_jobs("t", 2, "A", MIN, T0).await.unwrap();
+        let ids: Vec<&str> = got.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(ids, ["good", "low000"]);
     };
     then_drop(&s, outcome).await;
 }
