@@ -778,6 +778,39 @@ async fn by_id_updates_read_back_only_a_partial_match() {
     then_drop(&s, outcome).await;
 }
 
+/// A claim whose query gave every eligible job there was (fewer than it
+/// asked for) takes no second round, even when it skipped one it could
+/// not read: one query, one update, one read-back.
+#[tokio::test]
+async fn a_claim_that_saw_every_candidate_takes_one_round() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let (s, sent) = observed_store(&url, &ns).await;
+    let outcome = async {
+        let jobs = s.database().collection::<mongodb::bson::Document>("jobs");
+        jobs.insert_one(doc! {
+            "_id": "bad", "id": "bad", "jobtype": "t", "data": "not binary",
+            "priority": 9_i64, "dt": T0 - 10, "lock": "", "attempts": 0_i64,
+            "create_dt": T0 - 10,
+        })
+        .await
+        .unwrap();
+        let good = [NewJob::new("g1", "t", "1"), NewJob::new("g2", "t", "2")];
+        s.add_jobs(&good, T0).await.unwrap();
+        sent.lock().unwrap().clear();
+        let got = s.claim_jobs("t", 5, "o", MIN, T0).await.unwrap();
+        assert_eq!(got.len(), 2);
+        let names: Vec<String> = std::mem::take(&mut *sent.lock().unwrap())
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["find", "update", "find"]);
+    };
+    then_drop(&s, outcome).await;
+}
+
 /// Connecting probes the server: `$unionWith` is used exactly when its
 /// `buildInfo` reports 4.4 or later.
 #[tokio::test]
