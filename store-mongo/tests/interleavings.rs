@@ -259,6 +259,60 @@ async fn a_claim_whose_later_round_fails_returns_what_it_claimed() {
     .await;
 }
 
+/// A claim round that lost a job to a racer is followed by one that takes
+/// its candidates in a shuffled order, so that claimers racing for one
+/// jobtype spread over its jobs instead of all trying the same next ones.
+/// (A shuffle can put the next job in order first; three claims that all
+/// do so, 1 in 66^3, would fail this test.)
+#[tokio::test]
+async fn a_round_after_losing_to_a_racer_spreads() {
+    with_two_stores(|a, b| async move {
+        let jobs: Vec<NewJob> = (0..200)
+            .map(|i| NewJob::new(format!("j{i:03}"), "t", "x"))
+            .collect();
+        a.add_jobs(&jobs, T0).await.unwrap();
+        let finds = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let raced = a.clone().with_round_trip_hook(Arc::new(move |op, n| {
+            let (finds, racer) = (finds.clone(), b.clone());
+            async move {
+                let first_round = op == "claim"
+                    && n == 1
+                    && finds.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 2 == 0;
+                if first_round {
+                    // Between the first round's query and its update, a
+                    // racer takes the first candidate.
+                    assert_eq!(
+                        racer.claim_jobs("t", 1, "B", MIN, T0).await.unwrap().len(),
+                        1
+                    );
+                }
+                Ok(())
+            }
+            .boxed()
+        }));
+        let mut free: std::collections::BTreeSet<String> =
+            jobs.iter().map(|j| j.id.clone()).collect();
+        let mut next_in_order = 0;
+        for _ in 0..3 {
+            let first: Vec<String> = free.iter().take(3).cloned().collect();
+            let got = raced.claim_jobs("t", 2, "A", MIN, T0).await.unwrap();
+            let got: Vec<String> = got.into_iter().map(|j| j.id).collect();
+            assert_eq!(got.len(), 2, "{got:?}");
+            assert!(got.contains(&first[1]), "round 1 took the second: {got:?}");
+            assert!(!got.contains(&first[0]), "the racer's: {got:?}");
+            if got.contains(&first[2]) {
+                next_in_order += 1;
+            }
+            free.remove(&first[0]);
+            for id in &got {
+                free.remove(id);
+            }
+        }
+        assert!(next_in_order < 3, "every second round kept to the order");
+    })
+    .await;
+}
+
 /// Finding 2, cancellation: a claim future dropped between its update and
 /// its read-back gives its jobs back from a spawned task.
 #[tokio::test]
