@@ -1941,7 +1941,8 @@ pub async fn handler_delete_removes_all_versions(c: Ctx) {
     );
 }
 
-/// The list holds the newest version of each jobtype.
+/// The list holds the newest version of each jobtype: greatest `dt`, the
+/// last set among equal `dt`.
 pub async fn handler_list_newest_per_jobtype(c: Ctx) {
     let s = &*c.store;
     assert!(s.list_handlers().await.unwrap().is_empty());
@@ -1955,7 +1956,14 @@ pub async fn handler_list_newest_per_jobtype(c: Ctx) {
     let b1 = s.set_handler("b", &full_handler("b1"), T0).await.unwrap();
     let mut list = s.list_handlers().await.unwrap();
     list.sort_by(|x, y| x.jobtype.cmp(&y.jobtype));
-    assert_eq!(list, vec![a2, b1]);
+    assert_eq!(list, vec![a2, b1.clone()]);
+    let a3 = s
+        .set_handler("a", &Handler::new("process", "a3"), T0 + 1)
+        .await
+        .unwrap();
+    let mut list = s.list_handlers().await.unwrap();
+    list.sort_by(|x, y| x.jobtype.cmp(&y.jobtype));
+    assert_eq!(list, vec![a3, b1]);
 }
 
 /// Malformed handlers are invalid input and are not stored.
