@@ -811,6 +811,35 @@ async fn a_claim_that_saw_every_candidate_takes_one_round() {
     then_drop(&s, outcome).await;
 }
 
+/// A purge that finds fewer archived jobs than its slice holds is one
+/// query and one delete: it does not look again.
+#[tokio::test]
+async fn a_purge_of_less_than_a_slice_is_one_round() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let (s, sent) = observed_store(&url, &ns).await;
+    let outcome = async {
+        let jobs: Vec<NewJob> = (0..3)
+            .map(|i| NewJob::new(format!("j{i}"), "t", "x"))
+            .collect();
+        s.add_jobs(&jobs, T0).await.unwrap();
+        let got = s.claim_jobs("t", 3, "o", MIN, T0).await.unwrap();
+        let ids: Vec<String> = got.into_iter().map(|j| j.id).collect();
+        let done = Release::Archive(JobResult::from_status(200));
+        s.release_all(&ids, "o", &done, T0).await.unwrap();
+        sent.lock().unwrap().clear();
+        assert_eq!(s.purge_archived(T0 + 1).await.unwrap(), 3);
+        let names: Vec<String> = std::mem::take(&mut *sent.lock().unwrap())
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["find", "delete"]);
+    };
+    then_drop(&s, outcome).await;
+}
+
 /// Connecting probes the server: `$unionWith` is used exactly when its
 /// `buildInfo` reports 4.4 or later.
 #[tokio::test]
