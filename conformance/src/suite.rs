@@ -1811,6 +1811,21 @@ pub async fn job_counts_by_state(c: Ctx) {
     );
 }
 
+/// A held job counts as running until the instant its lease ends, and as
+/// waiting from that instant on, as a claim at that instant would take it.
+pub async fn a_lease_ends_in_the_counts_at_its_expiry(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 1, T0).await;
+    let got = claim(s, "t", 1, OWNER, T0).await;
+    let until = got[0].dt;
+    let state = |c: &[JobCounts]| (c[0].waiting, c[0].running);
+    assert_eq!(state(&s.job_counts(until - 1).await.unwrap()), (0, 1));
+    assert_eq!(state(&s.job_counts(until).await.unwrap()), (1, 0));
+    let waiting = s.waiting_jobtypes(until).await.unwrap();
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert_eq!(claim(s, "t", 1, "other", until).await.len(), 1);
+}
+
 /// A result code whose archived jobs are all purged is absent from the
 /// counts (not there with 0), while the jobtype's other jobs still count.
 pub async fn purged_result_codes_leave_the_counts(c: Ctx) {

@@ -122,6 +122,35 @@ async fn held_write_lock_is_unavailable_after_busy_timeout() {
         .unwrap();
 }
 
+/// A claim with nothing eligible for its jobtype answers from a read,
+/// without the write lock: while another connection holds that lock it
+/// comes back empty at once, though other jobtypes have eligible jobs and
+/// its own jobtype a scheduled one.
+#[tokio::test]
+async fn an_empty_claim_does_not_wait_for_the_write_lock() {
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("?busy_timeout_ms=100"))
+        .await
+        .unwrap();
+    let jobs = [
+        NewJob::new("other", "u", ""),
+        NewJob::new("later", "t", "").run_at(T0 + 3_600_000),
+    ];
+    store.add_jobs(&jobs, T0).await.unwrap();
+    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db.0)
+        .connect()
+        .await
+        .unwrap();
+    let tx = other.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    assert_eq!(store.claim_jobs("t", 5, "o", MIN, T0).await.unwrap(), []);
+    tx.rollback().await.unwrap();
+    assert_eq!(
+        store.claim_jobs("u", 5, "o", MIN, T0).await.unwrap().len(),
+        1
+    );
+}
+
 /// Takes a shared lock on the database for the rest of `tx`.
 async fn read_a_row(tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) {
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM other")
