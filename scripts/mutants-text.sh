@@ -92,7 +92,10 @@ for g in "${groups[@]}"; do
         mkdir -p "$d"
         (cd "$d" && "$venv/bin/mutate" "$work/$f" none --only "$rules/$rulefile" --noCheck \
             --ignore "$rules/ignore" >/dev/null)
-        for m in "$d"/*; do printf '%s %s\n' "$f" "$m" >>"$gout/all.txt"; done
+        for m in "$d"/*; do
+            [ -e "$m" ] || continue # a file with no mutants
+            printf '%s %s\n' "$f" "$m" >>"$gout/all.txt"
+        done
     done
     total=$(grep -c . "$gout/all.txt" || true)
     if [ -n "${MUTANTS_LIST:-}" ]; then
