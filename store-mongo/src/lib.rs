@@ -318,7 +318,9 @@ impl MongoStore {
         self.union_with
     }
 
-    pub(crate) fn change_streams(&self) -> bool {
+    /// Whether `watch` follows a change stream (the server is a replica set
+    /// or a `mongos`) rather than polling.
+    pub fn uses_change_streams(&self) -> bool {
         self.change_streams
     }
 

@@ -766,7 +766,7 @@ fn cap_i64() -> i64 {
 impl JobStore for MongoStore {
     fn capabilities(&self) -> Capabilities {
         let caps = Capabilities::new(self.max_payload()).with_waiting_count_cap(WAITING_COUNT_CAP);
-        if self.change_streams() {
+        if self.uses_change_streams() {
             caps.with_notifications()
         } else {
             caps
@@ -1125,7 +1125,7 @@ impl JobStore for MongoStore {
     }
 
     async fn watch(&self) -> Result<WorkWatcher> {
-        if !self.change_streams() {
+        if !self.uses_change_streams() {
             return Ok(WorkWatcher::polling(DEFAULT_POLL_INTERVAL));
         }
         match self.change_stream().await {

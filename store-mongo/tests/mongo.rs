@@ -840,6 +840,27 @@ async fn a_purge_of_less_than_a_slice_is_one_round() {
     then_drop(&s, outcome).await;
 }
 
+/// A watcher follows a change stream exactly where the server offers one;
+/// elsewhere it polls and opens nothing on the server.
+#[tokio::test]
+async fn watchers_open_a_change_stream_only_where_offered() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let (s, sent) = observed_store(&url, &ns).await;
+    let outcome = async {
+        sent.lock().unwrap().clear();
+        let _watcher = s.watch().await.unwrap();
+        let streams = std::mem::take(&mut *sent.lock().unwrap())
+            .into_iter()
+            .filter(|(n, c)| n == "aggregate" && format!("{c}").contains("$changeStream"))
+            .count();
+        assert_eq!(streams, usize::from(s.uses_change_streams()));
+    };
+    then_drop(&s, outcome).await;
+}
+
 /// Connecting probes the server: `$unionWith` is used exactly when its
 /// `buildInfo` reports 4.4 or later.
 #[tokio::test]
