@@ -335,15 +335,7 @@ async fn malformed_documents_do_not_starve_a_jobtype() {
             subtype: mongodb::bson::spec::BinarySubtype::Generic,
             bytes: b.to_vec(),
         };
-        // Highest priority, oldest: the first candidate, and unreadable
-        // (its payload is a string).
-        jobs.insert_one(doc! {
-            "_id": "bad", "id": "bad", "jobtype": "t", "data": "not binary",
-            "priority": 9_i64, "dt": T0 - 10, "lock": "", "attempts": 0_i64,
-            "create_dt": T0 - 10,
-        })
-        .await
-        .unwrap();
+        insert_unreadable(&s).await;
         // Written by the shell: every number a double.
         jobs.insert_one(doc! {
             "_id": "shell", "id": "shell", "jobtype": "t", "data": bin(b"s"),
@@ -559,6 +551,30 @@ async fn watch_polls_where_change_streams_are_missing_or_refused() {
 /// reports them (name and command document).
 type Sent = Arc<std::sync::Mutex<Vec<(String, mongodb::bson::Document)>>>;
 
+/// The names of the commands `sent` logged since it was last emptied;
+/// empties it.
+fn sent_names(sent: &Sent) -> Vec<String> {
+    std::mem::take(&mut *sent.lock().unwrap())
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect()
+}
+
+/// Inserts job `bad` of jobtype `t`, written by another tool: the first
+/// candidate of a claim (highest priority, oldest) and unreadable (its
+/// payload is a string).
+async fn insert_unreadable(s: &MongoStore) {
+    s.database()
+        .collection::<mongodb::bson::Document>("jobs")
+        .insert_one(doc! {
+            "_id": "bad", "id": "bad", "jobtype": "t", "data": "not binary",
+            "priority": 9_i64, "dt": T0 - 10, "lock": "", "attempts": 0_i64,
+            "create_dt": T0 - 10,
+        })
+        .await
+        .unwrap();
+}
+
 /// A store whose commands on `jobs` are recorded in the returned list.
 async fn observed_store(url: &str, ns: &str) -> (MongoStore, Sent) {
     use mongodb::event::EventHandler;
@@ -715,10 +731,7 @@ async fn by_id_updates_read_back_only_a_partial_match() {
             let ids: Vec<String> = ids.iter().map(|&i| i.to_owned()).collect();
             let mut renewed = s.renew_locks(&ids, "o", MIN, T0 + 1).await.unwrap();
             renewed.sort();
-            let names: Vec<String> = std::mem::take(&mut *sent.lock().unwrap())
-                .into_iter()
-                .map(|(n, _)| n)
-                .collect();
+            let names = sent_names(&sent);
             (renewed, names)
         };
         assert_eq!(
@@ -750,10 +763,7 @@ async fn by_id_updates_read_back_only_a_partial_match() {
                 .await
                 .unwrap();
             released.sort();
-            let names: Vec<String> = std::mem::take(&mut *sent.lock().unwrap())
-                .into_iter()
-                .map(|(n, _)| n)
-                .collect();
+            let names = sent_names(&sent);
             (released, names)
         };
         assert_eq!(
@@ -789,23 +799,13 @@ async fn a_claim_that_saw_every_candidate_takes_one_round() {
     let ns = services::unique_namespace();
     let (s, sent) = observed_store(&url, &ns).await;
     let outcome = async {
-        let jobs = s.database().collection::<mongodb::bson::Document>("jobs");
-        jobs.insert_one(doc! {
-            "_id": "bad", "id": "bad", "jobtype": "t", "data": "not binary",
-            "priority": 9_i64, "dt": T0 - 10, "lock": "", "attempts": 0_i64,
-            "create_dt": T0 - 10,
-        })
-        .await
-        .unwrap();
+        insert_unreadable(&s).await;
         let good = [NewJob::new("g1", "t", "1"), NewJob::new("g2", "t", "2")];
         s.add_jobs(&good, T0).await.unwrap();
         sent.lock().unwrap().clear();
         let got = s.claim_jobs("t", 5, "o", MIN, T0).await.unwrap();
         assert_eq!(got.len(), 2);
-        let names: Vec<String> = std::mem::take(&mut *sent.lock().unwrap())
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
+        let names = sent_names(&sent);
         assert_eq!(names, ["find", "update", "find"]);
     };
     then_drop(&s, outcome).await;
@@ -831,10 +831,7 @@ async fn a_purge_of_less_than_a_slice_is_one_round() {
         s.release_all(&ids, "o", &done, T0).await.unwrap();
         sent.lock().unwrap().clear();
         assert_eq!(s.purge_archived(T0 + 1).await.unwrap(), 3);
-        let names: Vec<String> = std::mem::take(&mut *sent.lock().unwrap())
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
+        let names = sent_names(&sent);
         assert_eq!(names, ["find", "delete"]);
     };
     then_drop(&s, outcome).await;
