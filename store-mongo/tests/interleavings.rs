@@ -362,6 +362,21 @@ fn fail_once_with(op: &'static str, make: fn() -> Error) -> RoundTripHook {
     fail_once_at(op, 1, make)
 }
 
+/// A hook that fails round trip 1 of `op` once, after it applied, with an
+/// error that is not retryable.
+fn fail_once_for_good(op: &'static str) -> RoundTripHook {
+    fail_once_with(op, || Error::backend_msg(FOR_GOOD))
+}
+
+/// The message of [`fail_once_for_good`]'s error.
+const FOR_GOOD: &str = "injected failure for good";
+
+/// `err` is the error of [`fail_once_for_good`], handed to the caller.
+fn assert_failed_for_good(err: &Error) {
+    assert_eq!(err.kind(), jobstore_api::ErrorKind::Backend, "{err}");
+    assert!(err.to_string().contains(FOR_GOOD), "{err}");
+}
+
 /// A hook that fails round trip `round` of `op` once, after it applied,
 /// with the error `make` gives.
 fn fail_once_at(op: &'static str, round: usize, make: fn() -> Error) -> RoundTripHook {
@@ -390,18 +405,12 @@ async fn release_failed_for_good_is_not_sent_again() {
         assert_eq!(a.claim_jobs("t", 1, "A", MIN, T0).await.unwrap().len(), 1);
         let failing = a
             .clone()
-            .with_round_trip_hook(fail_once_with("release", || {
-                Error::backend_msg("injected failure for good")
-            }));
+            .with_round_trip_hook(fail_once_for_good("release"));
         let err = failing
             .release_all(&ids(&["x"]), "A", &Release::Unget, T0 + 1)
             .await
             .unwrap_err();
-        assert_eq!(err.kind(), jobstore_api::ErrorKind::Backend, "{err}");
-        assert!(
-            err.to_string().contains("injected failure for good"),
-            "{err}"
-        );
+        assert_failed_for_good(&err);
     })
     .await;
 }
@@ -429,9 +438,7 @@ async fn release_delete_is_resent_only_after_a_retryable_failure() {
         assert!(a.get_job("x").await.unwrap().is_none());
         let for_good = a
             .clone()
-            .with_round_trip_hook(fail_once_at("release", 2, || {
-                Error::backend_msg("injected failure for good")
-            }));
+            .with_round_trip_hook(fail_once_at("release", 2, || Error::backend_msg(FOR_GOOD)));
         let err = for_good
             .release_all(&ids(&["y"]), "A", &Release::Delete, T0 + 1)
             .await
@@ -469,18 +476,12 @@ async fn renew_failed_for_good_is_not_sent_again() {
     with_two_stores(|a, _b| async move {
         a.add_jobs(&[NewJob::new("x", "t", "x")], T0).await.unwrap();
         assert_eq!(a.claim_jobs("t", 1, "A", MIN, T0).await.unwrap().len(), 1);
-        let failing = a.clone().with_round_trip_hook(fail_once_with("renew", || {
-            Error::backend_msg("injected failure for good")
-        }));
+        let failing = a.clone().with_round_trip_hook(fail_once_for_good("renew"));
         let err = failing
             .renew_locks(&ids(&["x"]), "A", MIN * 2, T0 + 1)
             .await
             .unwrap_err();
-        assert_eq!(err.kind(), jobstore_api::ErrorKind::Backend, "{err}");
-        assert!(
-            err.to_string().contains("injected failure for good"),
-            "{err}"
-        );
+        assert_failed_for_good(&err);
     })
     .await;
 }
@@ -490,18 +491,12 @@ async fn renew_failed_for_good_is_not_sent_again() {
 #[tokio::test]
 async fn add_failed_for_good_is_not_sent_again() {
     with_two_stores(|a, _b| async move {
-        let failing = a.clone().with_round_trip_hook(fail_once_with("add", || {
-            Error::backend_msg("injected failure for good")
-        }));
+        let failing = a.clone().with_round_trip_hook(fail_once_for_good("add"));
         let err = failing
             .add_jobs(&[NewJob::new("x", "t", "x")], T0)
             .await
             .unwrap_err();
-        assert_eq!(err.kind(), jobstore_api::ErrorKind::Backend, "{err}");
-        assert!(
-            err.to_string().contains("injected failure for good"),
-            "{err}"
-        );
+        assert_failed_for_good(&err);
     })
     .await;
 }
