@@ -8,7 +8,7 @@
 # Each mutant is copied over its file in a copy of the tree, the store's
 # crate is rebuilt (the files are embedded with include_str!) and its
 # tests run. A mutant is
-#   caught    when the tests fail,
+#   caught    when a test fails (the run stops at the first failure),
 #   timeout   when they run past MUTANTS_TIMEOUT (counted as caught),
 #   missed    when they pass,
 #   unviable  when it is not a valid script or statement: a Lua mutant
@@ -77,6 +77,31 @@ lua_compiles() { # file-with-mutant original-path
 # mutant whose tests show one is not valid SQL for that server.
 sql_invalid='syntax error|column .* does not exist|operator does not exist|function .* does not exist|could not determine data type|no such column|argument of .* must be type|misuse of aggregate'
 
+# Runs the package's tests into a log and stops them at the first failed
+# test, as nextest's fail-fast does: one failure decides the outcome, and
+# the rest of the run would only cost time. Output is not captured, so a
+# failure's message is in the log when its FAILED line is. Returns 0 when
+# every test passed, 124 past the timeout, another status on a failure.
+run_tests() { # log
+    local log=$1 pid start=$SECONDS status=0
+    (cd "$work" && exec setsid cargo test --profile mutants -p "$pkg" --tests -- --nocapture) >"$log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        if grep -q ' \.\.\. FAILED$' "$log"; then
+            status=101
+        elif [ $((SECONDS - start)) -ge "$timeout" ]; then
+            status=124
+        else
+            sleep 0.5
+            continue
+        fi
+        kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        return $status
+    done
+    wait "$pid" || return $?
+}
+
 summary=()
 for g in "${groups[@]}"; do
     IFS='|' read -r name globs rulefile pkg <<<"$g"
@@ -128,7 +153,7 @@ for g in "${groups[@]}"; do
         rc=0
         (cd "$work" && cargo test --profile mutants -p "$pkg" --tests --no-run -q >"$gout/log" 2>&1) || rc=$?
         if [ $rc = 0 ]; then
-            (cd "$work" && timeout "$timeout" cargo test --profile mutants -p "$pkg" --tests -q >"$gout/log" 2>&1) || rc=$?
+            run_tests "$gout/log" || rc=$?
         fi
         cp "$gout/orig" "$orig"
         if [ $rc = 0 ]; then

@@ -719,6 +719,25 @@ pub async fn expired_jobs_ordered_by_dt(c: Ctx) {
     assert_eq!(job_ids(&got), ids(&["mid", "early", "late"]));
 }
 
+/// Claim order holds among expired jobs too: a claim smaller than the
+/// number of expired jobs takes the highest priorities first, whatever the
+/// order of their ids.
+pub async fn expired_jobs_claimed_by_priority(c: Ctx) {
+    let s = &*c.store;
+    let jobs: Vec<NewJob> = ["a", "b", "c", "d"]
+        .iter()
+        .zip(0..)
+        .map(|(id, p)| NewJob::new(*id, "t", "").run_at(T0).priority(p))
+        .collect();
+    add(s, jobs, T0).await;
+    assert_eq!(claim(s, "t", 4, OWNER, T0).await.len(), 4);
+    // All four leases run out together, at T0 + 60 s.
+    let got = claim(s, "t", 2, OTHER, T0 + 60 * SEC).await;
+    assert_eq!(job_ids(&got), ids(&["d", "c"]));
+    let rest = claim(s, "t", 2, THIRD, T0 + 60 * SEC).await;
+    assert_eq!(job_ids(&rest), ids(&["b", "a"]));
+}
+
 /// 10,000 jobs in one add (the batch maximum), claims of the maximum size,
 /// and renew and release of a whole claim, each in one call.
 pub async fn max_batches_work(c: Ctx) {
