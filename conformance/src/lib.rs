@@ -217,7 +217,7 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(running_job_not_claimable);
         __jobstore_conformance_test!(expired_lease_makes_job_eligible);
         __jobstore_conformance_test!(expired_jobs_ordered_by_dt);
-        __jobstore_conformance_test!(expired_jobs_claimed_by_priority);
+        __jobstore_conformance_test!(expired_and_waiting_jobs_claimed_by_priority);
         __jobstore_conformance_test!(expired_jobs_passed_over_by_a_claim_stay_their_owners);
         __jobstore_conformance_test!(max_batches_work);
         __jobstore_conformance_test!(renew_extends_owner_lease);

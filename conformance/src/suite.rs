@@ -719,23 +719,29 @@ pub async fn expired_jobs_ordered_by_dt(c: Ctx) {
     assert_eq!(job_ids(&got), ids(&["mid", "early", "late"]));
 }
 
-/// Claim order holds among expired jobs too: a claim smaller than the
-/// number of expired jobs takes the highest priorities first, whatever the
-/// order of their ids.
-pub async fn expired_jobs_claimed_by_priority(c: Ctx) {
+/// Claim order holds across expired and waiting jobs together: a claim
+/// smaller than the number eligible takes the highest priorities first,
+/// whichever kind each job is and whatever the order of the ids.
+pub async fn expired_and_waiting_jobs_claimed_by_priority(c: Ctx) {
     let s = &*c.store;
     let jobs: Vec<NewJob> = ["a", "b", "c", "d"]
         .iter()
-        .zip(0..)
+        .zip([0, 2, 4, 6])
         .map(|(id, p)| NewJob::new(*id, "t", "").run_at(T0).priority(p))
         .collect();
     add(s, jobs, T0).await;
-    assert_eq!(claim(s, "t", 4, OWNER, T0).await.len(), 4);
     // All four leases run out together, at T0 + 60 s.
-    let got = claim(s, "t", 2, OTHER, T0 + 60 * SEC).await;
-    assert_eq!(job_ids(&got), ids(&["d", "c"]));
-    let rest = claim(s, "t", 2, THIRD, T0 + 60 * SEC).await;
-    assert_eq!(job_ids(&rest), ids(&["b", "a"]));
+    assert_eq!(claim(s, "t", 4, OWNER, T0).await.len(), 4);
+    let waiting = vec![
+        NewJob::new("w1", "t", "").priority(1),
+        NewJob::new("w5", "t", "").priority(5),
+    ];
+    add(s, waiting, T0 + SEC).await;
+    let now = T0 + 60 * SEC;
+    let got = claim(s, "t", 3, OTHER, now).await;
+    assert_eq!(job_ids(&got), ids(&["d", "w5", "c"]));
+    let rest = claim(s, "t", 3, THIRD, now).await;
+    assert_eq!(job_ids(&rest), ids(&["b", "w1", "a"]));
 }
 
 /// 10,000 jobs in one add (the batch maximum), claims of the maximum size,
