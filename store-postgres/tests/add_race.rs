@@ -1,7 +1,13 @@
+//! Statements racing a transaction that another connection holds open.
+//!
 //! An add of an id that another transaction is archiving at that moment
 //! must report the id as existing, not insert a second job: the insert
 //! waits on the archiving transaction's row lock, and after it commits the
 //! id lives only in `archive`.
+//!
+//! A claim in progress locks only the rows it takes, and a claim beside it
+//! passes those by (`SKIP LOCKED`) instead of waiting for them or finding
+//! nothing, for waiting and expired jobs alike.
 
 use std::time::Duration;
 
@@ -86,6 +92,85 @@ async fn race(store: &PgStore) -> Result<(), String> {
     let total: u64 = counts.iter().map(|c| c.total()).sum();
     if total != 1 {
         return Err(format!("expected one job in all, got {counts:?}"));
+    }
+    Ok(())
+}
+
+/// The store's own claim statement, run here inside a transaction that the
+/// test keeps open.
+const CLAIM_JOBS: &str = include_str!("../queries/claim_jobs.sql");
+
+#[test]
+fn claims_in_progress_pass_each_other() {
+    jobstore_conformance::block_on(async {
+        let Some(url) = postgres_url().await else {
+            return;
+        };
+        let opts = PgStoreOptions::from_url(&url)
+            .expect("url")
+            .schema(unique_namespace())
+            .max_connections(4);
+        let store = PgStore::connect_with(opts).await.expect("connect");
+        let outcome = pass_each_other(&store).await;
+        let drop = format!("DROP SCHEMA \"{}\" CASCADE", store.schema());
+        sqlx::query(sqlx::AssertSqlSafe(drop))
+            .execute(store.pool())
+            .await
+            .expect("drop schema");
+        outcome.expect("claims");
+    });
+}
+
+async fn pass_each_other(store: &PgStore) -> Result<(), String> {
+    let jobs: Vec<NewJob> = ["waiting", "expired"]
+        .iter()
+        .flat_map(|t| (0..3).map(move |i| NewJob::new(format!("{t}-{i}"), *t, "")))
+        .collect();
+    store
+        .add_jobs(&jobs, T0)
+        .await
+        .map_err(|e| e.to_string())?;
+    let ten = Duration::from_secs(10);
+    let taken = store
+        .claim_jobs("expired", 3, "sys-a", ten, T0)
+        .await
+        .map_err(|e| e.to_string())?;
+    if taken.len() != 3 {
+        return Err(format!("the first claim took {}", taken.len()));
+    }
+    // 20 s on, the three "expired" leases have run out.
+    let now = T0 + 20_000;
+    for jobtype in ["waiting", "expired"] {
+        let mut tx = store.pool().begin().await.map_err(|e| e.to_string())?;
+        let held: Vec<(String,)> = sqlx::query_as(CLAIM_JOBS)
+            .bind(jobtype)
+            .bind(now)
+            .bind(1_i64)
+            .bind("sys-b")
+            .bind(now + 60_000)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| e.to_string())?;
+        if held.len() != 1 {
+            return Err(format!("the held claim of {jobtype} jobs took {held:?}"));
+        }
+        let beside = store.claim_jobs(jobtype, 3, "sys-c", Duration::from_secs(60), now);
+        let got = tokio::time::timeout(Duration::from_secs(10), beside)
+            .await
+            .map_err(|_| format!("a claim of {jobtype} jobs waited for the held claim"))?
+            .map_err(|e| e.to_string())?;
+        tx.commit().await.map_err(|e| e.to_string())?;
+        let mut ids: Vec<&str> = got.iter().map(|j| j.id.as_str()).collect();
+        ids.push(&held[0].0);
+        ids.sort_unstable();
+        let all: Vec<String> = (0..3).map(|i| format!("{jobtype}-{i}")).collect();
+        if ids != all {
+            return Err(format!(
+                "beside a claim of {} the other claim of {jobtype} jobs took {:?}",
+                held[0].0,
+                got.iter().map(|j| &j.id).collect::<Vec<_>>()
+            ));
+        }
     }
     Ok(())
 }
