@@ -249,6 +249,7 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(cancel_leaves_locked_and_archived);
         __jobstore_conformance_test!(purge_archived_by_age);
         __jobstore_conformance_test!(waiting_jobtypes_counts);
+        __jobstore_conformance_test!(waiting_jobtypes_with_only_expired_jobs);
         __jobstore_conformance_test!(empty_store_has_no_counts);
         __jobstore_conformance_test!(waiting_count_cap_respected);
         __jobstore_conformance_test!(job_counts_by_state);
