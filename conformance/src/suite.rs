@@ -931,7 +931,8 @@ pub async fn release_retry_without_delay(c: Ctx) {
     assert_eq!(claim(s, "t", 1, OTHER, T0 + 5).await.len(), 1);
 }
 
-/// `Unget` frees the job with `dt = now` and takes the attempt back.
+/// `Unget` frees the job with `dt = now` and takes back the one attempt its
+/// claim counted.
 pub async fn release_unget(c: Ctx) {
     let s = &*c.store;
     add_n(s, "t", 1, T0).await;
@@ -942,6 +943,13 @@ pub async fn release_unget(c: Ctx) {
     let j = get(s, &got[0]).await;
     assert_eq!((j.lock.as_str(), j.dt, j.attempts), (LOCK_FREE, T0 + 3, 0));
     assert_eq!(claim(s, "t", 1, OTHER, T0 + 3).await[0].attempts, 1);
+    // A job on its second attempt goes back to one, not to none.
+    let later = T0 + 3 + 60 * SEC; // the lease of OTHER's claim has run out
+    assert_eq!(claim(s, "t", 1, THIRD, later).await[0].attempts, 2);
+    s.release_all(&got, THIRD, &Release::Unget, later)
+        .await
+        .unwrap();
+    assert_eq!(get(s, &got[0]).await.attempts, 1);
 }
 
 /// `Archive` stores the result, `done_dt = now`, `lock = "__done"` and pushes

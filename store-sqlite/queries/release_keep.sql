@@ -4,8 +4,9 @@
 -- {"id", "k", "dt" (retry: now + delay, unget: now), "c" code, "s" status,
 -- "o" output as hex} objects, each id once. One primary-key lookup per
 -- entry. jsonb_each hands out each element as binary JSONB, which ->>
--- reads without parsing the element's text again for every field. Returns the jobs changed with their new lock: '' means freed (to
--- notify its jobtype), '__done' archived.
+-- reads without parsing the element's text again for every field.
+-- Returns the jobs changed with their new lock: '' means freed (to notify
+-- its jobtype), '__done' archived.
 UPDATE jobs SET
     lock = CASE r.k WHEN 'a' THEN '__done' ELSE '' END,
     dt = CASE r.k WHEN 'a' THEN ?3 ELSE r.dt END,
