@@ -214,6 +214,7 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(claim_sets_lock_lease_attempts);
         __jobstore_conformance_test!(scheduled_job_invisible_until_due);
         __jobstore_conformance_test!(claims_with_a_clock_behind_keep_to_their_own_time);
+        __jobstore_conformance_test!(claims_behind_pass_over_jobs_made_eligible_ahead);
         __jobstore_conformance_test!(running_job_not_claimable);
         __jobstore_conformance_test!(expired_lease_makes_job_eligible);
         __jobstore_conformance_test!(expired_jobs_ordered_by_dt);

@@ -612,6 +612,49 @@ pub async fn claims_with_a_clock_behind_keep_to_their_own_time(c: Ctx) {
     );
 }
 
+/// A claimer whose clock is behind passes over the jobs that a claimer
+/// ahead made eligible, takes exactly its limit of the jobs that are
+/// eligible at its own time, and leaves the passed-over jobs to be claimed
+/// when they fall due: scheduled jobs, and expired leases nobody renews.
+pub async fn claims_behind_pass_over_jobs_made_eligible_ahead(c: Ctx) {
+    let s = &*c.store;
+    let mut jobs = vec![
+        NewJob::new("s1", "t", "").run_at(T0 + 10 * SEC).priority(5),
+        NewJob::new("s2", "t", "").run_at(T0 + 10 * SEC).priority(5),
+    ];
+    jobs.extend(["a", "b", "c"].map(|id| NewJob::new(id, "t", "")));
+    jobs.extend(["l1", "l2"].map(|id| NewJob::new(id, "leased", "")));
+    add(s, jobs, T0).await;
+    let ten = Duration::from_secs(10);
+    let leased = s.claim_jobs("leased", 2, OWNER, ten, T0).await.unwrap();
+    assert_eq!(job_ids(&leased), ids(&["l1", "l2"])); // both run out at T0 + 10 s
+    // A claimer 20 s ahead takes one of each kind.
+    let ahead = T0 + 20 * SEC;
+    assert_eq!(job_ids(&claim(s, "t", 1, OTHER, ahead).await), ids(&["s1"]));
+    assert_eq!(
+        job_ids(&claim(s, "leased", 1, OTHER, ahead).await),
+        ids(&["l1"])
+    );
+    // At T0 + 5 s, s2 is not due and l2's lease runs: two of the three
+    // waiting jobs, in claim order, and nothing of "leased".
+    let behind = T0 + 5 * SEC;
+    assert_eq!(
+        job_ids(&claim(s, "t", 2, THIRD, behind).await),
+        ids(&["a", "b"])
+    );
+    assert!(claim(s, "leased", 5, THIRD, behind).await.is_empty());
+    // At T0 + 10 s both fall due.
+    let due = T0 + 10 * SEC;
+    assert_eq!(
+        job_ids(&claim(s, "t", 5, THIRD, due).await),
+        ids(&["s2", "c"])
+    );
+    assert_eq!(
+        job_ids(&claim(s, "leased", 5, THIRD, due).await),
+        ids(&["l2"])
+    );
+}
+
 /// While a lease is valid nobody else gets the job, not even its owner.
 pub async fn running_job_not_claimable(c: Ctx) {
     let s = &*c.store;
@@ -1657,6 +1700,16 @@ pub async fn cancel_waiting_and_scheduled(c: Ctx) {
     assert_eq!(
         counts_of(s, "t", T0).await.archived,
         archived(&[(ResultCode::Cancelled, 2)])
+    );
+    // A cancel of a single job counts it too.
+    add(s, vec![NewJob::new("one", "t", "")], T0).await;
+    assert_eq!(
+        s.cancel_jobs(&ids(&["one"]), T0 + 6).await.unwrap(),
+        ids(&["one"])
+    );
+    assert_eq!(
+        counts_of(s, "t", T0 + 6).await.archived,
+        archived(&[(ResultCode::Cancelled, 3)])
     );
 }
 

@@ -126,10 +126,7 @@ async fn pass_each_other(store: &PgStore) -> Result<(), String> {
         .iter()
         .flat_map(|t| (0..3).map(move |i| NewJob::new(format!("{t}-{i}"), *t, "")))
         .collect();
-    store
-        .add_jobs(&jobs, T0)
-        .await
-        .map_err(|e| e.to_string())?;
+    store.add_jobs(&jobs, T0).await.map_err(|e| e.to_string())?;
     let ten = Duration::from_secs(10);
     let taken = store
         .claim_jobs("expired", 3, "sys-a", ten, T0)

@@ -374,20 +374,30 @@ async fn schema_text(store: &PgStore) -> String {
     let schema = store.schema();
     let pool = store.pool();
     let mut out = String::new();
-    let columns: Vec<(String, String, String, String, Option<String>, Option<String>)> =
-        sqlx::query_as(
-            "SELECT table_name::text, column_name::text, data_type::text,
+    let columns: Vec<(
+        String,
+        String,
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+    )> = sqlx::query_as(
+        "SELECT table_name::text, column_name::text, data_type::text,
                     is_nullable::text, column_default::text, collation_name::text
              FROM information_schema.columns
              WHERE table_schema = $1 AND table_name <> '_sqlx_migrations'
              ORDER BY table_name, ordinal_position",
-        )
-        .bind(schema)
-        .fetch_all(pool)
-        .await
-        .expect("columns");
+    )
+    .bind(schema)
+    .fetch_all(pool)
+    .await
+    .expect("columns");
     for (table, column, ty, nullable, default, collation) in columns {
-        let null = if nullable == "YES" { "null" } else { "not null" };
+        let null = if nullable == "YES" {
+            "null"
+        } else {
+            "not null"
+        };
         out += &format!("column {table}.{column} {ty} {null}");
         if let Some(d) = default {
             out += &format!(" default {d}");
