@@ -1859,7 +1859,7 @@ pub async fn empty_store_has_no_counts(c: Ctx) {
 }
 
 /// Counts above the declared cap are capped, never over-reported; below it
-/// they are exact.
+/// they are exact. Waiting and expired jobs count together.
 pub async fn waiting_count_cap_respected(c: Ctx) {
     let s = &*c.store;
     let n = 1_500;
@@ -1875,6 +1875,20 @@ pub async fn waiting_count_cap_respected(c: Ctx) {
             jobtype: "many".into(),
             count: expected
         }]
+    );
+    // Expired jobs count beside waiting ones, under the same cap.
+    let ten = Duration::from_secs(10);
+    let got = s.claim_jobs("many", MAX_CLAIM, OWNER, ten, T0).await.unwrap();
+    assert_eq!(got.len(), MAX_CLAIM);
+    let w = s.waiting_jobtypes(T0 + 10 * SEC).await.unwrap();
+    assert_eq!(
+        w,
+        vec![WaitingJobtype {
+            jobtype: "many".into(),
+            count: expected
+        }],
+        "{} waiting and {MAX_CLAIM} expired",
+        n - MAX_CLAIM
     );
 }
 
