@@ -3332,7 +3332,8 @@ pub const HOSTILE_IDS: &[&str] = &[
 ];
 
 /// Payloads, handler fields and result outputs that look like queries and
-/// protocol: CRLF with RESP, NUL bytes, JSON with operators.
+/// protocol (CRLF with RESP, NUL bytes, JSON with operators) or like a
+/// store's own markers (the lock of an archived job).
 pub const HOSTILE_DATA: &[&[u8]] = &[
     b"'; DROP TABLE jobs; --",
     b"redis.call('FLUSHALL')",
@@ -3344,6 +3345,7 @@ pub const HOSTILE_DATA: &[&[u8]] = &[
     b"\x00'\x00\"\x00\\\x00",
     b"$1 ? :name %s %n \\x00 E'\\\\'",
     b"\xff\xfe{\"$set\":{\"lock\":\"\"}}",
+    b"__done",
 ];
 
 /// Jobtypes built from the characters the rules allow that mean something
