@@ -1878,7 +1878,10 @@ pub async fn waiting_count_cap_respected(c: Ctx) {
     );
     // Expired jobs count beside waiting ones, under the same cap.
     let ten = Duration::from_secs(10);
-    let got = s.claim_jobs("many", MAX_CLAIM, OWNER, ten, T0).await.unwrap();
+    let got = s
+        .claim_jobs("many", MAX_CLAIM, OWNER, ten, T0)
+        .await
+        .unwrap();
     assert_eq!(got.len(), MAX_CLAIM);
     let w = s.waiting_jobtypes(T0 + 10 * SEC).await.unwrap();
     assert_eq!(
