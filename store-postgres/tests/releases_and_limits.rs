@@ -370,18 +370,22 @@ fn the_schema_is_the_one_the_migrations_describe() {
     });
 }
 
+/// A column as `information_schema` describes it: table, name, type,
+/// nullable, default, collation.
+type Column = (
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+);
+
 async fn schema_text(store: &PgStore) -> String {
     let schema = store.schema();
     let pool = store.pool();
     let mut out = String::new();
-    let columns: Vec<(
-        String,
-        String,
-        String,
-        String,
-        Option<String>,
-        Option<String>,
-    )> = sqlx::query_as(
+    let columns: Vec<Column> = sqlx::query_as(
         "SELECT table_name::text, column_name::text, data_type::text,
                     is_nullable::text, column_default::text, collation_name::text
              FROM information_schema.columns
