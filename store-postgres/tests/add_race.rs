@@ -20,22 +20,32 @@ const T0: i64 = 1_700_000_000_000;
 #[test]
 fn add_racing_archive_reports_existing() {
     jobstore_conformance::block_on(async {
-        let Some(url) = postgres_url().await else {
+        let Some(store) = fresh_store().await else {
             return;
         };
-        let opts = PgStoreOptions::from_url(&url)
-            .expect("url")
-            .schema(unique_namespace())
-            .max_connections(4);
-        let store = PgStore::connect_with(opts).await.expect("connect");
         let outcome = race(&store).await;
-        let drop = format!("DROP SCHEMA \"{}\" CASCADE", store.schema());
-        sqlx::query(sqlx::AssertSqlSafe(drop))
-            .execute(store.pool())
-            .await
-            .expect("drop schema");
+        drop_schema(&store).await;
         outcome.expect("race");
     });
+}
+
+/// A store in a schema of its own, with four connections; `None` when no
+/// server is configured.
+async fn fresh_store() -> Option<PgStore> {
+    let url = postgres_url().await?;
+    let opts = PgStoreOptions::from_url(&url)
+        .expect("url")
+        .schema(unique_namespace())
+        .max_connections(4);
+    Some(PgStore::connect_with(opts).await.expect("connect"))
+}
+
+async fn drop_schema(store: &PgStore) {
+    let drop = format!("DROP SCHEMA \"{}\" CASCADE", store.schema());
+    sqlx::query(sqlx::AssertSqlSafe(drop))
+        .execute(store.pool())
+        .await
+        .expect("drop schema");
 }
 
 async fn race(store: &PgStore) -> Result<(), String> {
@@ -103,20 +113,11 @@ const CLAIM_JOBS: &str = include_str!("../queries/claim_jobs.sql");
 #[test]
 fn claims_in_progress_pass_each_other() {
     jobstore_conformance::block_on(async {
-        let Some(url) = postgres_url().await else {
+        let Some(store) = fresh_store().await else {
             return;
         };
-        let opts = PgStoreOptions::from_url(&url)
-            .expect("url")
-            .schema(unique_namespace())
-            .max_connections(4);
-        let store = PgStore::connect_with(opts).await.expect("connect");
         let outcome = pass_each_other(&store).await;
-        let drop = format!("DROP SCHEMA \"{}\" CASCADE", store.schema());
-        sqlx::query(sqlx::AssertSqlSafe(drop))
-            .execute(store.pool())
-            .await
-            .expect("drop schema");
+        drop_schema(&store).await;
         outcome.expect("claims");
     });
 }

@@ -28,6 +28,14 @@ impl TempDb {
     fn url(&self, params: &str) -> String {
         format!("sqlite://{}{params}", self.0.display())
     }
+    /// A connection of its own to the database, beside the store's.
+    async fn connect(&self) -> sqlx::SqliteConnection {
+        sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&self.0)
+            .connect()
+            .await
+            .unwrap()
+    }
 }
 
 impl Drop for TempDb {
@@ -102,11 +110,7 @@ async fn held_write_lock_is_unavailable_after_busy_timeout() {
         .await
         .unwrap();
     // Another "process" holds the write lock.
-    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&db.0)
-        .connect()
-        .await
-        .unwrap();
+    let mut other = db.connect().await;
     let tx = other.begin_with("BEGIN IMMEDIATE").await.unwrap();
     let err = store
         .add_jobs(&[NewJob::new("x", "t", "")], T0)
@@ -138,11 +142,7 @@ async fn an_empty_claim_does_not_wait_for_the_write_lock() {
         NewJob::new("later", "t", "").run_at(T0 + 3_600_000),
     ];
     store.add_jobs(&jobs, T0).await.unwrap();
-    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&db.0)
-        .connect()
-        .await
-        .unwrap();
+    let mut other = db.connect().await;
     let tx = other.begin_with("BEGIN IMMEDIATE").await.unwrap();
     assert_eq!(store.claim_jobs("t", 5, "o", MIN, T0).await.unwrap(), []);
     tx.rollback().await.unwrap();
@@ -330,11 +330,7 @@ async fn release_with_more_output_than_one_statement_is_split() {
 async fn handlers_from_before_limits_read_back_without_limits() {
     let db = TempDb::new();
     let store = SqliteStore::connect(&db.url("")).await.unwrap();
-    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&db.0)
-        .connect()
-        .await
-        .unwrap();
+    let mut conn = db.connect().await;
     sqlx::query(
         "INSERT INTO handlers (jobtype, dt, lang, body, eid, before_run, before_each, after_each) \
          VALUES ('old', 5, 'process', 'cat', NULL, NULL, NULL, NULL)",
@@ -380,11 +376,7 @@ async fn file_database_runs_in_wal_mode() {
         std::fs::metadata(&wal).unwrap().len() > 0,
         "the commit is in the -wal file"
     );
-    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&db.0)
-        .connect()
-        .await
-        .unwrap();
+    let mut conn = db.connect().await;
     let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
         .fetch_one(&mut conn)
         .await
@@ -413,11 +405,7 @@ async fn purge_runs_in_bounded_batches() {
 async fn the_schema_is_the_one_the_migrations_describe() {
     let db = TempDb::new();
     let store = SqliteStore::connect(&db.url("")).await.unwrap();
-    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&db.0)
-        .connect()
-        .await
-        .unwrap();
+    let mut conn = db.connect().await;
     let columns: Vec<(String, String, String, bool, Option<String>, i64)> = sqlx::query_as(
         "SELECT m.name, c.name, c.type, c.\"notnull\", c.dflt_value, c.pk
          FROM sqlite_schema m JOIN pragma_table_info(m.name) c
