@@ -9,7 +9,9 @@ use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use futures::FutureExt;
-use jobstore_api::{JobRelease, JobResult, JobStore, JobStoreExt, LOCK_DONE, NewJob, Release};
+use jobstore_api::{
+    Handler, JobRelease, JobResult, JobStore, JobStoreExt, LOCK_DONE, NewJob, Release,
+};
 use jobstore_redis::{RedisOptions, RedisStore};
 
 async fn factory() -> Option<TestStore> {
@@ -665,6 +667,38 @@ fn debug_output_names_the_prefix_and_no_url() {
             assert!(!debug.contains(&url), "{debug}");
             assert_eq!(s.prefix(), prefix);
             assert!(!s.is_cluster());
+        },
+    );
+}
+
+/// Deleting a jobtype's handler removes every key it had: its versions,
+/// their data and its entry in the set of jobtypes with handlers, and
+/// leaves another jobtype's handler as it was.
+#[test]
+fn deleted_handler_leaves_no_keys() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let t0 = 1_700_000_000_000;
+            for jt in ["t", "u"] {
+                s.set_handler(jt, &Handler::new("process", "true"), t0)
+                    .await
+                    .unwrap();
+            }
+            assert!(s.delete_handler("t").await.unwrap());
+            let mut c = raw::conn(&url).await;
+            let (exists, types): (i64, Vec<String>) = redis::pipe()
+                .cmd("EXISTS")
+                .arg(format!("{{{prefix}}}:hv:t"))
+                .arg(format!("{{{prefix}}}:hd:t"))
+                .cmd("SMEMBERS")
+                .arg(format!("{{{prefix}}}:htypes"))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!((exists, types), (0, vec!["u".to_owned()]));
+            assert!(s.get_handler("u").await.unwrap().is_some());
+            assert!(!s.delete_handler("t").await.unwrap());
         },
     );
 }
