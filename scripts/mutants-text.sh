@@ -30,9 +30,13 @@
 # MUTANTS_FILES (only files whose
 # path contains this string), MUTANTS_TIMEOUT (seconds per test run,
 # default 180), MUTANTS_OUT (default /tmp/jobstore-mutants-out),
-# CARGO_TARGET_DIR (default: target/ of the copy). The groups need the
-# servers their tests use (see the README's Tests); redis-lua checks
-# syntax against the Redis at 127.0.0.1:6379.
+# CARGO_TARGET_DIR (default: target/ of the copy), MUTANTS_REDIS_PORT
+# (default 6391). The SQL groups need the servers their tests use (see the
+# README's Tests). redis-lua starts a Redis of its own on
+# MUTANTS_REDIS_PORT, checks syntax and runs the tests against it: a
+# mutant whose script never ends leaves its server busy for good
+# (SCRIPT KILL refuses a script that has written), so the server is
+# restarted after any mutant that left it not answering.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/mutants-lib.sh
@@ -57,7 +61,26 @@ fi
 
 wanted=("$@")
 work=$(mktemp -d /tmp/jobstore-mutants-tree.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+redis_port=${MUTANTS_REDIS_PORT:-6391}
+redis_dir=$work/redis
+redis_alive() { [ "$(timeout 5 redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ]; }
+redis_stop() {
+    [ -f "$redis_dir/pid" ] || return 0
+    timeout 5 redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1 ||
+        kill -9 "$(cat "$redis_dir/pid")" 2>/dev/null || true
+    for _ in $(seq 1 50); do redis_alive || break; sleep 0.1; done
+    rm -f "$redis_dir/pid"
+}
+redis_start() {
+    mkdir -p "$redis_dir"
+    redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
+        --daemonize yes --pidfile "$redis_dir/pid" --dir "$redis_dir" \
+        --logfile "$redis_dir/log" >/dev/null
+    for _ in $(seq 1 50); do redis_alive && return 0; sleep 0.1; done
+    echo "no Redis answers on port $redis_port" >&2
+    exit 1
+}
+trap 'redis_stop; rm -rf "$work"' EXIT
 tar -C "$root" --exclude=./target --exclude=./.git --exclude='./.ci/*venv' \
     --exclude='./mutants.out*' -cf - . | tar -C "$work" -xf -
 
@@ -70,7 +93,7 @@ lua_compiles() { # file-with-mutant original-path
         lib.lua) src=$(mktemp) && cat "$1" "$work/store-redis/scripts/claim.lua" >"$src" ;;
         *) src=$(mktemp) && cat "$work/store-redis/scripts/lib.lua" "$1" >"$src" ;;
     esac
-    ! redis-cli -h 127.0.0.1 -p 6379 -x SCRIPT LOAD <"$src" 2>&1 | grep -q 'ERR'
+    ! redis-cli -h 127.0.0.1 -p "$redis_port" -x SCRIPT LOAD <"$src" 2>&1 | grep -q 'ERR'
 }
 
 # Errors a statement can only get from its text, never from the data: a
@@ -134,6 +157,10 @@ for g in "${groups[@]}"; do
     fi
     n=$(grep -c . "$gout/run.txt" || true)
     echo "== $name: $n of $total mutants"
+    if [ "$rulefile" = lua.rules ]; then
+        redis_start
+        export JOBSTORE_TEST_REDIS_URL=redis://127.0.0.1:$redis_port
+    fi
     (cd "$work" && cargo test --profile mutants -p "$pkg" --tests --no-run -q 2>/dev/null)
     i=0
     while read -r f m; do
@@ -156,6 +183,11 @@ for g in "${groups[@]}"; do
             run_tests "$gout/log" || rc=$?
         fi
         cp "$gout/orig" "$orig"
+        if [ "$rulefile" = lua.rules ] && ! redis_alive; then
+            echo "     (the mutant left Redis busy: restarted)"
+            redis_stop
+            redis_start
+        fi
         if [ $rc = 0 ]; then
             record missed
         elif [ $rc = 124 ]; then
@@ -169,6 +201,7 @@ for g in "${groups[@]}"; do
     # Leave the target dir built from the original files.
     touch "$work"/$globs
     (cd "$work" && cargo test --profile mutants -p "$pkg" --tests --no-run -q >/dev/null 2>&1) || true
+    [ "$rulefile" != lua.rules ] || redis_stop
     line="$name: $n of $total mutants; $(mutants_summary "$gout")"
     echo "== $line"
     summary+=("$line")
