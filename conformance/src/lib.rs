@@ -255,6 +255,7 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(waiting_count_cap_respected);
         __jobstore_conformance_test!(job_counts_by_state);
         __jobstore_conformance_test!(purged_result_codes_leave_the_counts);
+        __jobstore_conformance_test!(purged_jobs_leave_nothing_behind);
         __jobstore_conformance_test!(jobtypes_with_no_jobs_left_are_not_counted);
         __jobstore_conformance_test!(a_lease_ends_in_the_counts_at_its_expiry);
         __jobstore_conformance_test!(handler_round_trip);

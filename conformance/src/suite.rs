@@ -1974,6 +1974,43 @@ pub async fn purged_result_codes_leave_the_counts(c: Ctx) {
     assert_eq!(s.job_counts(T0 + 2 * SEC).await.unwrap(), vec![expected]);
 }
 
+/// A purged job is gone as if deleted: nothing of it is left behind. Two
+/// purged at once with one result code take two from its count, and a
+/// purged id added again is a new job, which keeps none of the old one's
+/// result, output or attempts, even once it is archived itself.
+pub async fn purged_jobs_leave_nothing_behind(c: Ctx) {
+    let s = &*c.store;
+    add_n(s, "t", 4, T0).await;
+    let got = job_ids(&claim(s, "t", 4, OWNER, T0).await);
+    let failed = JobResult::from_status(500).with_output(b"first run".to_vec());
+    let failed = Release::Archive(failed);
+    s.release_all(&got[0..1], OWNER, &failed, T0).await.unwrap();
+    archive_as(s, &got[1..3], 200, T0).await;
+    archive_as(s, &got[3..4], 200, T0 + SEC).await;
+    assert_eq!(s.purge_archived(T0 + 1).await.unwrap(), 3);
+    let expected = JobCounts {
+        jobtype: "t".into(),
+        archived: archived(&[(ResultCode::Ok, 1)]),
+        ..JobCounts::default()
+    };
+    assert_eq!(s.job_counts(T0 + SEC).await.unwrap(), vec![expected]);
+    let again = 2 * SEC + T0;
+    let out = add(s, vec![NewJob::new(&got[0], "t", "again")], again).await;
+    assert_eq!(out.new, vec![got[0].clone()]);
+    let job = get(s, &got[0]).await;
+    assert_eq!(
+        (job.data.as_slice(), job.attempts, job.done_dt, job.result),
+        (&b"again"[..], 0, None, None)
+    );
+    assert_eq!(job_ids(&claim(s, "t", 1, OWNER, again).await), &got[0..1]);
+    archive_as(s, &got[0..1], 200, again).await;
+    let job = get(s, &got[0]).await;
+    assert_eq!(
+        (job.attempts, job.done_dt, job.result),
+        (1, Some(again), Some(JobResult::from_status(200)))
+    );
+}
+
 /// Only jobtypes that hold a job are counted: one whose jobs were all
 /// deleted, or all purged, is absent, however it was counted before.
 pub async fn jobtypes_with_no_jobs_left_are_not_counted(c: Ctx) {

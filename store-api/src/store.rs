@@ -171,6 +171,8 @@ pub trait JobStore: Send + Sync + Debug {
     async fn get_job(&self, id: &str) -> Result<Option<Job>>;
 
     /// Deletes archived jobs whose `done_dt < before`; returns how many.
+    /// A purged job is gone as if deleted: it leaves the counts, and its id
+    /// added again makes a new job with nothing of the old one.
     async fn purge_archived(&self, before: Millis) -> Result<u64>;
 
     /// Per jobtype with any job, how many are waiting (eligible), scheduled,
