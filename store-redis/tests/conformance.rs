@@ -702,3 +702,37 @@ fn deleted_handler_leaves_no_keys() {
         },
     );
 }
+
+/// Purging every job of a jobtype leaves none of its keys: no job hash,
+/// no archive entry and no per-code count, not even a count of 0.
+#[test]
+fn purged_jobs_leave_no_keys() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let t0 = 1_700_000_000_000;
+            let min = Duration::from_secs(60);
+            let jobs = ["a", "b", "c"].map(|id| NewJob::new(id, "t", "data"));
+            s.add_jobs(&jobs, t0).await.unwrap();
+            let got: Vec<String> = s
+                .claim_jobs("t", 3, "w", min, t0)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|j| j.id)
+                .collect();
+            for (ids, status) in [(&got[..2], 200), (&got[2..], 500)] {
+                let done = Release::Archive(JobResult::from_status(status));
+                assert_eq!(s.release_all(ids, "w", &done, t0).await.unwrap(), ids);
+            }
+            assert_eq!(s.purge_archived(t0 + 1).await.unwrap(), 3);
+            let mut c = raw::conn(&url).await;
+            let left: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{{{prefix}:t}}*"))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(left, Vec::<String>::new());
+        },
+    );
+}
