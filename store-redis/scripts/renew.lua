@@ -1,15 +1,13 @@
 -- KEYS ready, lock. ARGV: job key prefix, owner, new expiry, ids...
 -- Returns the ids renewed.
 local pre, owner, exp = ARGV[1], ARGV[2], ARGV[3]
-local out, locked, olddt = {}, {}, {}
+local out, olddt = {}, {}
 for i = 4, #ARGV do
   local id = ARGV[i]
   local key = pre .. id
   local f = redis.call('HMGET', key, 'l', 'dt')
   if f[1] == owner then
     redis.call('HSET', key, 'dt', exp)
-    locked[#locked + 1] = exp
-    locked[#locked + 1] = id
     olddt[#olddt + 1] = tonumber(f[2])
     out[#out + 1] = id
   end
