@@ -736,3 +736,38 @@ fn purged_jobs_leave_no_keys() {
         },
     );
 }
+
+/// `rereserve.lua` is a compare-and-set per id: it answers 1 for each id
+/// whose entry held the expected value (now the new one) and 0 for each
+/// whose entry had changed (left as it is), in the order of the ids. The
+/// store takes a 0 for a takeover lost to a racing add.
+#[test]
+fn rereserve_answers_each_compare_and_set() {
+    with_namespace(
+        |o| o,
+        |_, url, prefix| async move {
+            let mut c = raw::conn(&url).await;
+            let bucket = raw::bucket(&prefix, "x");
+            let _: () = redis::cmd("HSET")
+                .arg(&bucket)
+                .arg(&["a", "t tokA", "b", "t tokC", "c", "t tokA"][..])
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let script = raw::rereserve();
+            let mut inv = script.key(&bucket);
+            for id in ["a", "b", "c"] {
+                inv.arg(id).arg("t tokA").arg("t tokB");
+            }
+            let f: Vec<i64> = inv.invoke_async(&mut c).await.unwrap();
+            assert_eq!(f, vec![1, 0, 1]);
+            let v: Vec<String> = redis::cmd("HMGET")
+                .arg(&bucket)
+                .arg(&["a", "b", "c"][..])
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(v, ["t tokB", "t tokC", "t tokB"]);
+        },
+    );
+}
