@@ -461,8 +461,7 @@ impl RedisStore {
             }
             let mut c = self.conn();
             async move {
-                let _: i64 = inv
-                    .invoke_async(&mut c)
+                inv.invoke_async::<()>(&mut c)
                     .await
                     .map_err(|e| map(e, "unreserve"))?;
                 Ok::<_, Error>(())
