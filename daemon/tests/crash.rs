@@ -164,12 +164,12 @@ fn sigkill_under_load_loses_no_acknowledged_job() {
             found.len() as u64,
             "every stored job is one that was sent, once"
         );
-        eprintln!(
+        report(format!(
             "acknowledged {}, sent {}, stored {} ({} from requests in flight at the kill)",
             acked.len(),
             attempted.len(),
             total,
             total - acked.len() as u64
-        );
+        ));
     });
 }

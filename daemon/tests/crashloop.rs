@@ -172,9 +172,9 @@ fn crash_loop_loses_nothing(#[case] backend: &'static str) {
         }
         let twice = runs.values().filter(|n| n.len() > 1).count();
         assert_eq!(runs.len(), JOBS, "every job ran");
-        eprintln!(
+        report(format!(
             "{backend}: {JOBS} jobs, {kills} kills with SIGKILL; all archived ok once; {twice} ran more than once"
-        );
+        ));
         for (id, nodes) in &runs {
             let mut distinct = nodes.clone();
             distinct.sort_unstable();

@@ -698,11 +698,12 @@ fn hostile_requests_get_4xx_and_the_daemon_stays_healthy() {
         for r in rows.iter().filter(|r| r.contains("408")) {
             assert!(r.contains("body read timeout"), "{r}");
         }
-        println!("\n| case | want | answer | message | /health after |\n|---|---|---|---|---|");
-        for r in &rows {
-            println!("{r}");
-        }
-        println!("{} cases, {} failed", cases.len(), failures.len());
+        report(format!(
+            "\n| case | want | answer | message | /health after |\n|---|---|---|---|---|\n{}\n{} cases, {} failed",
+            rows.join("\n"),
+            cases.len(),
+            failures.len()
+        ));
         assert!(failures.is_empty(), "{}", failures.join("\n"));
 
         // The binary payload was stored byte for byte; nothing else was.
@@ -887,11 +888,10 @@ fn a_client_reaches_nothing_of_another_client() {
                 }
             }
         }
-        println!("\n| route, as globex on acme's path | globex token | no token |\n|---|---|---|");
-        for r in &table {
-            println!("{r}");
-        }
-        println!("{routes} routes checked");
+        report(format!(
+            "\n| route, as globex on acme's path | globex token | no token |\n|---|---|---|\n{}\n{routes} routes checked",
+            table.join("\n")
+        ));
         assert!(routes >= 18, "only {routes} routes in /openapi.json");
 
         // 2. globex on its own paths, naming acme's ids, jobtypes and lease.
@@ -1311,10 +1311,10 @@ fn only_the_admin_runs_commands_and_only_when_allowed() {
                 expect_run.len() + expect_none.len()
             ));
         }
-        println!("\n| daemon | caller | how | answer |\n|---|---|---|---|");
-        for r in &table {
-            println!("{r}");
-        }
+        report(format!(
+            "\n| daemon | caller | how | answer |\n|---|---|---|---|\n{}",
+            table.join("\n")
+        ));
         assert_eq!(
             ran_ok, 4,
             "the admin's four valid forms ran on the allowing daemon"

@@ -168,12 +168,12 @@ fn outage(server: &dyn Server, backend: &str) {
             Some(acked.len() as u64),
             "and every one ran to ok"
         );
-        eprintln!(
+        report(format!(
             "{backend}: {} jobs acknowledged, {during} during a {:?} outage; all run {:?} after the server came back",
             acked.len(),
             back_at.duration_since(down_at),
             caught_up
-        );
+        ));
     });
 }
 

@@ -352,3 +352,11 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .unwrap()
         .block_on(f)
 }
+
+/// Prints a test's figures where `cargo test` shows them for a passing test
+/// too (CI's log): straight to the process's stderr, which the test
+/// harness does not capture, unlike `println!` and `eprintln!`.
+pub fn report(text: impl AsRef<str>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{}", text.as_ref());
+}
