@@ -2,10 +2,11 @@
 //! short window, each with its own result, after the jobs their runs asked
 //! for are durable in the journal.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use jobstore_api::{JobRelease, JobStore, Release, now_millis};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use super::{HeldMap, lock};
 use crate::journal::{Journal, JournalError, Record};
@@ -15,6 +16,49 @@ use std::sync::Arc;
 /// Most jobs released in one call.
 const MAX_RELEASE: usize = 1000;
 
+/// Most finished jobs waiting for their release (queued or in the call
+/// under way) before the claim loop stops claiming.
+pub const MAX_BACKLOG: usize = MAX_RELEASE;
+
+/// The finished jobs queued for release or being released, shared by the
+/// claim loop and the completer. The loop claims nothing while the backlog
+/// is at [`MAX_BACKLOG`]: with a store slower than the runners it would
+/// otherwise grow without bound, and every job in it runs again after a
+/// crash.
+#[derive(Debug, Default)]
+pub(super) struct Backlog {
+    queued: AtomicUsize,
+    drained: Notify,
+}
+
+impl Backlog {
+    /// A completion was queued.
+    pub(super) fn queued(&self) {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `n` completions were released (or given up on).
+    fn released(&self, n: usize) {
+        self.queued.fetch_sub(n, Ordering::Relaxed);
+        self.drained.notify_one();
+    }
+
+    /// How many completions wait.
+    pub(super) fn len(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    /// Whether the claim loop must wait for releases first.
+    pub(super) fn is_full(&self) -> bool {
+        self.len() >= MAX_BACKLOG
+    }
+
+    /// Returns once a batch has been released since the last call.
+    pub(super) async fn drained(&self) {
+        self.drained.notified().await;
+    }
+}
+
 /// A finished job to release.
 pub(super) struct Completion {
     pub id: String,
@@ -23,16 +67,29 @@ pub(super) struct Completion {
     pub children: Vec<Record>,
 }
 
+/// What the completer works with.
+pub(super) struct Completer {
+    pub store: Arc<dyn JobStore>,
+    pub journal: Journal,
+    pub owner: String,
+    pub held: HeldMap,
+    pub backlog: Arc<Backlog>,
+    pub metrics: Arc<Metrics>,
+    /// How long a batch waits for more completions.
+    pub window: Duration,
+}
+
 /// Releases completions until the channel closes and is drained.
-pub(super) async fn run(
-    store: Arc<dyn JobStore>,
-    journal: Journal,
-    owner: String,
-    mut rx: mpsc::UnboundedReceiver<Completion>,
-    held: HeldMap,
-    metrics: Arc<Metrics>,
-    window: Duration,
-) {
+pub(super) async fn run(c: Completer, mut rx: mpsc::UnboundedReceiver<Completion>) {
+    let Completer {
+        store,
+        journal,
+        owner,
+        held,
+        backlog,
+        metrics,
+        window,
+    } = c;
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         let deadline = tokio::time::Instant::now() + window;
@@ -60,10 +117,13 @@ pub(super) async fn run(
             .map(|c| JobRelease::new(c.id, c.how))
             .collect();
         release(&*store, &owner, &releases, &metrics).await;
-        let mut held = lock(&held);
-        for r in &releases {
-            held.remove(&r.id);
+        {
+            let mut held = lock(&held);
+            for r in &releases {
+                held.remove(&r.id);
+            }
         }
+        backlog.released(releases.len());
     }
 }
 

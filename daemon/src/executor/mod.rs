@@ -38,7 +38,8 @@ use crate::runner::{Finished, Outcome, OutputParser, Runners, Task};
 use crate::scheduler::SchedulerConfig;
 use crate::sysid::SysidHandle;
 use crate::tenant::{self, Client};
-use completer::Completion;
+pub use completer::MAX_BACKLOG;
+use completer::{Backlog, Completion};
 pub use policy::Limits;
 
 /// How the executor runs jobs.
@@ -148,6 +149,8 @@ struct Loop {
     missing: HashMap<String, Instant>,
     done_tx: mpsc::UnboundedSender<(Task, Finished)>,
     complete_tx: mpsc::UnboundedSender<Completion>,
+    /// Finished jobs not yet released.
+    backlog: Arc<Backlog>,
     batch_stop: CancellationToken,
     /// The store's last answer held a count at its cap (stores may cap
     /// waiting counts): more jobs may wait than the scheduler knows of.
@@ -161,14 +164,18 @@ impl Executor {
         let held: HeldMap = Arc::default();
         let (done_tx, mut done_rx) = mpsc::unbounded_channel();
         let (complete_tx, complete_rx) = mpsc::unbounded_channel();
+        let backlog = Arc::new(Backlog::default());
         let completer = tokio::spawn(completer::run(
-            self.store.clone(),
-            self.journal.clone(),
-            owner.clone(),
+            completer::Completer {
+                store: self.store.clone(),
+                journal: self.journal.clone(),
+                owner: owner.clone(),
+                held: held.clone(),
+                backlog: backlog.clone(),
+                metrics: self.metrics.clone(),
+                window: self.settings.complete_window,
+            },
             complete_rx,
-            held.clone(),
-            self.metrics.clone(),
-            self.settings.complete_window,
         ));
         let background = CancellationToken::new();
         let renewer = tokio::spawn(renewer::run(
@@ -223,6 +230,7 @@ impl Executor {
             missing: HashMap::new(),
             done_tx,
             complete_tx,
+            backlog,
             batch_stop: CancellationToken::new(),
             capped: false,
         };
@@ -255,9 +263,11 @@ impl Executor {
             // capped a count (a claim round takes every job the scheduler
             // knows of, so more are likely waiting).
             let free = l.hub.sched().free();
+            // Finished jobs waiting for their release hold claims back.
+            let backlog_full = l.backlog.is_full();
             let look_now = l.capped && found_work;
             refresh |= free > 0 && (look_now || last_refresh.elapsed() >= REFRESH_MIN);
-            if l.ex.settings.local && held_now && store_ok && free > 0 {
+            if l.ex.settings.local && held_now && store_ok && free > 0 && !backlog_full {
                 if refresh {
                     last_refresh = Instant::now();
                 }
@@ -279,15 +289,19 @@ impl Executor {
             // While jobs are being found, look again soon: the counts the
             // scheduler knows run out (stores cap them), and nothing else
             // would wake the loop once the claimed jobs are done.
-            let wait = if found_work && l.capped && l.hub.sched().free() > 0 {
+            let wait = if backlog_full {
+                l.ex.settings.poll
+            } else if found_work && l.capped && l.hub.sched().free() > 0 {
                 Duration::ZERO
             } else if found_work && l.hub.sched().free() > 0 {
                 REFRESH_MIN.saturating_sub(last_refresh.elapsed())
             } else {
                 l.ex.settings.poll
             };
+            let backlog = l.backlog.clone();
             tokio::select! {
                 Some((task, fin)) = done_rx.recv() => l.finish(task, fin),
+                () = backlog.drained(), if backlog_full => {}
                 n = tokio::time::timeout(wait, notices.recv()) => {
                     let mut next = match n {
                         Ok(Ok(jt)) => Some(jt),
@@ -599,6 +613,7 @@ impl Loop {
         if let Some(h) = lock(&self.held).get_mut(&task.id) {
             h.releasing = true;
         }
+        self.backlog.queued();
         let _ = self.complete_tx.send(Completion {
             id: task.id,
             how,
