@@ -61,6 +61,7 @@ impl JobStore for GatedStore {
     ) -> Result<Vec<String>> {
         let mut open = self.open.clone();
         let _ = open.wait_for(|o| *o).await;
+        // The caller's `now` is from before the wait.
         self.inner.release_jobs(releases, owner, now_millis()).await
     }
     async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {

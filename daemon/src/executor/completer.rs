@@ -43,14 +43,9 @@ impl Backlog {
         self.drained.notify_one();
     }
 
-    /// How many completions wait.
-    pub(super) fn len(&self) -> usize {
-        self.queued.load(Ordering::Relaxed)
-    }
-
     /// Whether the claim loop must wait for releases first.
     pub(super) fn is_full(&self) -> bool {
-        self.len() >= MAX_BACKLOG
+        self.queued.load(Ordering::Relaxed) >= MAX_BACKLOG
     }
 
     /// Returns once a batch has been released since the last call.
