@@ -33,7 +33,7 @@ groups=(
     "postgres|store-postgres/src/store.rs|--test-package jobstore-postgres -- --lib --tests"
     "redis|store-redis/src/*.rs|--test-package jobstore-redis -- --lib --tests"
     "mongo|store-mongo/src/*.rs|--test-package jobstore-mongo -- --lib --tests"
-    "scheduler|daemon/src/scheduler/mod.rs|--test-package jobstore-daemon --cargo-arg=--lib -- scheduler::"
+    "scheduler|daemon/src/executor/scheduler/mod.rs|--test-package jobstore-daemon --cargo-arg=--lib -- executor::scheduler::"
     "journal-reader|daemon/src/journal/reader.rs daemon/src/journal/record.rs daemon/src/journal/segment.rs|--test-package jobstore-daemon --cargo-arg=--lib -- journal::"
 )
 

@@ -2037,7 +2037,7 @@ pub async fn jobtypes_with_no_jobs_left_are_not_counted(c: Ctx) {
 
 fn full_handler(body: &str) -> Handler {
     Handler {
-        lang: "process".into(),
+        method: "process".into(),
         body: body.into(),
         eid: Some("ctx-1".into()),
         before: Some("setup\nmore".into()),
@@ -3531,7 +3531,7 @@ pub async fn injection_round_trip(c: Ctx) {
             String::from_utf8_lossy(HOSTILE_DATA[(t + k) % HOSTILE_DATA.len()]).replace('\0', "")
         };
         let handler = Handler {
-            lang: "process".into(),
+            method: "process".into(),
             body: text(0),
             eid: Some(HOSTILE_IDS[t].to_owned()),
             before: Some(text(1)),

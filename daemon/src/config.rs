@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use crate::auth::{AuthConfig, TokenHash};
 use crate::executor::{ExecSettings, Limits};
-use crate::scheduler::SchedulerConfig;
+use crate::executor::scheduler::SchedulerConfig;
 use crate::tenant::Client;
 
 /// Log output format.
@@ -134,10 +134,15 @@ pub struct ServeArgs {
     /// daemon's jobs run elsewhere after one lease [default: 30s].
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub lease: Option<Duration>,
-    /// How long archived jobs are kept; 0s deletes ok jobs at completion
+    /// How long archived ok jobs are kept; 0s deletes them at completion
     /// [default: 7days].
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub retention: Option<Duration>,
+    /// How long archived jobs that did not end ok (failed, error, timeout,
+    /// cancelled) are kept, so their output still says why [default:
+    /// 30days].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub retention_failed: Option<Duration>,
     /// Hand-outs before a job that keeps failing is archived as timeout,
     /// unless its handler says otherwise [default: 10].
     #[arg(long, value_name = "N")]
@@ -234,6 +239,9 @@ pub struct FileConfig {
     /// See [`ServeArgs::retention`].
     #[serde(default, with = "opt_duration")]
     pub retention: Option<Duration>,
+    /// See [`ServeArgs::retention_failed`].
+    #[serde(default, with = "opt_duration")]
+    pub retention_failed: Option<Duration>,
     /// See [`ServeArgs::max_attempts`].
     pub max_attempts: Option<u32>,
     /// See [`ServeArgs::max_age`].
@@ -577,6 +585,10 @@ impl Config {
                             .or(file.retention)
                             .unwrap_or(e.retention.unwrap_or(Duration::from_secs(7 * 24 * 3600))),
                     ),
+                    retention_failed: args
+                        .retention_failed
+                        .or(file.retention_failed)
+                        .or(e.retention_failed),
                     poll: args.poll.or(file.poll).unwrap_or(e.poll),
                     ..e
                 }
@@ -690,6 +702,8 @@ mod tests {
             listen = "127.0.0.1:9000"
             sysid_ttl = "45s"
             ingest_batch = 10
+            retention = "1day"
+            retention_failed = "2days"
             [auth]
             admin_token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
             [[auth.clients]]
@@ -706,6 +720,17 @@ mod tests {
         assert_eq!(c.store_url.as_deref(), Some("memory://"));
         assert_eq!(c.listen.port(), 0);
         assert_eq!(c.sysid_ttl, Duration::from_secs(45));
+        assert_eq!(c.exec.retention, Some(Duration::from_secs(86_400)));
+        assert_eq!(c.exec.retention_failed, Some(Duration::from_secs(2 * 86_400)));
+        let flagged = ServeArgs {
+            retention_failed: Some(Duration::from_secs(60)),
+            ..ServeArgs::default()
+        };
+        let f = Config::resolve(&flagged, FileConfig::default()).unwrap();
+        assert_eq!(f.exec.retention_failed, Some(Duration::from_secs(60)));
+        assert_eq!(f.exec.retention, Some(Duration::from_secs(7 * 86_400)));
+        let d = Config::resolve(&ServeArgs::default(), FileConfig::default()).unwrap();
+        assert_eq!(d.exec.retention_failed, Some(Duration::from_secs(30 * 86_400)));
         assert_eq!(c.ingest_batch, 10);
         assert!(c.auth.enabled());
         assert_eq!(c.auth.clients.len(), 1);

@@ -10,14 +10,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, redact_url};
-use crate::executor::{ExecSettings, Executor};
+use crate::executor::{ExecSettings, Executor, ExecutorParts};
 use crate::http::{AppState, Shared};
 use crate::ingest::{Ingest, Outcomes};
 use crate::journal::{Journal, JournalOptions};
 use crate::metrics::{MeteredStore, Metrics, StoreHealth};
-use crate::remote::WorkHub;
 use crate::runner::Runners;
-use crate::scheduler::Scheduler;
 use crate::sysid::{self, SysidKeeper};
 use crate::{factory, http};
 
@@ -185,10 +183,21 @@ impl Daemon {
         let shutdown = CancellationToken::new();
         let draining = CancellationToken::new();
         let outcomes = Arc::new(Outcomes::default());
-        let hub = Arc::new(WorkHub::new(
-            Scheduler::new(config.exec.scheduler.clone()),
-            config.exec.lease,
-        ));
+        let executor = Executor::new(ExecutorParts {
+            store: store.clone(),
+            journal: journal.clone(),
+            sysid: keeper.handle(),
+            runners: Arc::new(Runners::new(config.http_allow_hosts.clone())),
+            settings: ExecSettings {
+                shutdown_grace: config.shutdown_grace,
+                local: config.execute,
+                process_handlers: config.allow_process_handlers,
+                ..config.exec.clone()
+            },
+            metrics: metrics.clone(),
+            max_payload,
+            worker_expiry: config.exec.lease,
+        });
         let state = AppState(Arc::new(Shared {
             store: store.clone(),
             journal: journal.clone(),
@@ -199,7 +208,7 @@ impl Daemon {
             sysid,
             draining: draining.clone(),
             max_payload,
-            hub: hub.clone(),
+            executor: executor.clone(),
         }));
 
         // Ingest runs until told to stop, then drains within the grace period.
@@ -214,33 +223,19 @@ impl Daemon {
                 batch: config.ingest_batch,
                 reserve_timeout: config.ingest_reserve_timeout,
                 rejected_file: config.data_dir.join("rejected.jsonl"),
-                notices: Some(hub.notices.clone()),
+                notices: Some(executor.notices()),
             }
             .run(ingest_stop.clone(), ingest_drain.clone()),
         );
         let sysid_stop = CancellationToken::new();
-        let sysid_handle = keeper.handle();
         let sysid_task = tokio::spawn(keeper.run(sysid_stop.clone()));
 
         // Jobs run until shutdown, then stop gracefully.
         let exec_stop = CancellationToken::new();
-        let executor = tokio::spawn(
-            Executor {
-                store: store.clone(),
-                journal: journal.clone(),
-                sysid: sysid_handle,
-                runners: Arc::new(Runners::new(config.http_allow_hosts.clone())),
-                settings: ExecSettings {
-                    shutdown_grace: config.shutdown_grace,
-                    local: config.execute,
-                    process_handlers: config.allow_process_handlers,
-                    ..config.exec.clone()
-                },
-                metrics: metrics.clone(),
-                hub: hub.clone(),
-            }
-            .run(exec_stop.clone()),
-        );
+        let executor = {
+            let stop = exec_stop.clone();
+            tokio::spawn(async move { executor.run(stop).await })
+        };
         let app = http::router(state);
         tracing::info!(%addr, sysid = %sysid_name, store = %url_for_log, "jobstore listening");
 

@@ -23,6 +23,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::journal::{Journal, Record};
+use crate::executor::notices::Notices;
 use crate::metrics::{Metrics, OutcomeLabels};
 
 /// What the store said of a journaled job.
@@ -113,7 +114,7 @@ pub struct Ingest {
     /// Told the jobtype of every new job, so that this daemon's claim loop
     /// and long-polling fetches wake at once, whatever the store's own
     /// notifications do.
-    pub notices: Option<tokio::sync::broadcast::Sender<String>>,
+    pub notices: Option<Notices>,
 }
 
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
@@ -260,7 +261,7 @@ impl Ingest {
                         types.sort_unstable();
                         types.dedup();
                         for jt in types {
-                            let _ = tx.send(jt.to_owned());
+                            tx.jobtype(jt);
                         }
                     }
                     let new = outcome.new.len() as u64;

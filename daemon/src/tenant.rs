@@ -87,6 +87,12 @@ impl Client {
         Ok(full)
     }
 
+    /// A new store-wide unique, time-sortable job id (UUIDv7) of this
+    /// client.
+    pub fn new_job_id(&self) -> String {
+        format!("{}{SEP}{}", self.0, uuid::Uuid::now_v7().as_simple())
+    }
+
     /// The local part of a store jobtype or id if it belongs to this client.
     pub fn strip<'a>(&self, stored: &'a str) -> Option<&'a str> {
         stored

@@ -1049,7 +1049,8 @@ fn a_client_reaches_nothing_of_another_client() {
         .await;
         assert_eq!(job["result"]["code"], "ok", "{job}");
         let output = job["result"]["output"].as_str().unwrap_or_default();
-        assert_eq!(output.matches("J: line dropped").count(), 3, "{output}");
+        assert_eq!(output.matches("[jobstore] new job ").count(), 3, "{output}");
+        assert_eq!(output.matches(" dropped: ").count(), 3, "{output}");
         let stats = eventually(WAIT, "acme's J: jobs in the store", || {
             let c = c.clone();
             let url = format!("{u}/stats");
@@ -1235,11 +1236,17 @@ fn only_the_admin_runs_commands_and_only_when_allowed() {
                             expect_none.push((jt.clone(), marker.clone()));
                         }
                     } else {
-                        // http and remote handlers are not commands; their
-                        // command-looking fields must never run.
-                        let refused = *tokens && !matches!(*caller, "acme" | "admin");
-                        if refused {
+                        // http and remote handlers are not commands: their
+                        // command fields are refused, named, and never run.
+                        let unauthorized = *tokens && !matches!(*caller, "acme" | "admin");
+                        if unauthorized {
                             assert!((400..500).contains(&s), "{name}: {caller} {how}: {v}");
+                        } else {
+                            assert_eq!(
+                                (s, v["error"]["field"].as_str()),
+                                (400, Some("before")),
+                                "{name}: {caller} {how}: {v}"
+                            );
                         }
                         expect_none.push((jt.clone(), marker.clone()));
                     }

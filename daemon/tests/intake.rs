@@ -134,17 +134,17 @@ fn every_endpoint_and_its_errors() {
 
         // Handlers: query form, JSON form, get, list, delete (both verbs).
         let (s, v) = json(
-            c.post(format!("{u}/acme/handler/add/mail/add?method=http&eid=ctx"))
+            c.post(format!("{u}/acme/handler/add/mail/add?method=http&concurrency=2"))
                 .body("http://127.0.0.1:9/hook"),
         )
         .await;
         assert_eq!(s, 200, "{v}");
         assert_eq!(v["method"], "http");
-        assert_eq!(v["eid"], "ctx");
+        assert_eq!(v["limits"]["concurrency"], 2);
         let (s, v) = json(
             c.post(format!("{u}/acme/handler/add/sms/add"))
                 .json(&json!({
-                    "method": "http", "body": "https://example.com/sms", "before": "setup"
+                    "method": "http", "body": "https://example.com/sms", "limits": {"max_attempts": 3}
                 })),
         )
         .await;
@@ -205,6 +205,28 @@ fn every_endpoint_and_its_errors() {
         )
         .await;
         assert_eq!(s, 400);
+        // Fields a method never reads are refused, named, not stored.
+        for (query, field) in [
+            ("method=http&eid=e", "eid"),
+            ("method=http&before=x", "before"),
+            ("method=remote&before_each=x", "before_each"),
+            ("method=remote&after_each=x", "after_each"),
+        ] {
+            let (s, v) = json(
+                c.post(format!("{u}/acme/handler/add/x/add?{query}"))
+                    .body("http://127.0.0.1:9/"),
+            )
+            .await;
+            assert_eq!((s, v["error"]["field"].clone()), (400, json!(field)), "{query}: {v}");
+        }
+        let (s, v) = json(
+            c.post(format!("{u}/acme/handler/add/x/add"))
+                .json(&json!({"method": "remote", "body": "", "eid": "e"})),
+        )
+        .await;
+        assert_eq!((s, v["error"]["field"].clone()), (400, json!("eid")), "{v}");
+        let (s, _) = json(c.get(format!("{u}/acme/handler/get/x"))).await;
+        assert_eq!(s, 404, "nothing was stored");
 
         // Jobs: add, get, cancel, stats.
         let (s, v) = json(

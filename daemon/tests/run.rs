@@ -247,7 +247,7 @@ esac"#,
             sneaky_job["result"]["output"]
                 .as_str()
                 .unwrap()
-                .contains("J: line dropped"),
+                .contains("[jobstore] new job 2 dropped: "),
             "{sneaky_job}"
         );
     });

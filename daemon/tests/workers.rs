@@ -384,6 +384,7 @@ fn remote_results_follow_the_outcome_rules() {
         let ids = api.add("acme", "r", 3).await;
         let mut statuses: HashMap<String, Vec<u16>> = HashMap::new();
         let mut created = Vec::new();
+        let mut dropped = 0;
         let deadline = Instant::now() + WAIT;
         loop {
             let (_, v) = api.fetch("acme", "r", "max=10&wait=200").await;
@@ -404,7 +405,12 @@ fn remote_results_follow_the_outcome_rules() {
                 statuses.entry(id.clone()).or_default().push(status);
                 let mut entry = json!({"id": id, "status": status, "output": format!("attempt {}", statuses[id].len())});
                 if status == 200 {
-                    entry["jobs"] = json!([{"type": "follow-up", "data": {"from": id}}]);
+                    // One rule for new jobs everywhere: a bad jobtype is
+                    // dropped with a note, the result stands.
+                    entry["jobs"] = json!([
+                        {"type": "follow-up", "data": {"from": id}},
+                        {"type": "no such/type", "data": "x"},
+                    ]);
                 }
                 report.push(entry);
             }
@@ -415,6 +421,10 @@ fn remote_results_follow_the_outcome_rules() {
                 )
                 .await;
             assert_eq!(s, 200, "{r}");
+            for d in r["dropped"].as_array().unwrap() {
+                assert_eq!((&d["new_job"], d["reason"].is_string()), (&json!(2), true), "{r}");
+                dropped += 1;
+            }
             created.extend(
                 r["created"]
                     .as_array()
@@ -435,6 +445,12 @@ fn remote_results_follow_the_outcome_rules() {
         assert_eq!(jobs[1]["attempts"], 1);
         assert_eq!(jobs[2]["result"]["code"], "ok");
         assert_eq!(created.len(), 1);
+        assert_eq!(dropped, 1);
+        let output = jobs[2]["result"]["output"].as_str().unwrap();
+        assert!(
+            output.starts_with("attempt 1[jobstore] new job 2 dropped: "),
+            "{output}"
+        );
         let child = eventually(WAIT, "the follow-up job", || async {
             let j = api.job("acme", &created[0]).await;
             (j["type"] == "follow-up").then_some(j)

@@ -377,8 +377,12 @@ impl JobCounts {
 /// How a jobtype runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Handler {
-    /// The runner: `process`, `http`, ...
-    pub lang: String,
+    /// How the jobs run: the daemon's runners (`process`, `http`) or
+    /// `remote` workers; 1..=32 bytes of `a-z 0-9 _ -`, opaque to stores.
+    /// Stores keep it under its first name, `lang` (a column, a document
+    /// field, the JSON key).
+    #[serde(rename = "lang")]
+    pub method: String,
     /// What the runner runs (a command line, a URL, a script).
     pub body: String,
     /// Execution-context id: jobtypes with the same `eid` share a context.
@@ -432,10 +436,10 @@ impl HandlerLimits {
 }
 
 impl Handler {
-    /// A handler with this runner and body and nothing else.
-    pub fn new(lang: impl Into<String>, body: impl Into<String>) -> Self {
+    /// A handler with this method and body and nothing else.
+    pub fn new(method: impl Into<String>, body: impl Into<String>) -> Self {
         Handler {
-            lang: lang.into(),
+            method: method.into(),
             body: body.into(),
             ..Handler::default()
         }

@@ -244,16 +244,16 @@ pub fn update_data(
 pub fn handler(jobtype_: &str, handler: &Handler, now: Millis) -> Result<()> {
     jobtype(jobtype_)?;
     time("now", now)?;
-    if handler.lang.is_empty()
-        || handler.lang.len() > 32
+    if handler.method.is_empty()
+        || handler.method.len() > 32
         || !handler
-            .lang
+            .method
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
     {
         return Err(Error::invalid(format!(
-            "handler lang {:?} must be 1..=32 bytes of a-z 0-9 _ -",
-            handler.lang
+            "handler method {:?} must be 1..=32 bytes of a-z 0-9 _ -",
+            handler.method
         )));
     }
     let fields = [

@@ -147,7 +147,7 @@ pub(crate) fn handler_doc(jobtype: &str, h: &Handler, seq: i64, now: Millis) -> 
         "seq": seq,
         "jobtype": jobtype,
         "dt": now,
-        "lang": &h.lang,
+        "lang": &h.method,
         "body": &h.body,
     };
     for (k, v) in [
@@ -216,7 +216,7 @@ pub(crate) fn handler_from_doc(d: &Document) -> Result<HandlerVersion> {
         jobtype: get_str(d, "jobtype", W)?,
         dt: get_i64(d, "dt", W)?,
         handler: Handler {
-            lang: get_str(d, "lang", W)?,
+            method: get_str(d, "lang", W)?,
             body: get_str(d, "body", W)?,
             eid: opt_str(d, "eid", W)?,
             before: opt_str(d, "before", W)?,

@@ -335,7 +335,7 @@ fn handler_from_row(row: &PgRow) -> Result<HandlerVersion> {
         jobtype: get(row, 1)?,
         dt: get(row, 2)?,
         handler: Handler {
-            lang: get(row, 3)?,
+            method: get(row, 3)?,
             body: get(row, 4)?,
             eid: get(row, 5)?,
             before: get(row, 6)?,
@@ -588,7 +588,7 @@ impl JobStore for PgStore {
         let row = sqlx::query(q::SET_HANDLER)
             .bind(jobtype)
             .bind(now)
-            .bind(&handler.lang)
+            .bind(&handler.method)
             .bind(&handler.body)
             .bind(&handler.eid)
             .bind(&handler.before)

@@ -376,7 +376,7 @@ fn handler_from_row(row: &SqliteRow) -> Result<HandlerVersion> {
         jobtype: row.try_get("jobtype").map_err(d)?,
         dt: row.try_get("dt").map_err(d)?,
         handler: Handler {
-            lang: row.try_get("lang").map_err(d)?,
+            method: row.try_get("lang").map_err(d)?,
             body: row.try_get("body").map_err(d)?,
             eid: row.try_get("eid").map_err(d)?,
             before: row.try_get("before_run").map_err(d)?,
@@ -719,7 +719,7 @@ impl JobStore for SqliteStore {
         let seq: i64 = sqlx::query_scalar(queries::SET_HANDLER)
             .bind(jobtype)
             .bind(now)
-            .bind(handler.lang.as_str())
+            .bind(handler.method.as_str())
             .bind(handler.body.as_str())
             .bind(handler.eid.as_deref())
             .bind(handler.before.as_deref())

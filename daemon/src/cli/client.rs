@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use super::output;
 use super::{AddArgs, CancelArgs, HandlerCommand, JobArgs, StatsArgs};
 use crate::http::error::ErrorBody;
-use crate::http::handlers::{DeleteResponse, HandlerList, HandlerView};
+use crate::http::jobtype_handlers::{DeleteResponse, HandlerList, HandlerView};
 use crate::http::jobs::{AddResponse, AllStats, CancelResponse, ClientStats, JobView};
 
 /// Where the daemon is, and how to speak to it.
@@ -363,14 +363,14 @@ pub async fn handler(cmd: HandlerCommand) -> Result<(), CliError> {
     match cmd {
         HandlerCommand::Set(h) => {
             let api = Api::new(&h.remote)?;
-            let spec = crate::http::handlers::HandlerSpec {
+            let spec = crate::http::jobtype_handlers::HandlerSpec {
                 method: h.method,
                 body: h.body,
                 eid: h.eid,
                 before: h.before,
                 before_each: h.before_each,
                 after_each: h.after_each,
-                limits: crate::http::handlers::LimitsSpec {
+                limits: crate::http::jobtype_handlers::LimitsSpec {
                     max_attempts: h.max_attempts,
                     max_age_ms: h.max_age.map(ms),
                     time_limit_ms: h.time_limit.map(ms),

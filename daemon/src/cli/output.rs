@@ -2,7 +2,7 @@
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
-use crate::http::handlers::{HandlerList, HandlerView};
+use crate::http::jobtype_handlers::{HandlerList, HandlerView};
 use crate::http::jobs::{ClientStats, JobView};
 
 fn table() -> Table {

@@ -1,30 +1,39 @@
-//! Batched completions: finished jobs are released in one store call per
-//! short window, each with its own result, after the jobs their runs asked
-//! for are durable in the journal.
+//! Completions: the one way a finished job's result reaches the store.
+//! The jobs its run asked for are appended to the journal and durable
+//! first; then one `release_jobs` call per batch releases every job of the
+//! batch, each with its own result, and the jobs the store took are counted
+//! by outcome (`lost` for those it no longer gave this owner).
+//!
+//! This daemon's runs are gathered into batches over a short window by
+//! [`run`], which retries while the journal or the store is unavailable: a
+//! finished job is not forgotten while it can still be released. A remote
+//! worker's finish is a batch of its own, tried once and answered with the
+//! store's verdict ([`complete`] with [`Patience::Once`]): the worker
+//! retries.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use jobstore_api::{JobRelease, JobStore, Release, now_millis};
+use jobstore_api::{JobRelease, Release, now_millis};
 use tokio::sync::{Notify, mpsc};
 
-use super::{HeldMap, lock};
-use crate::journal::{Journal, JournalError, Record};
-use crate::metrics::Metrics;
-use std::sync::Arc;
+use super::Core;
+use super::held::{HeldMap, lock};
+use crate::journal::{JournalError, Record};
+use crate::metrics::OutcomeLabels;
 
 /// Most jobs released in one call.
 const MAX_RELEASE: usize = 1000;
 
 /// Most finished jobs waiting for their release (queued or in the call
-/// under way) before the claim loop stops claiming.
+/// under way) before claims stop.
 pub const MAX_BACKLOG: usize = MAX_RELEASE;
 
-/// The finished jobs queued for release or being released, shared by the
-/// claim loop and the completer. The loop claims nothing while the backlog
-/// is at [`MAX_BACKLOG`]: with a store slower than the runners it would
-/// otherwise grow without bound, and every job in it runs again after a
-/// crash.
+/// The finished jobs of this daemon's runners queued for release or being
+/// released. No claim is made while the backlog is at [`MAX_BACKLOG`]: with
+/// a store slower than the runners it would otherwise grow without bound,
+/// and every job in it runs again after a crash.
 #[derive(Debug, Default)]
 pub(super) struct Backlog {
     queued: AtomicUsize,
@@ -43,48 +52,102 @@ impl Backlog {
         self.drained.notify_one();
     }
 
-    /// Whether the claim loop must wait for releases first.
+    /// Whether claims must wait for releases first.
     pub(super) fn is_full(&self) -> bool {
         self.queued.load(Ordering::Relaxed) >= MAX_BACKLOG
     }
 
-    /// Returns once a batch has been released since the last call.
+    /// Returns once a batch has been released after the call.
     pub(super) async fn drained(&self) {
         self.drained.notified().await;
     }
 }
 
 /// A finished job to release.
+#[derive(Debug)]
 pub(super) struct Completion {
     pub id: String,
     pub how: Release,
-    /// New jobs from its `J:` lines, journaled before the release.
+    /// The jobs its run asked for, journaled before the release.
     pub children: Vec<Record>,
+    /// What it is counted as once released.
+    pub outcome: &'static str,
 }
 
-/// What the completer works with.
-pub(super) struct Completer {
-    pub store: Arc<dyn JobStore>,
-    pub journal: Journal,
-    pub owner: String,
-    pub held: HeldMap,
-    pub backlog: Arc<Backlog>,
-    pub metrics: Arc<Metrics>,
-    /// How long a batch waits for more completions.
-    pub window: Duration,
+/// How long a completion keeps trying while the journal or the store is
+/// unavailable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Patience {
+    /// Until it succeeds (or fails for good).
+    UntilDone,
+    /// Once: the caller (a remote worker) tries again.
+    Once,
 }
 
-/// Releases completions until the channel closes and is drained.
-pub(super) async fn run(c: Completer, mut rx: mpsc::UnboundedReceiver<Completion>) {
-    let Completer {
-        store,
-        journal,
-        owner,
-        held,
-        backlog,
-        metrics,
-        window,
-    } = c;
+/// Why a completion did not reach the store.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CompleteError {
+    /// The journal did not take the jobs the runs asked for: nothing was
+    /// released, the jobs run again after their leases.
+    #[error("cannot journal the new jobs: {0}")]
+    Journal(#[from] JournalError),
+    /// The store refused or could not be reached.
+    #[error(transparent)]
+    Store(#[from] jobstore_api::Error),
+}
+
+/// Journals the batch's new jobs, then releases the batch under `owner`
+/// in one call; returns the ids the store released.
+pub(super) async fn complete(
+    core: &Core,
+    owner: &str,
+    mut batch: Vec<Completion>,
+    patience: Patience,
+) -> Result<Vec<String>, CompleteError> {
+    let children: Vec<Record> = batch
+        .iter_mut()
+        .flat_map(|c| std::mem::take(&mut c.children))
+        .collect();
+    if !children.is_empty() {
+        append(core, children, patience).await?;
+    }
+    let mut outcomes = Vec::with_capacity(batch.len());
+    let releases: Vec<JobRelease> = batch
+        .into_iter()
+        .map(|c| {
+            outcomes.push(c.outcome);
+            JobRelease::new(c.id, c.how)
+        })
+        .collect();
+    let released = release(core, owner, &releases, patience).await?;
+    let taken: std::collections::HashSet<&str> = released.iter().map(String::as_str).collect();
+    for (r, outcome) in releases.iter().zip(outcomes) {
+        let outcome = if taken.contains(r.id.as_str()) {
+            outcome
+        } else {
+            "lost"
+        };
+        core.metrics
+            .jobs_finished
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+    let fenced = releases.len() - released.len();
+    if fenced > 0 {
+        tracing::warn!(
+            jobs = fenced,
+            "finished jobs were no longer held under their lease; their results were not stored"
+        );
+        core.metrics.error("executor", "fenced");
+    }
+    Ok(released)
+}
+
+/// Releases this daemon's finished jobs in batches until the channel closes
+/// and is drained.
+pub(super) async fn run(core: Arc<Core>, held: HeldMap, mut rx: mpsc::UnboundedReceiver<Completion>) {
+    let owner = core.sysid.sysid();
+    let window = core.settings.complete_window;
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         let deadline = tokio::time::Instant::now() + window;
@@ -100,48 +163,38 @@ pub(super) async fn run(c: Completer, mut rx: mpsc::UnboundedReceiver<Completion
                 }
             }
         }
-        let children: Vec<Record> = batch
-            .iter_mut()
-            .flat_map(|c| std::mem::take(&mut c.children))
-            .collect();
-        if !children.is_empty() {
-            append(&journal, children, &metrics).await;
+        let ids: Vec<String> = batch.iter().map(|c| c.id.clone()).collect();
+        if let Err(e) = complete(&core, &owner, batch, Patience::UntilDone).await {
+            tracing::error!(error = %e, jobs = ids.len(), "finished jobs were not released; they run again after their leases");
         }
-        let releases: Vec<JobRelease> = batch
-            .into_iter()
-            .map(|c| JobRelease::new(c.id, c.how))
-            .collect();
-        release(&*store, &owner, &releases, &metrics).await;
         {
             let mut held = lock(&held);
-            for r in &releases {
-                held.remove(&r.id);
+            for id in &ids {
+                held.remove(id);
             }
         }
-        backlog.released(releases.len());
+        core.backlog.released(ids.len());
     }
 }
 
-/// Appends the jobs runs asked for; retries until the journal takes them
-/// (a parent is released only once its children are durable).
-async fn append(journal: &Journal, records: Vec<Record>, metrics: &Metrics) {
+/// Appends the jobs runs asked for (a parent is released only once its
+/// children are durable).
+async fn append(core: &Core, records: Vec<Record>, patience: Patience) -> Result<(), JournalError> {
     let mut backoff = Duration::from_millis(50);
+    let n = records.len() as u64;
     loop {
-        match journal.append(records.clone()).await {
+        match core.journal.append(records.clone()).await {
             Ok(()) => {
-                metrics.jobs_acknowledged.inc_by(records.len() as u64);
-                return;
+                core.metrics.jobs_acknowledged.inc_by(n);
+                return Ok(());
             }
-            Err(JournalError::Closed) => {
-                tracing::error!(
-                    jobs = records.len(),
-                    "journal closed: new jobs from J: lines are lost; their parents run again"
-                );
-                return;
-            }
+            Err(JournalError::Closed) => return Err(JournalError::Closed),
             Err(e) => {
-                metrics.error("journal", "append");
-                tracing::error!(error = %e, "cannot journal jobs from J: lines; retrying");
+                core.metrics.error("journal", "append");
+                if patience == Patience::Once {
+                    return Err(e);
+                }
+                tracing::error!(error = %e, "cannot journal jobs that runs asked for; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
@@ -150,30 +203,22 @@ async fn append(journal: &Journal, records: Vec<Record>, metrics: &Metrics) {
 }
 
 /// One `release_jobs` call, retried while the store is unavailable.
-async fn release(store: &dyn JobStore, owner: &str, releases: &[JobRelease], metrics: &Metrics) {
+async fn release(
+    core: &Core,
+    owner: &str,
+    releases: &[JobRelease],
+    patience: Patience,
+) -> jobstore_api::Result<Vec<String>> {
     let mut backoff = Duration::from_millis(50);
     loop {
-        match store.release_jobs(releases, owner, now_millis()).await {
-            Ok(released) => {
-                let fenced = releases.len() - released.len();
-                if fenced > 0 {
-                    tracing::warn!(
-                        jobs = fenced,
-                        "finished jobs were no longer held by this daemon (lease lost); their results were not stored"
-                    );
-                    metrics.error("executor", "fenced");
-                }
-                return;
-            }
-            Err(e) if e.is_retryable() => {
+        match core.store.release_jobs(releases, owner, now_millis()).await {
+            Ok(released) => return Ok(released),
+            Err(e) if e.is_retryable() && patience == Patience::UntilDone => {
                 tracing::warn!(error = %e, jobs = releases.len(), "cannot release finished jobs; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
-            Err(e) => {
-                tracing::error!(error = %e, jobs = releases.len(), "the store refused to release finished jobs; they run again after their leases");
-                return;
-            }
+            Err(e) => return Err(e),
         }
     }
 }

@@ -11,12 +11,21 @@
 //!   with the last status and output.
 //! - A job of a jobtype with no handler is released as retry by the same
 //!   rules, until it times out.
+//!
+//! The jobs a run asks for (`J:` lines of this daemon's runners, the
+//! `jobs` of a remote worker's finish) follow one rule too: each becomes a
+//! job of the run's client; one whose jobtype is not a valid jobtype name,
+//! or whose payload is over the store's limit, is dropped, with a note in
+//! the run's output that says why (and, for a remote worker, in the
+//! finish's answer). The run's own result stands either way.
 
 use std::time::Duration;
 
 use jobstore_api::{HandlerLimits, JobResult, Millis, Release, ResultCode};
 
+use crate::journal::Record;
 use crate::runner::{Class, Outcome};
+use crate::tenant::Client;
 
 /// The daemon's defaults for what a handler leaves unset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +116,88 @@ pub fn release_for(
     }
 }
 
+/// What becomes of a run: its release, and the outcome it is counted
+/// under once the store took it (`ok`, `failed`, `timeout`, `retry`,
+/// `error`).
+pub fn settle(
+    outcome: &Outcome,
+    limits: &Limits,
+    attempt: u32,
+    created: Millis,
+    now: Millis,
+    delete_ok: bool,
+) -> (Release, &'static str) {
+    let how = release_for(outcome, limits, attempt, created, now, delete_ok);
+    let label = match &how {
+        Release::Archive(r) => r.code.as_str(),
+        Release::Delete => "ok",
+        Release::Retry { .. } | Release::Unget => match outcome.class {
+            Class::Retry => "retry",
+            _ => "error",
+        },
+    };
+    (how, label)
+}
+
+/// A job a run asked for that was dropped, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    /// Its place among the jobs the run asked for, from 1.
+    pub index: usize,
+    /// Why it was dropped.
+    pub reason: String,
+}
+
+/// The journal records of the jobs a run of `client` asked for
+/// (`outcome.children`, taken), by the rule in the module docs: the
+/// dropped ones are noted in the run's output (within the output cap)
+/// and returned.
+pub fn follow_on_jobs(
+    client: &Client,
+    outcome: &mut Outcome,
+    max_payload: usize,
+) -> (Vec<Record>, Vec<Dropped>) {
+    let children = std::mem::take(&mut outcome.children);
+    let mut records = Vec::with_capacity(children.len());
+    let mut dropped = Vec::new();
+    for (i, child) in children.into_iter().enumerate() {
+        let jobtype = match client.jobtype(&child.jobtype) {
+            Ok(jt) if child.data.len() <= max_payload => jt,
+            Ok(_) => {
+                dropped.push(Dropped {
+                    index: i + 1,
+                    reason: format!(
+                        "its payload is {} bytes, the limit is {max_payload}",
+                        child.data.len()
+                    ),
+                });
+                continue;
+            }
+            Err(e) => {
+                dropped.push(Dropped {
+                    index: i + 1,
+                    reason: e.to_string(),
+                });
+                continue;
+            }
+        };
+        records.push(Record {
+            id: client.new_job_id(),
+            jobtype,
+            priority: 0,
+            run_at: None,
+            data: child.data,
+        });
+    }
+    for d in &dropped {
+        let note = format!("[jobstore] new job {} dropped: {}\n", d.index, d.reason);
+        if outcome.output.len() + note.len() <= jobstore_api::limits::MAX_OUTPUT {
+            outcome.output.extend_from_slice(note.as_bytes());
+        }
+    }
+    (records, dropped)
+}
+
 /// Whether a job may not run again: handed out `max_attempts` times, or
 /// older than `max_age`.
 pub fn out_of_limits(limits: &Limits, attempt: u32, created: Millis, now: Millis) -> bool {
@@ -187,6 +278,56 @@ mod tests {
                 delay: Duration::from_secs(7)
             }
         );
+    }
+
+    #[test]
+    fn settled_runs_are_counted_by_what_became_of_them() {
+        let l = Limits::default();
+        let label = |status: u16, attempt| settle(&outcome(status), &l, attempt, 0, 1, false).1;
+        assert_eq!(label(200, 1), "ok");
+        assert_eq!(label(404, 1), "failed");
+        assert_eq!(label(102, 1), "retry");
+        assert_eq!(label(500, 1), "error");
+        assert_eq!(label(500, 10), "timeout");
+        assert_eq!(settle(&outcome(200), &l, 1, 0, 1, true), (Release::Delete, "ok"));
+    }
+
+    #[test]
+    fn follow_on_jobs_with_a_bad_jobtype_or_payload_are_dropped_with_a_note() {
+        use crate::runner::Child;
+        let client = Client::new("acme").unwrap();
+        let mut o = outcome(200);
+        let child = |jobtype: &str, data: &[u8]| Child {
+            jobtype: jobtype.into(),
+            data: data.to_vec(),
+        };
+        o.children = vec![
+            child("mail", b"a"),
+            child("bad type", b"b"),
+            child("mail", b"0123456789"),
+            child("sms", b""),
+        ];
+        let (records, dropped) = follow_on_jobs(&client, &mut o, 8);
+        assert!(o.children.is_empty());
+        let got: Vec<(&str, &[u8])> = records
+            .iter()
+            .map(|r| (r.jobtype.as_str(), r.data.as_slice()))
+            .collect();
+        assert_eq!(got, [("acme-mail", &b"a"[..]), ("acme-sms", &b""[..])]);
+        assert!(records.iter().all(|r| r.id.starts_with("acme-")));
+        assert_ne!(records[0].id, records[1].id);
+        assert_eq!(dropped.iter().map(|d| d.index).collect::<Vec<_>>(), [2, 3]);
+        assert!(dropped[1].reason.contains("10 bytes"), "{dropped:?}");
+        let out = String::from_utf8(o.output).unwrap();
+        assert!(out.starts_with("out[jobstore] new job 2 dropped: "), "{out}");
+        assert!(out.contains("new job 3 dropped: its payload is 10 bytes, the limit is 8"));
+        // The output cap holds.
+        let mut full = outcome(200);
+        full.output = vec![b'x'; jobstore_api::limits::MAX_OUTPUT];
+        full.children = vec![child("bad type", b"")];
+        let (records, dropped) = follow_on_jobs(&client, &mut full, 8);
+        assert!(records.is_empty() && dropped.len() == 1);
+        assert_eq!(full.output.len(), jobstore_api::limits::MAX_OUTPUT);
     }
 
     #[test]

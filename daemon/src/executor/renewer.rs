@@ -8,7 +8,7 @@ use jobstore_api::limits::MAX_BATCH;
 use jobstore_api::{JobStore, now_millis};
 use tokio_util::sync::CancellationToken;
 
-use super::{HeldMap, lock};
+use super::held::{HeldMap, lock};
 use crate::metrics::Metrics;
 
 /// Renews every third of `lease` until `stop`. A job the store does not

@@ -140,7 +140,7 @@ pub async fn metrics(
         .metrics
         .store_up
         .set(i64::from(state.store_health.reachable()));
-    let (active, gone, held) = state.hub.totals(jobstore_api::now_millis());
+    let (active, gone, held) = state.executor.worker_totals(jobstore_api::now_millis());
     for (label, n) in [("active", active), ("gone", gone)] {
         state
             .metrics
@@ -171,11 +171,11 @@ pub async fn metrics(
         super::jobs::cancel,
         super::jobs::client_stats,
         super::jobs::all_stats,
-        super::handlers::set,
-        super::handlers::get,
-        super::handlers::delete,
-        super::handlers::delete_post,
-        super::handlers::list,
+        super::jobtype_handlers::set,
+        super::jobtype_handlers::get,
+        super::jobtype_handlers::delete,
+        super::jobtype_handlers::delete_post,
+        super::jobtype_handlers::list,
         super::workers::fetch,
         super::workers::heartbeat,
         super::workers::finish,

@@ -19,7 +19,7 @@ use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{CallerOf, PathParams, QueryOf, RawBody, Tenant, is_json};
 use crate::ingest::Verdict;
 use crate::journal::Record;
-use crate::tenant::{self, Client};
+use crate::tenant;
 
 /// Options of a line-form add, for every line.
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -149,7 +149,7 @@ pub async fn add(
                     client_ids.push(stored.clone());
                     stored
                 }
-                None => new_id(&tenant.client),
+                None => tenant.client.new_job_id(),
             };
             let run_at = run_at(item.run_at.as_ref(), item.delay_ms, now).map_err(place)?;
             records.push(Record {
@@ -174,7 +174,7 @@ pub async fn add(
             check_payload(line, max_payload)
                 .map_err(|e| e.line(i + 1).at(&format!("line {}", i + 1)))?;
             records.push(Record {
-                id: new_id(&tenant.client),
+                id: tenant.client.new_job_id(),
                 jobtype: jobtype.clone(),
                 priority,
                 run_at,
@@ -322,14 +322,6 @@ fn parse_time(s: &str) -> ApiResult<Millis> {
     Ok(Millis::try_from(ms).unwrap_or(Millis::MAX))
 }
 
-/// A new store-wide unique, time-sortable id (UUIDv7) for `client`.
-pub fn new_id(client: &Client) -> String {
-    format!(
-        "{client}{}{}",
-        tenant::SEP,
-        uuid::Uuid::now_v7().as_simple()
-    )
-}
 
 /// A job as the API shows it.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

@@ -8,7 +8,7 @@
 pub mod admin;
 pub mod error;
 pub mod extract;
-pub mod handlers;
+pub mod jobtype_handlers;
 pub mod jobs;
 pub mod serve;
 pub mod workers;
@@ -28,10 +28,10 @@ use tokio_util::sync::CancellationToken;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::config::Config;
+use crate::executor::Executor;
 use crate::ingest::Outcomes;
 use crate::journal::Journal;
 use crate::metrics::{Metrics, RequestLabels, StoreHealth};
-use crate::remote::WorkHub;
 use crate::sysid::SysidHandle;
 use error::ApiError;
 
@@ -55,8 +55,8 @@ pub struct Shared {
     pub draining: CancellationToken,
     /// The largest payload accepted (the store's limit).
     pub max_payload: usize,
-    /// The scheduler and the remote workers' registry.
-    pub hub: Arc<WorkHub>,
+    /// The core: remote workers' fetches, heartbeats and finishes.
+    pub executor: Executor,
 }
 
 /// The router's state: a cheap handle on [`Shared`].
@@ -83,13 +83,13 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/{client}/jobs/cancel", post(jobs::cancel)),
         ("/{client}/jobs/{id}", get(jobs::get)),
         ("/{client}/stats", get(jobs::client_stats)),
-        ("/{client}/handler/add/{type}/add", post(handlers::set)),
+        ("/{client}/handler/add/{type}/add", post(jobtype_handlers::set)),
         (
             "/{client}/handler/del/{type}/delete",
-            post(handlers::delete_post).delete(handlers::delete),
+            post(jobtype_handlers::delete_post).delete(jobtype_handlers::delete),
         ),
-        ("/{client}/handler/get/{type}", get(handlers::get)),
-        ("/{client}/handlers", get(handlers::list)),
+        ("/{client}/handler/get/{type}", get(jobtype_handlers::get)),
+        ("/{client}/handlers", get(jobtype_handlers::list)),
         ("/stats", get(jobs::all_stats)),
         ("/health", get(admin::health)),
         ("/metrics", get(admin::metrics)),

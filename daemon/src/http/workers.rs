@@ -1,7 +1,10 @@
-//! Remote workers over HTTP: fetch jobs (long-poll), heartbeat, finish,
-//! update, and the registry of workers seen. See [`crate::remote`].
+//! Routes for remote workers: fetch jobs (long-poll), heartbeat, finish,
+//! update, and the workers this daemon heard from. Each parses and checks
+//! the request, calls the [`Executor`](crate::executor::Executor), and
+//! renders its answer; lease tokens are described in
+//! [`registry`](crate::executor::registry).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use axum::Json;
@@ -9,20 +12,19 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use jobstore_api::Millis;
 use jobstore_api::limits::{MAX_CLAIM, MAX_LEASE, MAX_OUTPUT};
-use jobstore_api::{Job, JobRelease, Millis, duration_ms, now_millis};
+use jobstore_api::now_millis;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{JsonBody, PathParams, QueryOf, Tenant};
-use crate::executor::{Limits, policy};
-use crate::journal::Record;
-use crate::metrics::OutcomeLabels;
-use crate::remote::{self, RemoteJob, WorkerView};
-use crate::runner::{Class, Outcome, Parsed};
-use crate::tenant::Client;
+use crate::executor::registry::{self, WorkerView};
+use crate::executor::{FetchRequest, RemoteError, RemoteResult};
+use crate::runner::{Child, Outcome, Parsed};
+use crate::tenant::{Client, local_of};
 
 /// Longest long-poll, in milliseconds.
 pub const MAX_WAIT_MS: u64 = 60_000;
@@ -117,7 +119,7 @@ fn lease_of(state: &AppState, lease_ms: Option<u64>) -> ApiResult<Duration> {
 /// A lease token the caller sent, checked to be well formed and to be
 /// `client`'s: the lock owner and the worker's name.
 fn owner_of(lease: &str, client: &Client) -> ApiResult<(String, String)> {
-    let (holder, worker) = remote::lease_holder(lease).ok_or_else(|| {
+    let (holder, worker) = registry::lease_holder(lease).ok_or_else(|| {
         ApiError::invalid("lease is not a lease token from a fetch").field("lease")
     })?;
     if holder != client.as_str() {
@@ -194,16 +196,16 @@ pub async fn fetch(
             (owner, worker)
         }
         (None, Some(name)) => {
-            remote::check_worker(name).map_err(|m| ApiError::invalid(m).field("worker"))?;
+            registry::check_worker(name).map_err(|m| ApiError::invalid(m).field("worker"))?;
             (
-                remote::new_lease(&state.sysid.sysid(), tenant.client.as_str(), name),
+                registry::new_lease(&state.sysid.sysid(), tenant.client.as_str(), name),
                 name.clone(),
             )
         }
         (None, None) => {
             let name = format!("w-{}", hex::encode(rand::random::<[u8; 4]>()));
             (
-                remote::new_lease(&state.sysid.sysid(), tenant.client.as_str(), &name),
+                registry::new_lease(&state.sysid.sysid(), tenant.client.as_str(), &name),
                 name,
             )
         }
@@ -211,113 +213,31 @@ pub async fn fetch(
     jobstore_api::validate::sysid(&owner).map_err(|_| {
         ApiError::invalid("the worker name is too long for this daemon's sysid").field("worker")
     })?;
-    if !state.sysid.held() {
-        return Err(ApiError::unavailable(
-            "this daemon does not hold its sysid right now; it hands out no jobs",
-        ));
-    }
-    let client = tenant.client.as_str();
-    state.hub.seen(client, &worker, now_millis());
-
-    // Subscribe before the first look, so an add between the look and the
-    // wait still wakes us.
-    let mut notices = state.hub.notices.subscribe();
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait);
-    let mut limits_of: HashMap<String, Limits> = HashMap::new();
-    let mut jobs: Vec<Job> = Vec::new();
-    loop {
-        for jt in &jobtypes {
-            let want = max - jobs.len() as u32;
-            if want == 0 {
-                break;
-            }
-            if !limits_of.contains_key(jt) {
-                let handler = state.store.get_handler(jt).await?;
-                let mut sched = state.hub.sched();
-                sched.set_jobtype_cap(
-                    jt,
-                    handler.as_ref().and_then(|h| h.handler.limits.concurrency),
-                );
-                let limits = match &handler {
-                    Some(h) => state.config.exec.limits.with(&h.handler.limits),
-                    None => state.config.exec.limits,
-                };
-                limits_of.insert(jt.clone(), limits);
-            }
-            let grant = state.hub.sched().admit(jt, want, now_millis());
-            let Some(grant) = grant else { continue };
-            let claimed = state
-                .store
-                .claim_jobs(jt, grant.count as usize, &owner, lease, now_millis())
-                .await;
-            let got = claimed.as_ref().map_or(0, Vec::len);
-            state
-                .hub
-                .sched()
-                .jobs_started(grant, got as u32, now_millis());
-            jobs.extend(claimed?);
-        }
-        if !jobs.is_empty() {
-            break;
-        }
-        let now = tokio::time::Instant::now();
-        if now >= deadline {
-            break;
-        }
-        // Wait for a notice about one of our jobtypes (or "anything"), at
-        // most a second: jobs also become due by time alone.
-        let until = deadline.min(now + Duration::from_secs(1));
-        loop {
-            match tokio::time::timeout_at(until, notices.recv()).await {
-                Err(_) => break,
-                Ok(Ok(jt)) if jt.is_empty() || jobtypes.contains(&jt) => break,
-                Ok(Ok(_)) => continue,
-                Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => break,
-                Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => {
-                    tokio::time::sleep_until(until).await;
-                    break;
-                }
-            }
-        }
-    }
-    let now = now_millis();
-    let expires = now + duration_ms(lease);
-    state.hub.handed_out(
-        client,
-        &worker,
-        jobs.iter()
-            .map(|j| {
-                (
-                    j.id.clone(),
-                    RemoteJob {
-                        jobtype: j.jobtype.clone(),
-                        owner: owner.clone(),
-                        worker: (client.to_owned(), worker.clone()),
-                        expires: j.dt,
-                        attempt: j.attempts,
-                        created: j.create_dt,
-                        limits: limits_of
-                            .get(&j.jobtype)
-                            .copied()
-                            .unwrap_or(state.config.exec.limits),
-                    },
-                )
-            })
-            .collect(),
-        now,
-    );
-    state.metrics.jobs_started.inc_by(jobs.len() as u64);
+    let fetched = state
+        .executor
+        .fetch(FetchRequest {
+            client: tenant.client.clone(),
+            jobtypes,
+            max,
+            wait: Duration::from_millis(wait),
+            owner: owner.clone(),
+            worker: worker.clone(),
+            lease,
+        })
+        .await
+        .map_err(|e| remote_error(e, "fetch"))?;
     Ok(Json(FetchResponse {
         worker,
         lease: owner,
-        lease_expires: jobs.first().map_or(expires, |j| j.dt),
-        jobs: jobs
+        lease_expires: fetched.lease_expires,
+        jobs: fetched
+            .jobs
             .into_iter()
             .map(|j| {
                 let (data, data_base64) = payload_fields(&j.data);
                 FetchedJob {
-                    id: crate::tenant::local_of(&j.id).to_owned(),
-                    jobtype: crate::tenant::local_of(&j.jobtype).to_owned(),
+                    id: local_of(&j.id).to_owned(),
+                    jobtype: local_of(&j.jobtype).to_owned(),
                     attempt: j.attempts,
                     priority: j.priority,
                     created: j.create_dt,
@@ -376,15 +296,21 @@ fn store_ids(client: &Client, ids: &[String]) -> ApiResult<Vec<String>> {
     Ok(out)
 }
 
-fn lost_error(what: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "conflict",
-        format!(
-            "{what}: none of these jobs is held under this lease any more (finished, cancelled, \
-             or handed to another worker after the lease ran out)"
-        ),
-    )
+/// The answer to a refused call of `what` (`fetch`, `heartbeat`, ...).
+fn remote_error(e: RemoteError, what: &str) -> ApiError {
+    match e {
+        RemoteError::NotHeld => ApiError::new(StatusCode::CONFLICT, "conflict", format!("{what}: {e}")),
+        RemoteError::NoSysid => ApiError::unavailable(e.to_string()),
+        RemoteError::Journal(crate::journal::JournalError::Closed) => {
+            ApiError::unavailable("the daemon is shutting down")
+        }
+        RemoteError::Journal(e) => ApiError::internal(format!("cannot write the journal: {e}")),
+        RemoteError::Store(e) => e.into(),
+    }
+}
+
+fn local_ids(ids: &[String]) -> Vec<String> {
+    ids.iter().map(|id| local_of(id).to_owned()).collect()
 }
 
 /// Renews the leases of many jobs in one call; says which are still held.
@@ -410,31 +336,15 @@ pub async fn heartbeat(
     let (owner, worker) = owner_of(&req.lease, &tenant.client)?;
     let lease = lease_of(&state, req.lease_ms)?;
     let ids = store_ids(&tenant.client, &req.ids)?;
-    let now = now_millis();
-    let renewed = state.store.renew_locks(&ids, &owner, lease, now).await?;
-    let expires = now + duration_ms(lease);
-    state.hub.renewed(&renewed, expires);
-    let kept: HashSet<&str> = renewed.iter().map(String::as_str).collect();
-    let lost: Vec<String> = ids
-        .iter()
-        .filter(|id| !kept.contains(id.as_str()))
-        .cloned()
-        .collect();
-    state.hub.settle(&lost, false, now);
-    if renewed.is_empty() {
-        return Err(lost_error("heartbeat"));
-    }
-    // Only a worker that holds something is recorded as seen.
-    state.hub.seen(tenant.client.as_str(), &worker, now);
-    let local = |v: &[String]| {
-        v.iter()
-            .map(|id| crate::tenant::local_of(id).to_owned())
-            .collect::<Vec<_>>()
-    };
+    let beat = state
+        .executor
+        .heartbeat(&tenant.client, &worker, &owner, &ids, lease)
+        .await
+        .map_err(|e| remote_error(e, "heartbeat"))?;
     Ok(Json(HeartbeatResponse {
-        held: local(&renewed),
-        lost: local(&lost),
-        lease_expires: expires,
+        held: local_ids(&beat.held),
+        lost: local_ids(&beat.lost),
+        lease_expires: beat.lease_expires,
     }))
 }
 
@@ -464,7 +374,10 @@ pub struct Finish {
     pub output: Option<String>,
     /// Output as base64.
     pub output_base64: Option<String>,
-    /// New jobs of the same client to add.
+    /// New jobs of the same client to add, made durable before the result
+    /// is stored. One with an invalid jobtype or a payload over the limit
+    /// is dropped and listed in the answer's `dropped`, as a `J:` line of
+    /// the daemon's own runners would be; the result stands.
     #[serde(default)]
     pub jobs: Vec<ChildJob>,
     /// For retry and error: run again after this many milliseconds instead
@@ -492,8 +405,24 @@ pub struct FinishResponse {
     pub finished: Vec<String>,
     /// Not held under this lease any more: their results were refused.
     pub lost: Vec<String>,
-    /// Ids of the new jobs asked for, in order.
+    /// Ids of the new jobs added, in order.
     pub created: Vec<String>,
+    /// New jobs asked for that were dropped (an invalid jobtype, a payload
+    /// over the limit), with why; the finished job's result stands and its
+    /// output says the same.
+    #[serde(default)]
+    pub dropped: Vec<DroppedJob>,
+}
+
+/// A new job a finish asked for that was dropped.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct DroppedJob {
+    /// The finished job's place in the request's `jobs`, from 1.
+    pub job: usize,
+    /// The new job's place in that job's `jobs`, from 1.
+    pub new_job: usize,
+    /// Why it was dropped.
+    pub reason: String,
 }
 
 /// Reports results (ok, failed, retry, error) of jobs held under a lease,
@@ -521,46 +450,8 @@ pub async fn finish(
     let (owner, worker) = owner_of(&req.lease, &tenant.client)?;
     let ids: Vec<String> = req.jobs.iter().map(|f| f.id.clone()).collect();
     let ids = store_ids(&tenant.client, &ids)?;
-    let now = now_millis();
-
-    // Attempts, ages and limits: from the registry, or (a job handed out by
-    // another daemon) from the store and its handler.
-    let mut known: HashMap<String, RemoteJob> = HashMap::new();
-    let mut handlers: HashMap<String, Limits> = HashMap::new();
-    for id in &ids {
-        if let Some(j) = state.hub.job(id) {
-            known.insert(id.clone(), j);
-        } else if let Some(job) = state.store.get_job(id).await? {
-            let limits = match handlers.get(&job.jobtype) {
-                Some(l) => *l,
-                None => {
-                    let l = match state.store.get_handler(&job.jobtype).await? {
-                        Some(h) => state.config.exec.limits.with(&h.handler.limits),
-                        None => state.config.exec.limits,
-                    };
-                    handlers.insert(job.jobtype.clone(), l);
-                    l
-                }
-            };
-            known.insert(
-                id.clone(),
-                RemoteJob {
-                    jobtype: job.jobtype.clone(),
-                    owner: job.lock.clone(),
-                    worker: (tenant.client.to_string(), worker.clone()),
-                    expires: job.dt,
-                    attempt: job.attempts,
-                    created: job.create_dt,
-                    limits,
-                },
-            );
-        }
-    }
-
-    let mut releases = Vec::with_capacity(ids.len());
-    let mut children = Vec::new();
-    let mut outcomes: Vec<(&'static str, usize)> = Vec::new();
-    for (i, (f, id)) in req.jobs.iter().zip(&ids).enumerate() {
+    let mut results = Vec::with_capacity(ids.len());
+    for (i, (f, id)) in req.jobs.into_iter().zip(ids).enumerate() {
         let place = |e: ApiError| e.item(i + 1).at(&format!("job {}", i + 1));
         if !(100..=599).contains(&f.status) {
             return Err(place(
@@ -568,13 +459,13 @@ pub async fn finish(
                     .field("status"),
             ));
         }
-        let output = match (&f.output, &f.output_base64) {
+        let output = match (f.output, f.output_base64) {
             (Some(_), Some(_)) => {
                 return Err(place(
                     ApiError::invalid("give output or output_base64, not both").field("output"),
                 ));
             }
-            (Some(s), None) => s.as_bytes().to_vec(),
+            (Some(s), None) => s.into_bytes(),
             (None, Some(b)) => BASE64.decode(b).map_err(|e| {
                 place(ApiError::invalid(format!("output_base64: {e}")).field("output_base64"))
             })?,
@@ -584,94 +475,41 @@ pub async fn finish(
             f.status,
             Parsed {
                 output: output.into_iter().take(MAX_OUTPUT).collect(),
+                children: f
+                    .jobs
+                    .into_iter()
+                    .map(|child| Child {
+                        jobtype: child.jobtype,
+                        data: match child.data {
+                            serde_json::Value::String(s) => s.into_bytes(),
+                            v => v.to_string().into_bytes(),
+                        },
+                    })
+                    .collect(),
                 ..Parsed::default()
             },
         );
         outcome.retry_after = f.retry_in_ms.map(Duration::from_millis);
-        for (k, child) in f.jobs.iter().enumerate() {
-            let jobtype = tenant
-                .client
-                .jobtype(&child.jobtype)
-                .map_err(|e| place(ApiError::from(e).at(&format!("new job {}", k + 1))))?;
-            let data = match &child.data {
-                serde_json::Value::String(s) => s.as_bytes().to_vec(),
-                v => v.to_string().into_bytes(),
-            };
-            if data.len() > state.max_payload {
-                return Err(place(ApiError::too_large(
-                    format!("new job {}: the payload is {} bytes", k + 1, data.len()),
-                    state.max_payload as u64,
-                )));
-            }
-            children.push(Record {
-                id: crate::http::jobs::new_id(&tenant.client),
-                jobtype,
-                priority: 0,
-                run_at: None,
-                data,
-            });
-        }
-        let (attempt, created, limits) = known
-            .get(id)
-            .map_or((1, now, state.config.exec.limits), |j| {
-                (j.attempt, j.created, j.limits)
-            });
-        let delete_ok = state.config.exec.retention == Some(Duration::ZERO);
-        let how = policy::release_for(&outcome, &limits, attempt, created, now, delete_ok);
-        outcomes.push((
-            match &how {
-                jobstore_api::Release::Archive(r) => r.code.as_str(),
-                jobstore_api::Release::Delete => "ok",
-                _ if outcome.class == Class::Retry => "retry",
-                _ => "error",
-            },
-            i,
-        ));
-        releases.push(JobRelease::new(id.clone(), how));
+        results.push(RemoteResult { id, outcome });
     }
-    // New jobs are durable before their parents are released.
-    let created: Vec<String> = children
-        .iter()
-        .map(|r| crate::tenant::local_of(&r.id).to_owned())
-        .collect();
-    if !children.is_empty() {
-        let n = children.len() as u64;
-        state.journal.append(children).await.map_err(|e| match e {
-            crate::journal::JournalError::Closed => {
-                ApiError::unavailable("the daemon is shutting down")
-            }
-            e => ApiError::internal(format!("cannot write the journal: {e}")),
-        })?;
-        state.metrics.jobs_acknowledged.inc_by(n);
-    }
-    let released = state
-        .store
-        .release_jobs(&releases, &owner, now_millis())
-        .await?;
-    state.hub.settle(&ids, true, now);
-    let done: HashSet<&str> = released.iter().map(String::as_str).collect();
-    for (outcome, i) in outcomes {
-        if done.contains(ids[i].as_str()) {
-            state
-                .metrics
-                .jobs_finished
-                .get_or_create(&OutcomeLabels { outcome })
-                .inc();
-        }
-    }
-    if released.is_empty() {
-        return Err(lost_error("finish"));
-    }
-    state.hub.seen(tenant.client.as_str(), &worker, now);
-    let local = |id: &String| crate::tenant::local_of(id).to_owned();
+    let report = state
+        .executor
+        .finish(&tenant.client, &worker, &owner, results)
+        .await
+        .map_err(|e| remote_error(e, "finish"))?;
     Ok(Json(FinishResponse {
-        finished: released.iter().map(local).collect(),
-        lost: ids
-            .iter()
-            .filter(|id| !done.contains(id.as_str()))
-            .map(local)
+        finished: local_ids(&report.finished),
+        lost: local_ids(&report.lost),
+        created: local_ids(&report.created),
+        dropped: report
+            .dropped
+            .into_iter()
+            .map(|(job, d)| DroppedJob {
+                job,
+                new_job: d.index,
+                reason: d.reason,
+            })
             .collect(),
-        created,
     }))
 }
 
@@ -744,18 +582,12 @@ pub async fn update(
             state.max_payload as u64,
         ));
     }
-    if state
-        .store
-        .update_data(&id, &owner, &data, now_millis())
-        .await?
-    {
-        state
-            .hub
-            .seen(tenant.client.as_str(), &worker, now_millis());
-        Ok(Json(UpdateResponse { updated: true }))
-    } else {
-        Err(lost_error("update"))
-    }
+    state
+        .executor
+        .update(&tenant.client, &worker, &owner, &id, &data)
+        .await
+        .map_err(|e| remote_error(e, "update"))?;
+    Ok(Json(UpdateResponse { updated: true }))
 }
 
 /// The client's workers.
@@ -766,6 +598,9 @@ pub struct WorkerList {
 }
 
 /// The workers of a client this daemon heard from: last seen, jobs held.
+/// This daemon's view, not a store-wide registry: a worker that talks to
+/// several daemons shows in each with what it did there, and the list
+/// starts empty when the daemon restarts.
 #[utoipa::path(
     get,
     path = "/{client}/workers",
@@ -778,7 +613,7 @@ pub struct WorkerList {
     security(("bearer" = []), ())
 )]
 pub async fn list(State(state): State<AppState>, tenant: Tenant) -> Json<WorkerList> {
-    let mut workers = state.hub.workers(tenant.client.as_str(), now_millis());
+    let mut workers = state.executor.workers(tenant.client.as_str(), now_millis());
     workers.sort_by(|a, b| a.worker.cmp(&b.worker));
     Json(WorkerList { workers })
 }

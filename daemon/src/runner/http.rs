@@ -17,6 +17,45 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Class, Finished, Outcome, OutputParser, Results, Task};
 
+/// Why an `http` handler's URL is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetError {
+    /// Not an absolute http(s) URL.
+    Invalid(String),
+    /// Its host is not on the daemon's allow-list.
+    NotAllowed(String),
+}
+
+impl TargetError {
+    /// What is wrong, in words.
+    pub fn message(&self) -> &str {
+        match self {
+            TargetError::Invalid(m) | TargetError::NotAllowed(m) => m,
+        }
+    }
+}
+
+/// An `http` handler's URL: absolute http(s), and on the allow-list when
+/// one is configured (`allow` empty: any host).
+pub fn check_target(allow: &[String], body: &str) -> Result<(), TargetError> {
+    let url = url::Url::parse(body.trim())
+        .map_err(|e| TargetError::Invalid(format!("an http handler's body must be a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(TargetError::Invalid(format!(
+            "an http handler's URL must be http or https, not {:?}",
+            url.scheme()
+        )));
+    }
+    let host = url.host_str().unwrap_or_default();
+    if !allow.is_empty() && !allow.iter().any(|a| a.eq_ignore_ascii_case(host)) {
+        return Err(TargetError::NotAllowed(format!(
+            "host {host:?} is not on this daemon's allow-list for http handlers ({})",
+            allow.join(", ")
+        )));
+    }
+    Ok(())
+}
+
 /// Most response body bytes read (the output is capped further).
 const MAX_BODY: usize = 16 << 20;
 
@@ -62,8 +101,8 @@ impl HttpRunner {
     }
 
     async fn run_one(&self, url: &str, t: &Task) -> Finished {
-        if let Err(e) = crate::http::handlers::check_http_target(&self.allow_hosts, url) {
-            return Finished::Done(Outcome::error(&e.detail.message));
+        if let Err(e) = check_target(&self.allow_hosts, url) {
+            return Finished::Done(Outcome::error(e.message()));
         }
         let request = self
             .client

@@ -1,4 +1,4 @@
-//! Runners: how a claimed job is run, by its handler's `lang`.
+//! Runners: how a claimed job is run, by its handler's [`Method`].
 //!
 //! - [`process`]: one process per job (`sh -c BODY`), payload on stdin;
 //! - [`worker`]: long-lived worker processes per execution context (`eid`),
@@ -23,6 +23,85 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use output::{Child, OutputParser, Parsed};
+
+/// How a jobtype's jobs run: the method of its handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// A command on the daemon's host: one process per job, or a
+    /// long-lived worker per execution context (`eid`). Only daemons that
+    /// allow process handlers run it.
+    Process,
+    /// A POST of the payload to the handler's URL.
+    Http,
+    /// Run only by remote workers that fetch jobs over the API; the
+    /// daemon's own runners leave these jobs alone (the handler's limits
+    /// still apply).
+    Remote,
+}
+
+impl Method {
+    /// Every method, in the order the API lists them.
+    pub const ALL: [Method; 3] = [Method::Process, Method::Http, Method::Remote];
+
+    /// The method named `name` (`process`, `http`, `remote`).
+    pub fn parse(name: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.as_str() == name)
+    }
+
+    /// Its name, as stored with the handler and shown by the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Process => "process",
+            Method::Http => "http",
+            Method::Remote => "remote",
+        }
+    }
+
+    /// The method of a stored handler; `None` for a name this daemon does
+    /// not know (set by a newer daemon on the same store).
+    pub fn of(handler: &Handler) -> Option<Method> {
+        Method::parse(&handler.method)
+    }
+
+    /// Every method's name, for messages: `process, http, remote`.
+    pub fn names() -> String {
+        Method::ALL.map(Method::as_str).join(", ")
+    }
+
+    /// Whether this daemon's runners run jobs of this method: not remote
+    /// ones (remote workers fetch those), and process handlers only where
+    /// the daemon allows them (`processes`).
+    pub fn runs_here(self, processes: bool) -> bool {
+        match self {
+            Method::Process => processes,
+            Method::Http => true,
+            Method::Remote => false,
+        }
+    }
+
+    /// The first field `handler` sets that this method never reads (`eid`,
+    /// `before`, `before_each` and `after_each` are for process handlers
+    /// only).
+    pub fn unused_field(self, handler: &Handler) -> Option<&'static str> {
+        if self == Method::Process {
+            return None;
+        }
+        [
+            ("eid", handler.eid.is_some()),
+            ("before", handler.before.is_some()),
+            ("before_each", handler.before_each.is_some()),
+            ("after_each", handler.after_each.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(name, set)| set.then_some(name))
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// A claimed job, as a runner sees it.
 #[derive(Debug, Clone)]
@@ -148,14 +227,17 @@ impl Runners {
         stop: &CancellationToken,
         results: &Results,
     ) {
-        match handler.lang.as_str() {
-            "process" if handler.eid.is_some() => {
+        match Method::of(handler) {
+            Some(Method::Process) if handler.eid.is_some() => {
                 self.workers.run_batch(handler, tasks, stop, results).await
             }
-            "process" => self.process.run_batch(handler, tasks, stop, results).await,
-            "http" => self.http.run_batch(handler, tasks, stop, results).await,
-            other => {
-                let note = format!("this daemon has no runner for handler method {other:?}");
+            Some(Method::Process) => self.process.run_batch(handler, tasks, stop, results).await,
+            Some(Method::Http) => self.http.run_batch(handler, tasks, stop, results).await,
+            Some(Method::Remote) | None => {
+                let note = format!(
+                    "this daemon has no runner for handler method {:?}",
+                    handler.method
+                );
                 for t in tasks {
                     let _ = results.send((t, Finished::Done(Outcome::error(&note))));
                 }
@@ -263,6 +345,28 @@ mod tests {
         assert!(read_line_capped(&mut r, &mut buf, 8).await.unwrap());
         assert_eq!(buf, b"last");
         assert!(!read_line_capped(&mut r, &mut buf, 8).await.unwrap());
+    }
+
+    #[test]
+    fn methods_by_name_and_their_fields() {
+        for m in Method::ALL {
+            assert_eq!(Method::parse(m.as_str()), Some(m));
+        }
+        assert_eq!(Method::parse("lua"), None);
+        assert_eq!(Method::names(), "process, http, remote");
+        assert!(Method::Process.runs_here(true) && !Method::Process.runs_here(false));
+        assert!(Method::Http.runs_here(false) && !Method::Remote.runs_here(true));
+        let mut h = Handler::new("http", "http://x/");
+        assert_eq!(Method::Http.unused_field(&h), None);
+        h.after_each = Some("x".into());
+        assert_eq!(Method::Http.unused_field(&h), Some("after_each"));
+        h.eid = Some("e".into());
+        assert_eq!(Method::Remote.unused_field(&h), Some("eid"));
+        h.before = Some("b".into());
+        h.before_each = Some("b".into());
+        assert_eq!(Method::Process.unused_field(&h), None);
+        h.eid = None;
+        assert_eq!(Method::Http.unused_field(&h), Some("before"));
     }
 
     #[test]

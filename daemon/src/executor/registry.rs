@@ -1,20 +1,28 @@
-//! Remote workers: jobs handed out over the HTTP API to workers that pull
-//! them, and what the daemon shares between them and its own runners.
+//! The registry of remote workers: who fetched jobs from this daemon,
+//! when each was last heard from, and which jobs each holds, so that
+//! finished or abandoned jobs give their scheduler slots back. It is this
+//! daemon's view: a worker that talks to several daemons on one store is
+//! in the registry of each, with what it did there.
 //!
-//! A remote worker holds its jobs under a *lease token*,
-//! `{sysid}/{worker}/{session}`: the store's lock owner of each job it was
-//! handed. The daemon's own runners claim under the bare sysid, and every
+//! # Lease tokens
+//!
+//! A remote worker holds its jobs under a *lease token*, the store's lock
+//! owner of each job it was handed:
+//!
+//! ```text
+//! {sysid}/{client}:{worker}/{session}
+//! ```
+//!
+//! `sysid` is the daemon that handed the jobs out (it may itself contain
+//! `/`), `client` the tenant, `worker` the worker's name (1..=64 bytes of
+//! `A-Za-z0-9_.-`), `session` 16 hex digits, new for each fetch without a
+//! token. The daemon's own runners claim under the bare sysid, and every
 //! worker session has its own token, so the store's owner fencing keeps
 //! them apart: a worker cannot finish, renew or update another's jobs, nor
 //! its own once another claimer took them over after its lease ran out.
-//! The token names the daemon that handed the jobs out, so any daemon on
-//! the same store can take the worker's heartbeats and results.
-//!
-//! Fetches go through the same [`Scheduler`] as the daemon's own claims
-//! ([`Scheduler::admit`]), so remote workers are held to the same global,
-//! tenant and jobtype caps. [`WorkHub`] keeps the registry of workers seen
-//! (last seen, jobs held) and of the jobs they hold, so that finished or
-//! abandoned jobs give their slots back.
+//! The client in the token makes it useless on another client's paths, and
+//! any daemon on the same store can take the worker's heartbeats and
+//! results.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
@@ -22,29 +30,23 @@ use std::time::Duration;
 
 use jobstore_api::Millis;
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast;
 use utoipa::ToSchema;
 
-use crate::executor::Limits;
-use crate::scheduler::Scheduler;
+use super::Limits;
 
 /// Longest worker name, in bytes.
 pub const MAX_WORKER_LEN: usize = 64;
 
-/// What the executor and the HTTP API share.
-pub struct WorkHub {
-    sched: Mutex<Scheduler>,
-    /// Store notices (jobtypes with new work; `""` for "anything"),
-    /// rebroadcast for long-polling fetches.
-    pub notices: broadcast::Sender<String>,
-    registry: Mutex<Registry>,
+/// Remote workers seen and the jobs they hold.
+pub struct WorkerRegistry {
+    inner: Mutex<Registry>,
     /// How long a worker may stay silent before it counts as gone.
-    pub worker_expiry: Duration,
+    worker_expiry: Duration,
 }
 
-impl std::fmt::Debug for WorkHub {
+impl std::fmt::Debug for WorkerRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkHub").finish_non_exhaustive()
+        f.debug_struct("WorkerRegistry").finish_non_exhaustive()
     }
 }
 
@@ -99,24 +101,17 @@ pub struct WorkerView {
     pub finished: u64,
 }
 
-impl WorkHub {
-    /// A hub around `sched`.
-    pub fn new(sched: Scheduler, worker_expiry: Duration) -> Self {
-        WorkHub {
-            sched: Mutex::new(sched),
-            notices: broadcast::channel(1024).0,
-            registry: Mutex::default(),
+impl WorkerRegistry {
+    /// An empty registry; workers silent for `worker_expiry` count as gone.
+    pub fn new(worker_expiry: Duration) -> Self {
+        WorkerRegistry {
+            inner: Mutex::default(),
             worker_expiry,
         }
     }
 
-    /// The scheduler (hold the guard briefly, never across an await).
-    pub fn sched(&self) -> MutexGuard<'_, Scheduler> {
-        self.sched.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn registry(&self) -> MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A worker was heard from.
@@ -162,34 +157,31 @@ impl WorkHub {
         }
     }
 
-    /// Jobs that left their worker (finished, failed, lost or abandoned):
-    /// their slots are given back. `finished` counts toward the worker's
-    /// finished jobs.
-    pub fn settle(&self, ids: &[String], finished: bool, now: Millis) {
+    /// Jobs that left their worker (finished, failed, lost or abandoned).
+    /// `finished` counts toward the worker's finished jobs. Returns the
+    /// jobtype of each job the registry held, whose scheduler slot is to be
+    /// given back.
+    pub fn settle(&self, ids: &[String], finished: bool) -> Vec<String> {
         let mut gone = Vec::new();
-        {
-            let mut r = self.registry();
-            for id in ids {
-                if let Some(job) = r.jobs.remove(id) {
-                    if let Some(w) = r.workers.get_mut(&job.worker) {
-                        w.held = w.held.saturating_sub(1);
-                        if finished {
-                            w.finished += 1;
-                        }
+        let mut r = self.registry();
+        for id in ids {
+            if let Some(job) = r.jobs.remove(id) {
+                if let Some(w) = r.workers.get_mut(&job.worker) {
+                    w.held = w.held.saturating_sub(1);
+                    if finished {
+                        w.finished += 1;
                     }
-                    gone.push(job.jobtype);
                 }
+                gone.push(job.jobtype);
             }
         }
-        let mut s = self.sched();
-        for jobtype in gone {
-            s.jobs_stopped(&jobtype, 1, now);
-        }
+        gone
     }
 
     /// Forgets held jobs whose lease ran out (their worker went away; the
-    /// store hands them out again) and workers long gone.
-    pub fn sweep(&self, now: Millis) {
+    /// store hands them out again) and workers long gone. Returns the
+    /// jobtypes of the jobs forgotten, as [`settle`](Self::settle) does.
+    pub fn sweep(&self, now: Millis) -> Vec<String> {
         let expired: Vec<String> = self
             .registry()
             .jobs
@@ -197,17 +189,19 @@ impl WorkHub {
             .filter(|(_, j)| j.expires <= now)
             .map(|(id, _)| id.clone())
             .collect();
+        let mut gone = Vec::new();
         if !expired.is_empty() {
             tracing::info!(
                 jobs = expired.len(),
                 "remote leases ran out; the jobs run again elsewhere"
             );
-            self.settle(&expired, false, now);
+            gone = self.settle(&expired, false);
         }
         let forget_after = jobstore_api::duration_ms(self.worker_expiry) * 60;
         self.registry()
             .workers
             .retain(|_, w| w.held > 0 || now - w.last_seen < forget_after);
+        gone
     }
 
     /// The workers of `client` the registry knows.
@@ -265,8 +259,7 @@ pub fn check_worker(name: &str) -> Result<(), String> {
 }
 
 /// A new lease token for `client`'s `worker`, handed out by daemon
-/// `sysid`: `{sysid}/{client}:{worker}/{session}`. The client is part of
-/// the token so that it is refused on another client's paths.
+/// `sysid` (see the module docs for its form).
 pub fn new_lease(sysid: &str, client: &str, worker: &str) -> String {
     let session: [u8; 8] = rand::random();
     format!("{sysid}/{client}:{worker}/{}", hex::encode(session))
@@ -292,7 +285,6 @@ pub fn lease_holder(token: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::SchedulerConfig;
 
     #[test]
     fn lease_tokens_name_their_worker() {
@@ -318,18 +310,13 @@ mod tests {
     }
 
     #[test]
-    fn settling_and_sweeping_give_slots_back() {
-        let hub = WorkHub::new(
-            Scheduler::new(SchedulerConfig::with_slots(4)),
-            Duration::from_secs(10),
-        );
-        let g = hub.sched().admit("acme-t", 3, 0).unwrap();
-        hub.sched().jobs_started(g, 3, 0);
+    fn settling_and_sweeping_name_the_slots_to_give_back() {
+        let reg = WorkerRegistry::new(Duration::from_secs(10));
         let job = |id: &str, expires| {
             (
                 id.to_owned(),
                 RemoteJob {
-                    jobtype: "acme-t".into(),
+                    jobtype: format!("acme-{id}"),
                     owner: "n/w/0123456789abcdef".into(),
                     worker: ("acme".into(), "w".into()),
                     expires,
@@ -339,21 +326,22 @@ mod tests {
                 },
             )
         };
-        hub.handed_out(
+        reg.handed_out(
             "acme",
             "w",
             vec![job("a", 100), job("b", 100), job("c", 50)],
             0,
         );
-        assert_eq!(hub.sched().running(), 3);
-        hub.settle(&["a".into()], true, 10);
-        assert_eq!(hub.sched().running(), 2);
-        hub.sweep(60);
-        assert_eq!(hub.sched().running(), 1, "c's lease ran out");
-        let w = &hub.workers("acme", 60)[0];
+        assert_eq!(reg.totals(0), (1, 0, 3));
+        assert_eq!(reg.settle(&["a".into(), "x".into()], true), ["acme-a"]);
+        assert!(reg.settle(&["a".into()], true).is_empty(), "settled once");
+        assert_eq!(reg.sweep(60), ["acme-c"], "c's lease ran out");
+        assert!(reg.sweep(60).is_empty());
+        let w = &reg.workers("acme", 60)[0];
         assert_eq!((w.jobs_held, w.fetched, w.finished), (1, 3, 1));
         assert_eq!(w.state, "active");
-        assert_eq!(hub.workers("acme", 20_000)[0].state, "gone");
-        assert!(hub.workers("globex", 60).is_empty());
+        assert_eq!(reg.workers("acme", 20_000)[0].state, "gone");
+        assert!(reg.workers("globex", 60).is_empty());
+        assert_eq!(reg.totals(20_000), (0, 1, 1));
     }
 }

@@ -1,4 +1,4 @@
-//! Handlers: how a client's jobtype runs.
+//! Routes for jobtype handlers: how a client's jobtype runs.
 //!
 //! A `process` handler runs a command on the daemon's host: whoever can set
 //! one can run code there. Setting one over HTTP is refused unless the
@@ -16,28 +16,29 @@ use super::AppState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{PathParams, QueryOf, RawBody, Tenant, is_json};
 use crate::auth::Caller;
+use crate::runner::Method;
+use crate::runner::http::{TargetError, check_target};
 use crate::tenant;
-
-/// The handler methods: the daemon's runners (`process`, `http`), and
-/// `remote` for jobtypes run only by remote workers (the daemon's own
-/// runners leave them alone; the handler's limits still apply).
-pub const LANGS: [&str; 3] = ["process", "http", "remote"];
 
 /// A handler's fields given in the query string (with a raw body).
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct HandlerQuery {
-    /// The runner: `process` or `http`.
+    /// How the jobs run: `process`, `http` or `remote`.
     pub method: Option<String>,
-    /// Execution-context id: jobtypes with the same eid share a long-lived
-    /// worker.
+    /// Execution-context id (`process` only): jobtypes with the same eid
+    /// share long-lived workers.
     pub eid: Option<String>,
-    /// Run once when an execution context starts.
+    /// Run once when an execution context starts, or once per handler
+    /// body and `before` text on this daemon without an eid (`process`
+    /// only).
     pub before: Option<String>,
-    /// Run before each batch.
+    /// Run before each batch, by each worker before its share of the batch
+    /// with an eid (`process` only).
     pub before_each: Option<String>,
-    /// Run after each batch.
+    /// Run after each batch, by each worker after its share of the batch
+    /// with an eid (`process` only).
     pub after_each: Option<String>,
     /// Hand-outs before a failing job is archived as timeout.
     pub max_attempts: Option<u32>,
@@ -134,21 +135,26 @@ fn is_unset(l: &LimitsSpec) -> bool {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HandlerSpec {
-    /// The runner: `process` or `http`.
+    /// How the jobs run: `process`, `http` or `remote`.
     #[serde(alias = "lang")]
     pub method: String,
-    /// A command line (`process`) or a URL (`http`).
+    /// A command line (`process`), a URL (`http`), or anything (`remote`:
+    /// shown to whoever reads the handler).
     pub body: String,
-    /// Execution-context id.
+    /// Execution-context id (`process` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eid: Option<String>,
-    /// Run once when an execution context starts.
+    /// Run once when an execution context starts, or once per handler
+    /// body and `before` text on this daemon without an eid (`process`
+    /// only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<String>,
-    /// Run before each batch.
+    /// Run before each batch, by each worker before its share of the batch
+    /// with an eid (`process` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before_each: Option<String>,
-    /// Run after each batch.
+    /// Run after each batch, by each worker after its share of the batch
+    /// with an eid (`process` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_each: Option<String>,
     /// Attempts, age, time limit, concurrency and backoff.
@@ -159,7 +165,7 @@ pub struct HandlerSpec {
 impl HandlerSpec {
     fn into_handler(self) -> Handler {
         Handler {
-            lang: self.method,
+            method: self.method,
             body: self.body,
             eid: self.eid,
             before: self.before,
@@ -171,7 +177,7 @@ impl HandlerSpec {
 
     fn of(h: &Handler) -> Self {
         HandlerSpec {
-            method: h.lang.clone(),
+            method: h.method.clone(),
             body: h.body.clone(),
             eid: h.eid.clone(),
             before: h.before.clone(),
@@ -206,10 +212,25 @@ fn view(v: &HandlerVersion) -> HandlerView {
     }
 }
 
-/// Whether `caller` may store `handler` on this daemon.
+/// Whether `caller` may store `handler` on this daemon: a known method,
+/// no field the method never reads, and what the method itself needs.
 fn authorize(state: &AppState, caller: &Caller, handler: &Handler) -> ApiResult<()> {
-    match handler.lang.as_str() {
-        "process" => {
+    let method = Method::of(handler).ok_or_else(|| {
+        ApiError::invalid(format!(
+            "unknown handler method {:?}; known are {}",
+            handler.method,
+            Method::names()
+        ))
+        .field("method")
+    })?;
+    if let Some(field) = method.unused_field(handler) {
+        return Err(ApiError::invalid(format!(
+            "{field} is for process handlers; a {method} handler never runs it"
+        ))
+        .field(field));
+    }
+    match method {
+        Method::Process => {
             if !state.config.allow_process_handlers {
                 return Err(ApiError::new(
                     axum::http::StatusCode::FORBIDDEN,
@@ -226,43 +247,15 @@ fn authorize(state: &AppState, caller: &Caller, handler: &Handler) -> ApiResult<
                 .field("body"));
             }
         }
-        "http" => check_http_target(&state.config.http_allow_hosts, &handler.body)?,
-        "remote" => {}
-        other => {
-            return Err(ApiError::invalid(format!(
-                "unknown handler method {other:?}; known are {}",
-                LANGS.join(", ")
-            ))
-            .field("method"));
+        Method::Http => {
+            check_target(&state.config.http_allow_hosts, &handler.body).map_err(|e| match e {
+                TargetError::Invalid(m) => ApiError::invalid(m).field("body"),
+                TargetError::NotAllowed(m) => {
+                    ApiError::new(axum::http::StatusCode::FORBIDDEN, "forbidden", m).field("body")
+                }
+            })?
         }
-    }
-    Ok(())
-}
-
-/// An `http` handler's URL: absolute http(s), and on the allow-list when
-/// one is configured.
-pub fn check_http_target(allow: &[String], body: &str) -> ApiResult<()> {
-    let url = url::Url::parse(body.trim()).map_err(|e| {
-        ApiError::invalid(format!("an http handler's body must be a URL: {e}")).field("body")
-    })?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(ApiError::invalid(format!(
-            "an http handler's URL must be http or https, not {:?}",
-            url.scheme()
-        ))
-        .field("body"));
-    }
-    let host = url.host_str().unwrap_or_default();
-    if !allow.is_empty() && !allow.iter().any(|a| a.eq_ignore_ascii_case(host)) {
-        return Err(ApiError::new(
-            axum::http::StatusCode::FORBIDDEN,
-            "forbidden",
-            format!(
-                "host {host:?} is not on this daemon's allow-list for http handlers ({})",
-                allow.join(", ")
-            ),
-        )
-        .field("body"));
+        Method::Remote => {}
     }
     Ok(())
 }
@@ -308,7 +301,7 @@ pub async fn set(
         let Some(method) = query.method else {
             return Err(ApiError::invalid(format!(
                 "the method query parameter is missing (?method={})",
-                LANGS.join(" or ?method=")
+                Method::ALL.map(Method::as_str).join(" or ?method=")
             ))
             .field("method"));
         };
@@ -329,7 +322,7 @@ pub async fn set(
         .store
         .set_handler(&jobtype, &handler, now_millis())
         .await?;
-    tracing::info!(jobtype = %jobtype, lang = %handler.lang, version = %version.id, "handler set");
+    tracing::info!(jobtype = %jobtype, method = %handler.method, version = %version.id, "handler set");
     Ok(Json(view(&version)))
 }
 

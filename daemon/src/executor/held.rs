@@ -1,0 +1,30 @@
+//! The jobs this daemon's runners hold: claimed and not yet released,
+//! shared by the claim loop, the lease renewer and the completer.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio_util::sync::CancellationToken;
+
+use super::Limits;
+
+/// A held job: claimed and not yet released.
+pub(super) struct Held {
+    pub lost: CancellationToken,
+    /// Killed by the shutdown deadline rather than a lost lease: released
+    /// as retry.
+    pub aborted: bool,
+    /// Finished and queued for release: the completer forgets it.
+    pub releasing: bool,
+    pub created: i64,
+    pub limits: Limits,
+}
+
+/// This daemon's held jobs, by id.
+pub(super) type HeldMap = Arc<Mutex<HashMap<String, Held>>>;
+
+/// The held jobs, locked (a panic while locked poisons nothing).
+pub(super) fn lock(held: &HeldMap) -> MutexGuard<'_, HashMap<String, Held>> {
+    held.lock().unwrap_or_else(|e| e.into_inner())
+}
+
