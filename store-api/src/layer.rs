@@ -206,8 +206,11 @@ pub trait StoreLayer: Send + Sync + Debug {
         lease: Duration,
         now: Millis,
     ) -> Result<Vec<String>> {
-        self.around("renew_locks", self.inner().renew_locks(ids, owner, lease, now))
-            .await
+        self.around(
+            "renew_locks",
+            self.inner().renew_locks(ids, owner, lease, now),
+        )
+        .await
     }
 
     /// [`JobStore::release_jobs`].
@@ -217,14 +220,20 @@ pub trait StoreLayer: Send + Sync + Debug {
         owner: &str,
         now: Millis,
     ) -> Result<Vec<String>> {
-        self.around("release_jobs", self.inner().release_jobs(releases, owner, now))
-            .await
+        self.around(
+            "release_jobs",
+            self.inner().release_jobs(releases, owner, now),
+        )
+        .await
     }
 
     /// [`JobStore::update_data`].
     async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {
-        self.around("update_data", self.inner().update_data(id, owner, data, now))
-            .await
+        self.around(
+            "update_data",
+            self.inner().update_data(id, owner, data, now),
+        )
+        .await
     }
 
     /// [`JobStore::cancel_jobs`].
@@ -263,8 +272,11 @@ pub trait StoreLayer: Send + Sync + Debug {
         handler: &Handler,
         now: Millis,
     ) -> Result<HandlerVersion> {
-        self.around("set_handler", self.inner().set_handler(jobtype, handler, now))
-            .await
+        self.around(
+            "set_handler",
+            self.inner().set_handler(jobtype, handler, now),
+        )
+        .await
     }
 
     /// [`JobStore::get_handler`].

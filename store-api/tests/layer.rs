@@ -78,11 +78,17 @@ async fn a_layer_overrides_one_method_and_forwards_the_rest() {
     };
     let added = store.add_jobs(&[job("a"), job("b")], NOW).await.unwrap();
     assert_eq!(added.new.len(), 2);
-    let claimed = store.claim_jobs("acme-t", 1, "d-1", LEASE, NOW).await.unwrap();
+    let claimed = store
+        .claim_jobs("acme-t", 1, "d-1", LEASE, NOW)
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1);
     let ids: Vec<String> = claimed.iter().map(|j| j.id.clone()).collect();
     assert_eq!(
-        store.renew_locks(&ids, "d-1", LEASE, NOW + 1).await.unwrap(),
+        store
+            .renew_locks(&ids, "d-1", LEASE, NOW + 1)
+            .await
+            .unwrap(),
         ids
     );
     assert_eq!(
@@ -95,11 +101,18 @@ async fn a_layer_overrides_one_method_and_forwards_the_rest() {
     // The same calls through `dyn JobStore`, as the daemon makes them.
     let shared: &dyn JobStore = &store;
     assert_eq!(
-        shared.claim_jobs("acme-t", 10, "d-1", LEASE, NOW).await.unwrap().len(),
+        shared
+            .claim_jobs("acme-t", 10, "d-1", LEASE, NOW)
+            .await
+            .unwrap()
+            .len(),
         1
     );
     let counts = shared.job_counts(NOW + 3).await.unwrap();
-    assert_eq!((counts[0].running, counts[0].archived[&ResultCode::Ok]), (1, 1));
+    assert_eq!(
+        (counts[0].running, counts[0].archived[&ResultCode::Ok]),
+        (1, 1)
+    );
     assert_eq!(store.claims.load(Ordering::Relaxed), 2);
     // What is not overridden is the inner store's, errors included.
     assert_eq!(store.capabilities(), store.inner.capabilities());
@@ -122,11 +135,19 @@ async fn around_wraps_every_forwarded_call() {
     let now = NOW;
     trace.add_jobs(&[job("a")], now).await.unwrap();
     trace.waiting_jobtypes(now).await.unwrap();
-    let jobs = trace.claim_jobs("acme-t", 1, "d-1", LEASE, now).await.unwrap();
+    let jobs = trace
+        .claim_jobs("acme-t", 1, "d-1", LEASE, now)
+        .await
+        .unwrap();
     let ids = vec![jobs[0].id.clone()];
     trace.renew_locks(&ids, "d-1", LEASE, now).await.unwrap();
     trace.update_data("a", "d-1", b"y", now).await.unwrap();
-    let retry = JobRelease::new("a", Release::Retry { delay: Duration::ZERO });
+    let retry = JobRelease::new(
+        "a",
+        Release::Retry {
+            delay: Duration::ZERO,
+        },
+    );
     trace.release_jobs(&[retry], "d-1", now).await.unwrap();
     trace.cancel_jobs(&ids, now).await.unwrap();
     trace.get_job("a").await.unwrap();
@@ -179,7 +200,11 @@ async fn arc_and_box_are_stores() {
     assert_eq!(boxed.get_job("a").await.unwrap().unwrap().id, "a");
     let nested: Arc<Box<dyn JobStore>> = Arc::new(boxed);
     assert_eq!(
-        nested.claim_jobs("acme-t", 1, "d-1", LEASE, NOW).await.unwrap().len(),
+        nested
+            .claim_jobs("acme-t", 1, "d-1", LEASE, NOW)
+            .await
+            .unwrap()
+            .len(),
         1
     );
 }
