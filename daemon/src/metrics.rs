@@ -3,9 +3,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use async_trait::async_trait;
+use jobstore_api::layer::StoreFuture;
 use jobstore_api::*;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -326,7 +326,9 @@ impl StoreHealth {
 }
 
 /// A [`JobStore`] that times every call into [`Metrics::store_latency`],
-/// counts errors by kind and keeps [`StoreHealth`] current.
+/// counts errors by kind and keeps [`StoreHealth`] current: a
+/// [`StoreLayer`](jobstore_api::layer::StoreLayer) whose `around` hook
+/// observes each call of the store it wraps.
 #[derive(Debug)]
 pub struct MeteredStore {
     inner: Arc<dyn JobStore>,
@@ -359,125 +361,26 @@ impl MeteredStore {
     }
 }
 
-macro_rules! metered {
-    ($self:ident, $op:literal, $call:expr) => {{
-        let start = Instant::now();
-        let result = $call.await;
-        $self.observe($op, start, &result);
-        result
-    }};
-}
+/// Every forwarded call is timed, and its error counted, by `around`; no
+/// method is written out.
+impl jobstore_api::layer::StoreLayer for MeteredStore {
+    type Inner = dyn JobStore;
 
-#[async_trait]
-impl JobStore for MeteredStore {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+    fn inner(&self) -> &Self::Inner {
+        &*self.inner
     }
-    async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
-        metered!(self, "add_jobs", self.inner.add_jobs(jobs, now))
-    }
-    async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>> {
-        metered!(self, "waiting_jobtypes", self.inner.waiting_jobtypes(now))
-    }
-    async fn claim_jobs(
-        &self,
-        jobtype: &str,
-        limit: usize,
-        owner: &str,
-        lease: Duration,
-        now: Millis,
-    ) -> Result<Vec<Job>> {
-        metered!(
-            self,
-            "claim_jobs",
-            self.inner.claim_jobs(jobtype, limit, owner, lease, now)
-        )
-    }
-    async fn renew_locks(
-        &self,
-        ids: &[String],
-        owner: &str,
-        lease: Duration,
-        now: Millis,
-    ) -> Result<Vec<String>> {
-        metered!(
-            self,
-            "renew_locks",
-            self.inner.renew_locks(ids, owner, lease, now)
-        )
-    }
-    async fn release_jobs(
-        &self,
-        releases: &[JobRelease],
-        owner: &str,
-        now: Millis,
-    ) -> Result<Vec<String>> {
-        metered!(
-            self,
-            "release_jobs",
-            self.inner.release_jobs(releases, owner, now)
-        )
-    }
-    async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {
-        metered!(
-            self,
-            "update_data",
-            self.inner.update_data(id, owner, data, now)
-        )
-    }
-    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
-        metered!(self, "cancel_jobs", self.inner.cancel_jobs(ids, now))
-    }
-    async fn get_job(&self, id: &str) -> Result<Option<Job>> {
-        metered!(self, "get_job", self.inner.get_job(id))
-    }
-    async fn purge_archived(&self, before: Millis) -> Result<u64> {
-        metered!(self, "purge_archived", self.inner.purge_archived(before))
-    }
-    async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {
-        metered!(self, "job_counts", self.inner.job_counts(now))
-    }
-    async fn watch(&self) -> Result<WorkWatcher> {
-        metered!(self, "watch", self.inner.watch())
-    }
-    async fn set_handler(
-        &self,
-        jobtype: &str,
-        handler: &Handler,
-        now: Millis,
-    ) -> Result<HandlerVersion> {
-        metered!(
-            self,
-            "set_handler",
-            self.inner.set_handler(jobtype, handler, now)
-        )
-    }
-    async fn get_handler(&self, jobtype: &str) -> Result<Option<HandlerVersion>> {
-        metered!(self, "get_handler", self.inner.get_handler(jobtype))
-    }
-    async fn delete_handler(&self, jobtype: &str) -> Result<bool> {
-        metered!(self, "delete_handler", self.inner.delete_handler(jobtype))
-    }
-    async fn list_handlers(&self) -> Result<Vec<HandlerVersion>> {
-        metered!(self, "list_handlers", self.inner.list_handlers())
-    }
-    async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {
-        metered!(
-            self,
-            "reserve_sysid",
-            self.inner.reserve_sysid(sysid, ttl, now)
-        )
-    }
-    async fn renew_sysid(
-        &self,
-        lease: &SysidLease,
-        ttl: Duration,
-        now: Millis,
-    ) -> Result<SysidLease> {
-        metered!(self, "renew_sysid", self.inner.renew_sysid(lease, ttl, now))
-    }
-    async fn release_sysid(&self, lease: &SysidLease) -> Result<bool> {
-        metered!(self, "release_sysid", self.inner.release_sysid(lease))
+
+    fn around<'a, T: Send + 'a>(
+        &'a self,
+        op: &'static str,
+        call: StoreFuture<'a, T>,
+    ) -> StoreFuture<'a, T> {
+        Box::pin(async move {
+            let start = Instant::now();
+            let result = call.await;
+            self.observe(op, start, &result);
+            result
+        })
     }
 }
 

@@ -21,38 +21,15 @@ struct GatedStore {
     open: watch::Receiver<bool>,
 }
 
+/// Only `release_jobs` is its own; every other call goes to `inner`.
 #[async_trait]
-impl JobStore for GatedStore {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+impl jobstore_api::layer::StoreLayer for GatedStore {
+    type Inner = MemoryStore;
+
+    fn inner(&self) -> &MemoryStore {
+        &self.inner
     }
-    async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
-        self.inner.add_jobs(jobs, now).await
-    }
-    async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>> {
-        self.inner.waiting_jobtypes(now).await
-    }
-    async fn claim_jobs(
-        &self,
-        jobtype: &str,
-        limit: usize,
-        owner: &str,
-        lease: Duration,
-        now: Millis,
-    ) -> Result<Vec<Job>> {
-        self.inner
-            .claim_jobs(jobtype, limit, owner, lease, now)
-            .await
-    }
-    async fn renew_locks(
-        &self,
-        ids: &[String],
-        owner: &str,
-        lease: Duration,
-        now: Millis,
-    ) -> Result<Vec<String>> {
-        self.inner.renew_locks(ids, owner, lease, now).await
-    }
+
     async fn release_jobs(
         &self,
         releases: &[JobRelease],
@@ -63,55 +40,6 @@ impl JobStore for GatedStore {
         let _ = open.wait_for(|o| *o).await;
         // The caller's `now` is from before the wait.
         self.inner.release_jobs(releases, owner, now_millis()).await
-    }
-    async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {
-        self.inner.update_data(id, owner, data, now).await
-    }
-    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
-        self.inner.cancel_jobs(ids, now).await
-    }
-    async fn get_job(&self, id: &str) -> Result<Option<Job>> {
-        self.inner.get_job(id).await
-    }
-    async fn purge_archived(&self, before: Millis) -> Result<u64> {
-        self.inner.purge_archived(before).await
-    }
-    async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {
-        self.inner.job_counts(now).await
-    }
-    async fn watch(&self) -> Result<WorkWatcher> {
-        self.inner.watch().await
-    }
-    async fn set_handler(
-        &self,
-        jobtype: &str,
-        handler: &Handler,
-        now: Millis,
-    ) -> Result<HandlerVersion> {
-        self.inner.set_handler(jobtype, handler, now).await
-    }
-    async fn get_handler(&self, jobtype: &str) -> Result<Option<HandlerVersion>> {
-        self.inner.get_handler(jobtype).await
-    }
-    async fn delete_handler(&self, jobtype: &str) -> Result<bool> {
-        self.inner.delete_handler(jobtype).await
-    }
-    async fn list_handlers(&self) -> Result<Vec<HandlerVersion>> {
-        self.inner.list_handlers().await
-    }
-    async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {
-        self.inner.reserve_sysid(sysid, ttl, now).await
-    }
-    async fn renew_sysid(
-        &self,
-        lease: &SysidLease,
-        ttl: Duration,
-        now: Millis,
-    ) -> Result<SysidLease> {
-        self.inner.renew_sysid(lease, ttl, now).await
-    }
-    async fn release_sysid(&self, lease: &SysidLease) -> Result<bool> {
-        self.inner.release_sysid(lease).await
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod batch;
 pub mod error;
+pub mod layer;
 pub mod limits;
 mod memory;
 mod store;

@@ -50,6 +50,12 @@ use crate::watch::WorkWatcher;
 /// most one lease. Stores opened on different namespaces (key prefix,
 /// schema, database) share nothing. Errors are distinct kinds with the cause
 /// attached; a store never panics on any input.
+///
+/// **Wrappers.** A store that wraps another (metrics, fault injection, a
+/// test gate) implements [`StoreLayer`](crate::layer::StoreLayer) instead
+/// of this trait: it writes only the methods it changes, or one hook
+/// around every call, and is a `JobStore` through a blanket impl. `Arc<S>`
+/// and `Box<S>` are stores that way.
 #[async_trait]
 pub trait JobStore: Send + Sync + Debug {
     /// What this store supports where backends differ.
@@ -280,31 +286,4 @@ pub trait JobStoreExt: JobStore {
 
 impl<T: JobStore + ?Sized> JobStoreExt for T {}
 
-macro_rules! forward {
-    ($($ty:ty),*) => {$(
-        #[async_trait]
-        impl<S: JobStore + ?Sized> JobStore for $ty {
-            fn capabilities(&self) -> Capabilities { (**self).capabilities() }
-            async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> { (**self).add_jobs(jobs, now).await }
-            async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>> { (**self).waiting_jobtypes(now).await }
-            async fn claim_jobs(&self, jobtype: &str, limit: usize, owner: &str, lease: Duration, now: Millis) -> Result<Vec<Job>> { (**self).claim_jobs(jobtype, limit, owner, lease, now).await }
-            async fn renew_locks(&self, ids: &[String], owner: &str, lease: Duration, now: Millis) -> Result<Vec<String>> { (**self).renew_locks(ids, owner, lease, now).await }
-            async fn release_jobs(&self, releases: &[JobRelease], owner: &str, now: Millis) -> Result<Vec<String>> { (**self).release_jobs(releases, owner, now).await }
-            async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> { (**self).update_data(id, owner, data, now).await }
-            async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> { (**self).cancel_jobs(ids, now).await }
-            async fn get_job(&self, id: &str) -> Result<Option<Job>> { (**self).get_job(id).await }
-            async fn purge_archived(&self, before: Millis) -> Result<u64> { (**self).purge_archived(before).await }
-            async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> { (**self).job_counts(now).await }
-            async fn watch(&self) -> Result<WorkWatcher> { (**self).watch().await }
-            async fn set_handler(&self, jobtype: &str, handler: &Handler, now: Millis) -> Result<HandlerVersion> { (**self).set_handler(jobtype, handler, now).await }
-            async fn get_handler(&self, jobtype: &str) -> Result<Option<HandlerVersion>> { (**self).get_handler(jobtype).await }
-            async fn delete_handler(&self, jobtype: &str) -> Result<bool> { (**self).delete_handler(jobtype).await }
-            async fn list_handlers(&self) -> Result<Vec<HandlerVersion>> { (**self).list_handlers().await }
-            async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> { (**self).reserve_sysid(sysid, ttl, now).await }
-            async fn renew_sysid(&self, lease: &SysidLease, ttl: Duration, now: Millis) -> Result<SysidLease> { (**self).renew_sysid(lease, ttl, now).await }
-            async fn release_sysid(&self, lease: &SysidLease) -> Result<bool> { (**self).release_sysid(lease).await }
-        }
-    )*};
-}
-
-forward!(std::sync::Arc<S>, Box<S>);
+// `Arc<S>` and `Box<S>` are stores as layers over `S` (`crate::layer`).
