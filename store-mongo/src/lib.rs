@@ -1,7 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod convert;
-mod errors;
+mod error;
 mod store;
 
 use std::fmt;
@@ -176,7 +176,7 @@ impl MongoStore {
                     mongodb::error::ErrorKind::InvalidArgument { .. } => {
                         Error::invalid(format!("invalid MongoDB URL: {e}"))
                     }
-                    _ => errors::map("URL resolution", e),
+                    _ => error::map("URL resolution", e),
                 })?;
         if let Some(events) = events {
             client_options.command_event_handler = Some(events);
@@ -251,7 +251,7 @@ impl MongoStore {
                     .build(),
             ])
             .await
-            .map_err(|e| errors::map("index creation on jobs", e))?;
+            .map_err(|e| error::map("index creation on jobs", e))?;
         self.handlers
             .create_index(
                 IndexModel::builder()
@@ -260,7 +260,7 @@ impl MongoStore {
                     .build(),
             )
             .await
-            .map_err(|e| errors::map("index creation on handlers", e))?;
+            .map_err(|e| error::map("index creation on handlers", e))?;
         Ok(())
     }
 
@@ -356,7 +356,7 @@ impl MongoStore {
     }
 
     /// Runs one round trip, `fut`, bounded by the store's timeout: a
-    /// driver error is mapped by [`errors::map`], and a round trip past
+    /// driver error is mapped by [`error::map`], and a round trip past
     /// the timeout is `Unavailable` (the driver has no socket timeout).
     pub(crate) async fn call<T>(
         &self,
@@ -374,7 +374,7 @@ impl MongoStore {
         fut: impl IntoFuture<Output = mongodb::error::Result<T>>,
     ) -> Result<T> {
         match tokio::time::timeout(self.timeout, fut).await {
-            Ok(r) => r.map_err(|e| errors::map_read(what, e)),
+            Ok(r) => r.map_err(|e| error::map_read(what, e)),
             Err(elapsed) => Err(timed_out(self.timeout, what, elapsed)),
         }
     }
@@ -413,7 +413,7 @@ impl MongoStore {
         for coll in [&self.jobs, &self.handlers, &self.sysids, &self.counters] {
             coll.drop()
                 .await
-                .map_err(|e| errors::map("drop collection", e))?;
+                .map_err(|e| error::map("drop collection", e))?;
         }
         Ok(())
     }
@@ -455,7 +455,7 @@ pub(crate) async fn bounded<T>(
     fut: impl IntoFuture<Output = mongodb::error::Result<T>>,
 ) -> Result<T> {
     match tokio::time::timeout(timeout, fut).await {
-        Ok(r) => r.map_err(|e| errors::map(what, e)),
+        Ok(r) => r.map_err(|e| error::map(what, e)),
         Err(elapsed) => Err(timed_out(timeout, what, elapsed)),
     }
 }

@@ -14,7 +14,7 @@ use rand::seq::SliceRandom;
 
 use crate::MongoStore;
 use crate::convert::{self, f};
-use crate::errors::{self, DUPLICATE_KEY, MAX_BSON_DOCUMENT};
+use crate::error::{self, DUPLICATE_KEY, MAX_BSON_DOCUMENT};
 use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 
 /// The largest payload: MongoDB's 16 MiB document limit less 1 MiB for the
@@ -393,7 +393,7 @@ impl MongoStore {
                             )),
                     )
                     .await?;
-                errors::check_write_reply(WHAT, &reply)?;
+                error::check_write_reply(WHAT, &reply)?;
                 matched += u64::try_from(convert::get_i64(&reply, "n", "update reply")?)
                     .map_err(|_| Error::backend_msg("negative match count from MongoDB"))?;
             }
@@ -1215,8 +1215,8 @@ impl JobStore for MongoStore {
         let r = tokio::time::timeout(self.timeout(), upsert).await;
         match r {
             Ok(Ok(_)) => Ok(lease),
-            Ok(Err(e)) if errors::is_duplicate_key(&e) => Err(Error::sysid_held(sysid)),
-            Ok(Err(e)) => Err(errors::map("reserve sysid", e)),
+            Ok(Err(e)) if error::is_duplicate_key(&e) => Err(Error::sysid_held(sysid)),
+            Ok(Err(e)) => Err(error::map("reserve sysid", e)),
             Err(elapsed) => Err(Error::unavailable(
                 "MongoDB reserve sysid failed: no answer in time",
                 elapsed,
@@ -1346,7 +1346,7 @@ impl MongoStore {
                 {
                     Ok(ime.write_errors.iter().flatten().map(|w| w.index).collect())
                 }
-                _ => Err(errors::map("insert", e)),
+                _ => Err(error::map("insert", e)),
             },
         }
     }
@@ -1377,8 +1377,8 @@ impl MongoStore {
                         "handler counter upsert returned nothing",
                     ));
                 }
-                Err(e) if attempt == 0 && errors::is_duplicate_key(&e) => continue,
-                Err(e) => return Err(errors::map("handler counter", e)),
+                Err(e) if attempt == 0 && error::is_duplicate_key(&e) => continue,
+                Err(e) => return Err(error::map("handler counter", e)),
             }
         }
         Err(Error::backend_msg("handler counter upsert kept failing"))
