@@ -1,11 +1,4 @@
-#![doc = include_str!("../README.md")]
-
-mod conn;
-mod error;
-mod keys;
-mod options;
-mod scripts;
-mod watch;
+//! [`RedisStore`]: the [`JobStore`] on Redis and Redis Cluster.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -23,9 +16,10 @@ use redis::{FromRedisValue, Value};
 use crate::conn::Conn;
 use crate::error::{malformed, map};
 use crate::keys::{Keys, TypeKeys, index_jobtype, index_token, index_value};
-pub use crate::options::{DEFAULT_PREFIX, RedisOptions};
+use crate::options::{DEFAULT_PREFIX, RedisOptions};
 use crate::options::{Target, parse_url, strip_prefix_param, validate_prefix};
 use crate::scripts::SCRIPTS;
+use crate::watch;
 
 /// How many archived jobs one `purge.lua` call deletes at most.
 const PURGE_SLICE: usize = 1_000;
