@@ -1,7 +1,10 @@
 #![doc = include_str!("../README.md")]
 
+mod add;
 mod conn;
+mod decode;
 mod error;
+mod index;
 mod keys;
 mod options;
 mod scripts;
