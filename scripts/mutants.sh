@@ -29,7 +29,7 @@ out=${MUTANTS_OUT:-/tmp/jobstore-mutants-out}
 groups=(
     "memory|store-api/src/memory.rs|--test-package jobstore-api --test-package jobstore-conformance -- --lib --tests"
     "validate|store-api/src/validate.rs store-api/src/types.rs store-api/src/batch.rs|--test-package jobstore-api --test-package jobstore-conformance -- --lib --tests"
-    "sqlite|store-sqlite/src/lib.rs|--test-package jobstore-sqlite -- --lib --tests"
+    "sqlite|store-sqlite/src/store.rs|--test-package jobstore-sqlite -- --lib --tests"
     "postgres|store-postgres/src/store.rs|--test-package jobstore-postgres -- --lib --tests"
     "redis|store-redis/src/*.rs|--test-package jobstore-redis -- --lib --tests"
     "mongo|store-mongo/src/*.rs|--test-package jobstore-mongo -- --lib --tests"

@@ -1,21 +1,200 @@
-//! The [`JobStore`] implementation: one query (or a small fixed number) per
-//! operation, as the crate docs describe.
+//! [`MongoStore`] and its [`JobStore`] implementation: one query (or a
+//! small fixed number) per operation, as the crate docs describe.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
 use jobstore_api::*;
-use mongodb::Collection;
 use mongodb::bson::{Bson, Document, doc};
+use mongodb::event::EventHandler;
+use mongodb::event::command::CommandEvent;
 use mongodb::options::{Hint, ReadPreference, ReturnDocument, SelectionCriteria};
+use mongodb::{Client, Collection, Database};
 use rand::seq::SliceRandom;
 
-use crate::MongoStore;
+use crate::conn::{self, CLAIM_INDEX, CODES_INDEX, PURGE_INDEX};
 use crate::convert::{self, f};
-use crate::errors::{self, DUPLICATE_KEY, MAX_BSON_DOCUMENT};
+use crate::error::{self, DUPLICATE_KEY, MAX_BSON_DOCUMENT};
+use crate::options::MongoOptions;
 use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
+
+/// Called by a store after some of an operation's round trips, with the
+/// operation's name and the number of the round trip just finished; the
+/// operation continues when the returned future completes, and fails as if
+/// that round trip had failed when it gives an error. Tests use it to place
+/// another caller's operations between two round trips of one call, and to
+/// fail or cancel a call at a chosen point.
+#[doc(hidden)]
+pub type RoundTripHook =
+    Arc<dyn Fn(&'static str, usize) -> BoxFuture<'static, Result<()>> + Send + Sync>;
+
+/// A [`JobStore`](jobstore_api::JobStore) on MongoDB. Cheap to clone: clones
+/// share the driver's connection pool.
+#[derive(Clone)]
+pub struct MongoStore {
+    pub(crate) client: Client,
+    pub(crate) db: Database,
+    pub(crate) prefix: String,
+    pub(crate) jobs: Collection<Document>,
+    pub(crate) handlers: Collection<Document>,
+    pub(crate) sysids: Collection<Document>,
+    pub(crate) counters: Collection<Document>,
+    pub(crate) hook: Option<RoundTripHook>,
+    /// The write concern's `wtimeout`.
+    pub(crate) wtimeout: Duration,
+    /// The longest one round trip may take.
+    pub(crate) timeout: Duration,
+    /// The largest payload accepted.
+    pub(crate) max_payload: usize,
+    /// Whether the server runs `$unionWith` (4.4 and later).
+    pub(crate) union_with: bool,
+    /// Whether the server offers change streams (a replica set member or
+    /// a `mongos`).
+    pub(crate) change_streams: bool,
+    /// How many job documents that could not be read were skipped.
+    pub(crate) skipped: Arc<AtomicU64>,
+    /// How many archived jobs one purge round trip deletes.
+    pub(crate) purge_batch: usize,
+}
+
+impl fmt::Debug for MongoStore {
+    // The URL and the client options may hold credentials: show only where
+    // the store lives.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MongoStore")
+            .field("database", &self.db.name())
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MongoStore {
+    /// Connects to the `mongodb://` or `mongodb+srv://` URL and creates the
+    /// indexes (see the crate docs for the URL's form).
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(url, MongoOptions::default()).await
+    }
+
+    /// Like [`connect`](Self::connect), with the database and prefix set in
+    /// code (each overriding the URL).
+    pub async fn connect_with(url: &str, options: MongoOptions) -> Result<Self> {
+        let mut store = Self::open(url, options, None).await?;
+        store.create_indexes().await?;
+        store.probe_server().await?;
+        Ok(store)
+    }
+
+    /// Like [`connect_with`](Self::connect_with), with every command the
+    /// driver sends reported to `events` (tests only: they count round
+    /// trips and read the commands' options).
+    #[doc(hidden)]
+    pub async fn connect_observed(
+        url: &str,
+        options: MongoOptions,
+        events: EventHandler<CommandEvent>,
+    ) -> Result<Self> {
+        let mut store = Self::open(url, options, Some(events)).await?;
+        store.create_indexes().await?;
+        store.probe_server().await?;
+        Ok(store)
+    }
+
+    /// Counts waiting jobs without `$unionWith`, as on servers before 4.4
+    /// (tests only: forces the fallback on any server).
+    #[doc(hidden)]
+    pub fn without_union_with(mut self) -> Self {
+        self.union_with = false;
+        self
+    }
+
+    /// Deletes at most `n` archived jobs per purge round trip (tests only).
+    #[doc(hidden)]
+    pub fn with_purge_batch(mut self, n: usize) -> Self {
+        self.purge_batch = n.max(1);
+        self
+    }
+
+    pub(crate) fn purge_batch(&self) -> usize {
+        self.purge_batch
+    }
+
+    /// Tries change streams in `watch` whatever the server's topology
+    /// (tests only: shows the fallback where the server refuses them).
+    #[doc(hidden)]
+    pub fn with_change_streams(mut self) -> Self {
+        self.change_streams = true;
+        self
+    }
+
+    /// Whether `waiting_jobtypes` uses `$unionWith` (the server is 4.4 or
+    /// later).
+    pub fn uses_union_with(&self) -> bool {
+        self.union_with
+    }
+
+    /// Whether `watch` follows a change stream (the server is a replica set
+    /// or a `mongos`) rather than polling.
+    pub fn uses_change_streams(&self) -> bool {
+        self.change_streams
+    }
+
+    pub(crate) fn max_payload(&self) -> usize {
+        self.max_payload
+    }
+
+    pub(crate) fn count_skipped(&self) {
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many job documents that could not be read (a field missing or
+    /// of another type) claims have skipped since this store was
+    /// connected (shared by its clones). Each is also logged as a
+    /// `tracing` warning with its id.
+    pub fn skipped_documents(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+
+    /// Installs a [`RoundTripHook`] (tests only).
+    #[doc(hidden)]
+    pub fn with_round_trip_hook(mut self, hook: RoundTripHook) -> Self {
+        self.hook = Some(hook);
+        self
+    }
+
+    /// The database the store lives in.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    /// The prefix of the store's collection names (empty when the store has
+    /// the whole database).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The driver's client (shares the store's pool).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Drops the store's four collections, and with them every job,
+    /// handler and sysid of this namespace. Other collections of the
+    /// database are left alone.
+    pub async fn drop_collections(&self) -> Result<()> {
+        for coll in [&self.jobs, &self.handlers, &self.sysids, &self.counters] {
+            coll.drop()
+                .await
+                .map_err(|e| error::map("drop collection", e))?;
+        }
+        Ok(())
+    }
+}
 
 /// The largest payload: MongoDB's 16 MiB document limit less 1 MiB for the
 /// other fields (ids and jobtype of at most 200 bytes each, a result with
@@ -108,7 +287,7 @@ impl Unclaim {
     /// Gives the jobs back now (best effort: a failure is logged, and the
     /// jobs come back when their lease runs out).
     async fn undo(&mut self) {
-        let r = crate::bounded(
+        let r = conn::bounded(
             self.timeout,
             "claim (give back)",
             self.jobs
@@ -139,7 +318,7 @@ impl Drop for Unclaim {
         let timeout = self.timeout;
         runtime.spawn(async move {
             let give_back = jobs.update_many(filter, update);
-            if let Err(e) = crate::bounded(timeout, "claim (give back)", give_back).await {
+            if let Err(e) = conn::bounded(timeout, "claim (give back)", give_back).await {
                 tracing::warn!(error = %e, "could not give back the jobs of a cancelled claim; they come back after their lease");
             }
         });
@@ -393,7 +572,7 @@ impl MongoStore {
                             )),
                     )
                     .await?;
-                errors::check_write_reply(WHAT, &reply)?;
+                error::check_write_reply(WHAT, &reply)?;
                 matched += u64::try_from(convert::get_i64(&reply, "n", "update reply")?)
                     .map_err(|_| Error::backend_msg("negative match count from MongoDB"))?;
             }
@@ -749,7 +928,7 @@ impl RoundOutcome {
 
 /// The hint that pins a query to the claim index.
 fn claim_index() -> Hint {
-    Hint::Name(crate::CLAIM_INDEX.to_owned())
+    Hint::Name(CLAIM_INDEX.to_owned())
 }
 
 /// A cursor batch size for `n` documents (at least 1).
@@ -1002,7 +1181,7 @@ impl JobStore for MongoStore {
                 .read("purge (find)", async {
                     self.jobs
                         .find(filter.clone())
-                        .hint(Hint::Name(crate::PURGE_INDEX.to_owned()))
+                        .hint(Hint::Name(PURGE_INDEX.to_owned()))
                         .limit(i64::try_from(size).unwrap_or(i64::MAX))
                         .batch_size(batch(size))
                         .projection(doc! { f::ID: 1 })
@@ -1083,7 +1262,7 @@ impl JobStore for MongoStore {
             self.read("count jobs by result", async {
                 self.jobs
                     .aggregate(codes)
-                    .hint(Hint::Name(crate::CODES_INDEX.to_owned()))
+                    .hint(Hint::Name(CODES_INDEX.to_owned()))
                     .await?
                     .try_collect()
                     .await
@@ -1215,8 +1394,8 @@ impl JobStore for MongoStore {
         let r = tokio::time::timeout(self.timeout(), upsert).await;
         match r {
             Ok(Ok(_)) => Ok(lease),
-            Ok(Err(e)) if errors::is_duplicate_key(&e) => Err(Error::sysid_held(sysid)),
-            Ok(Err(e)) => Err(errors::map("reserve sysid", e)),
+            Ok(Err(e)) if error::is_duplicate_key(&e) => Err(Error::sysid_held(sysid)),
+            Ok(Err(e)) => Err(error::map("reserve sysid", e)),
             Err(elapsed) => Err(Error::unavailable(
                 "MongoDB reserve sysid failed: no answer in time",
                 elapsed,
@@ -1346,7 +1525,7 @@ impl MongoStore {
                 {
                     Ok(ime.write_errors.iter().flatten().map(|w| w.index).collect())
                 }
-                _ => Err(errors::map("insert", e)),
+                _ => Err(error::map("insert", e)),
             },
         }
     }
@@ -1377,8 +1556,8 @@ impl MongoStore {
                         "handler counter upsert returned nothing",
                     ));
                 }
-                Err(e) if attempt == 0 && errors::is_duplicate_key(&e) => continue,
-                Err(e) => return Err(errors::map("handler counter", e)),
+                Err(e) if attempt == 0 && error::is_duplicate_key(&e) => continue,
+                Err(e) => return Err(error::map("handler counter", e)),
             }
         }
         Err(Error::backend_msg("handler counter upsert kept failing"))

@@ -115,6 +115,31 @@ pub(crate) fn index_jobtype(value: &str) -> &str {
     value.rsplit_once(' ').map_or(value, |(t, _)| t)
 }
 
+/// The cluster slot of a key (CRC16/XMODEM of its hash tag, mod 16384).
+pub(crate) fn key_slot(key: &str) -> u16 {
+    let b = key.as_bytes();
+    let tagged = b.iter().position(|&c| c == b'{').and_then(|open| {
+        b[open + 1..]
+            .iter()
+            .position(|&c| c == b'}')
+            .filter(|&len| len > 0)
+            .map(|len| &b[open + 1..open + 1 + len])
+    });
+    let data = tagged.unwrap_or(b);
+    let mut crc: u16 = 0;
+    for &byte in data {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +162,18 @@ mod tests {
     fn fnv_is_stable() {
         assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn slots_follow_hash_tags() {
+        // Known values from the Redis cluster spec (CRC16 of "123456789" is 0x31C3).
+        assert_eq!(key_slot("123456789"), 0x31C3);
+        assert_eq!(key_slot("{user1000}.following"), key_slot("user1000"));
+        // An empty tag is no tag: the whole key is hashed (CRC16/XMODEM
+        // of "foo{}{bar}" is 0xE0AB, slot 8363); only the first tag counts.
+        assert_eq!(key_slot("foo{}{bar}"), 8363);
+        assert_eq!(key_slot("foo{{bar}}zap"), key_slot("{bar"));
+        assert_eq!(key_slot("foo{bar}{zap}"), key_slot("bar"));
+        assert_ne!(key_slot("{jobs:a}:ready"), key_slot("{jobs:b}:ready"));
     }
 }

@@ -1,7 +1,9 @@
 //! The Lua scripts, embedded. Job scripts get `scripts/lib.lua` prepended.
+//! Also the one encoding of times the scripts compare.
 
 use std::sync::LazyLock;
 
+use jobstore_api::Millis;
 use redis::Script;
 
 macro_rules! job_script {
@@ -60,3 +62,10 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     sysid_renew: plain_script!("sysid_renew"),
     sysid_release: plain_script!("sysid_release"),
 });
+
+/// A time as 15 zero-padded decimal digits, as the scripts compare times
+/// (validated times are `0..=MAX_TIME`, 15 digits, and leases or delays
+/// on top stay below 10^15), so that they compare as strings.
+pub(crate) fn padded(t: Millis) -> String {
+    format!("{t:015}")
+}

@@ -1,0 +1,285 @@
+//! Adds: ids reserved in the index, then jobs created per jobtype
+//! (`reserve.lua`, `add.lua`), with the repairs of dangling reservations
+//! (`rereserve.lua`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use futures::future::try_join_all;
+use jobstore_api::{Error, Millis, NewJob, Result, new_token};
+use redis::Value;
+
+use crate::error::{malformed, map};
+use crate::keys::{index_jobtype, index_token, index_value};
+use crate::scripts::{SCRIPTS, padded};
+use crate::store::RedisStore;
+
+/// How many times an add retries ids whose reservation changed under it.
+pub(crate) const ADD_ROUNDS: usize = 3;
+
+impl RedisStore {
+    /// One round of an add: reserve, create; repairs of dangling
+    /// reservations. Fills `status` (true new, false existing) for the jobs
+    /// at `pending`; returns the indexes to try again.
+    pub(crate) async fn add_round(
+        &self,
+        jobs: &[NewJob],
+        pending: &[usize],
+        status: &mut [Option<bool>],
+        now: Millis,
+        first: bool,
+    ) -> Result<Vec<usize>> {
+        let token = &new_token()[..16];
+        // Step 1: reservations, per bucket; and the jobtypes set.
+        let mut by_bucket: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for &i in pending {
+            by_bucket
+                .entry(self.keys.bucket(&jobs[i].id))
+                .or_default()
+                .push(i);
+        }
+        let reserves = by_bucket.iter().map(|(bucket, idx)| {
+            let mut inv = SCRIPTS.reserve.prepare_invoke();
+            inv.key(bucket).arg(token);
+            for &i in idx {
+                inv.arg(&jobs[i].id).arg(&jobs[i].jobtype);
+            }
+            let mut c = self.conn();
+            async move {
+                let v: Vec<String> = inv
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "reserve ids"))?;
+                Ok::<_, Error>(v)
+            }
+        });
+        let sadd = async {
+            if first {
+                let mut types: Vec<&str> =
+                    pending.iter().map(|&i| jobs[i].jobtype.as_str()).collect();
+                types.sort_unstable();
+                types.dedup();
+                let mut c = self.conn();
+                let _: i64 = redis::cmd("SADD")
+                    .arg(self.keys.jobtypes())
+                    .arg(types)
+                    .query_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "SADD jobtypes"))?;
+            }
+            Ok::<_, Error>(())
+        };
+        let (reserved, ()) = futures::try_join!(try_join_all(reserves), sadd)?;
+        // Per job: None = reserved now ("c"), Some(old value) = reserved
+        // before for the same jobtype ("r").
+        let mut to_add: BTreeMap<&str, Vec<(usize, Option<String>)>> = BTreeMap::new();
+        for ((_, idx), vals) in by_bucket.iter().zip(reserved) {
+            if vals.len() != idx.len() {
+                return Err(malformed("reserve reply length"));
+            }
+            for (&i, v) in idx.iter().zip(vals) {
+                let jt = jobs[i].jobtype.as_str();
+                if v.is_empty() {
+                    to_add.entry(jt).or_default().push((i, None));
+                } else if index_jobtype(&v) == jt {
+                    to_add.entry(jt).or_default().push((i, Some(v)));
+                } else {
+                    status[i] = Some(false);
+                }
+            }
+        }
+        // Step 2: create, per jobtype.
+        let results = self.run_add(jobs, &to_add, token, now).await?;
+        let mut repair: Vec<(usize, String)> = Vec::new();
+        let mut align: Vec<(usize, String, String)> = Vec::new();
+        for ((_, entries), flags) in to_add.into_iter().zip(results) {
+            for ((i, old), flag) in entries.into_iter().zip(flags) {
+                match (flag, old) {
+                    (Added::Created, _) => status[i] = Some(true),
+                    (Added::Fenced, _) => status[i] = Some(false),
+                    (Added::Existing(g), old) => {
+                        status[i] = Some(false);
+                        let jt = &jobs[i].jobtype;
+                        let mine = old.unwrap_or_else(|| index_value(jt, token));
+                        let live = index_value(jt, &g);
+                        if mine != live {
+                            align.push((i, mine, live));
+                        }
+                    }
+                    (Added::Missing, Some(old)) => repair.push((i, old)),
+                    (Added::Missing, None) => return Err(malformed("add reply")),
+                }
+            }
+        }
+        if repair.is_empty() {
+            self.align_index(jobs, align).await?;
+            return Ok(Vec::new());
+        }
+        // Step 3: take dangling reservations over (compare-and-set).
+        let mut by_bucket: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+        for (i, old) in repair {
+            by_bucket
+                .entry(self.keys.bucket(&jobs[i].id))
+                .or_default()
+                .push((i, old));
+        }
+        let swapped = self
+            .cas_index(jobs, &by_bucket, |i| index_value(&jobs[i].jobtype, token))
+            .await?;
+        let mut again = Vec::new();
+        let mut to_add: BTreeMap<&str, Vec<(usize, Option<String>)>> = BTreeMap::new();
+        for ((_, entries), flags) in by_bucket.iter().zip(swapped) {
+            for ((i, _), flag) in entries.iter().zip(flags) {
+                if flag == 1 {
+                    to_add
+                        .entry(jobs[*i].jobtype.as_str())
+                        .or_default()
+                        .push((*i, None));
+                } else {
+                    again.push(*i);
+                }
+            }
+        }
+        // Step 4: create under the new reservation.
+        let results = self.run_add(jobs, &to_add, token, now).await?;
+        for ((_, entries), flags) in to_add.into_iter().zip(results) {
+            for ((i, _), flag) in entries.into_iter().zip(flags) {
+                status[i] = Some(matches!(flag, Added::Created));
+                if let Added::Existing(g) = flag {
+                    let jt = &jobs[i].jobtype;
+                    let (mine, live) = (index_value(jt, token), index_value(jt, &g));
+                    if mine != live {
+                        align.push((i, mine, live));
+                    }
+                }
+            }
+        }
+        self.align_index(jobs, align).await?;
+        Ok(again)
+    }
+
+    /// Compare-and-set of index entries, per bucket: for each `(i, old)`,
+    /// the entry of `jobs[i].id` becomes `new(i)` if it still is `old`.
+    /// Returns 1/0 per entry, bucket by bucket.
+    pub(crate) async fn cas_index(
+        &self,
+        jobs: &[NewJob],
+        by_bucket: &BTreeMap<String, Vec<(usize, String)>>,
+        new: impl Fn(usize) -> String,
+    ) -> Result<Vec<Vec<i64>>> {
+        let cas = by_bucket.iter().map(|(bucket, entries)| {
+            let mut inv = SCRIPTS.rereserve.prepare_invoke();
+            inv.key(bucket);
+            for (i, old) in entries {
+                inv.arg(&jobs[*i].id).arg(old).arg(new(*i));
+            }
+            let mut c = self.conn();
+            async move {
+                let v: Vec<i64> = inv
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "rereserve ids"))?;
+                Ok::<_, Error>(v)
+            }
+        });
+        try_join_all(cas).await
+    }
+
+    /// An add found the job already there with another reservation token
+    /// than the index entry it relied on (two adds of one id raced, and the
+    /// other one created the job under the older token): the index entry is
+    /// set to the live job's token, if it still holds the one this add
+    /// relied on. `(i, index value relied on, "<T> <job's token>")`.
+    pub(crate) async fn align_index(
+        &self,
+        jobs: &[NewJob],
+        align: Vec<(usize, String, String)>,
+    ) -> Result<()> {
+        if align.is_empty() {
+            return Ok(());
+        }
+        let mut by_bucket: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+        let mut live: HashMap<usize, String> = HashMap::new();
+        for (i, mine, g) in align {
+            by_bucket
+                .entry(self.keys.bucket(&jobs[i].id))
+                .or_default()
+                .push((i, mine));
+            live.insert(i, g);
+        }
+        self.cas_index(jobs, &by_bucket, |i| live[&i].clone())
+            .await?;
+        Ok(())
+    }
+
+    /// `add.lua` once per jobtype, concurrently; the flags per job.
+    pub(crate) async fn run_add(
+        &self,
+        jobs: &[NewJob],
+        groups: &BTreeMap<&str, Vec<(usize, Option<String>)>>,
+        token: &str,
+        now: Millis,
+    ) -> Result<Vec<Vec<Added>>> {
+        let channel = self.keys.channel();
+        let calls = groups.iter().map(|(jt, entries)| {
+            let k = self.keys.jobtype(jt);
+            let mut inv = SCRIPTS.add.prepare_invoke();
+            inv.key(&k.ready)
+                .key(&k.sched)
+                .key(&k.fence)
+                .arg(&k.job)
+                .arg(padded(now))
+                .arg(&channel)
+                .arg(*jt)
+                .arg(token);
+            for (i, old) in entries {
+                let job = &jobs[*i];
+                inv.arg(&job.id);
+                match old {
+                    // mode r: the token of the reservation found, fenced if
+                    // the job is missing (see add.lua); no data needed
+                    Some(old) => inv.arg("r").arg(index_token(old)),
+                    None => inv.arg("c").arg(&job.data[..]),
+                };
+                inv.arg(job.priority)
+                    .arg(-i64::from(job.priority))
+                    .arg(padded(job.run_at.unwrap_or(now)));
+            }
+            let n = entries.len();
+            let mut c = self.conn();
+            async move {
+                let v: Vec<Value> = inv
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "add jobs"))?;
+                if v.len() != n {
+                    return Err(malformed("add reply length"));
+                }
+                v.into_iter()
+                    .map(|f| match f {
+                        Value::Int(1) => Ok(Added::Created),
+                        Value::Int(2) => Ok(Added::Missing),
+                        Value::Int(3) => Ok(Added::Fenced),
+                        Value::BulkString(g) => String::from_utf8(g)
+                            .map(Added::Existing)
+                            .map_err(|_| malformed("add reply token")),
+                        _ => Err(malformed("add reply")),
+                    })
+                    .collect()
+            }
+        });
+        try_join_all(calls).await
+    }
+}
+
+/// What `add.lua` did with one job.
+pub(crate) enum Added {
+    /// Created now.
+    Created,
+    /// Missing, not created (mode `r`).
+    Missing,
+    /// Already there, with this reservation token.
+    Existing(String),
+    /// Not created: this add's reservation was taken over by another add
+    /// (which creates the job), so it is reported existing.
+    Fenced,
+}

@@ -1,0 +1,173 @@
+//! Reading script and command replies: numbers, strings and bytes in
+//! whatever form the server sends them, jobs from their hashes, handler
+//! versions.
+
+use std::collections::HashMap;
+
+use jobstore_api::{Error, Handler, HandlerVersion, Job, JobResult, Result, ResultCode};
+use redis::{FromRedisValue, Value};
+
+use crate::error::malformed;
+
+pub(crate) fn int(v: &Value, what: &str) -> Result<i64> {
+    match v {
+        Value::Int(n) => Ok(*n),
+        Value::BulkString(b) => parse_int(b, what),
+        Value::SimpleString(s) => parse_int(s.as_bytes(), what),
+        _ => Err(malformed(what)),
+    }
+}
+
+pub(crate) fn parse_int(b: &[u8], what: &str) -> Result<i64> {
+    std::str::from_utf8(b)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or_else(|| malformed(what))
+}
+
+/// A score as Redis prints it (`%.17g`); ours are integers.
+pub(crate) fn parse_score(b: &[u8], what: &str) -> Result<i64> {
+    let s = std::str::from_utf8(b).map_err(|_| malformed(what))?;
+    if let Ok(n) = s.parse::<i64>() {
+        return Ok(n);
+    }
+    let f: f64 = s.parse().map_err(|_| malformed(what))?;
+    if f.fract() != 0.0 || !f.is_finite() {
+        return Err(malformed(what));
+    }
+    Ok(f as i64)
+}
+
+pub(crate) fn bytes(v: Value, what: &str) -> Result<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Ok(b),
+        Value::SimpleString(s) => Ok(s.into_bytes()),
+        Value::Int(n) => Ok(n.to_string().into_bytes()),
+        _ => Err(malformed(what)),
+    }
+}
+
+pub(crate) fn string(v: Value, what: &str) -> Result<String> {
+    String::from_utf8(bytes(v, what)?).map_err(|_| malformed(what))
+}
+
+pub(crate) fn from_value<T: FromRedisValue>(v: Value, what: &str) -> Result<T> {
+    T::from_redis_value(v).map_err(|_| malformed(what))
+}
+
+/// A job from its hash (`HGETALL`).
+pub(crate) fn job_from_hash(
+    id: &str,
+    jobtype: &str,
+    mut h: HashMap<String, Vec<u8>>,
+) -> Result<Job> {
+    let mut take = |f: &str| h.remove(f);
+    let num = |v: Option<Vec<u8>>, f: &str| -> Result<i64> {
+        parse_int(&v.ok_or_else(|| malformed(f))?, f)
+    };
+    let data = take("d").ok_or_else(|| malformed("job data"))?;
+    let priority = num(take("p"), "priority")?;
+    let dt = num(take("dt"), "dt")?;
+    let lock = String::from_utf8(take("l").ok_or_else(|| malformed("lock"))?)
+        .map_err(|_| malformed("lock"))?;
+    let attempts = num(take("a"), "attempts")?;
+    let create_dt = num(take("c"), "create_dt")?;
+    let done_dt = take("dd").map(|v| parse_int(&v, "done_dt")).transpose()?;
+    let result = match take("rc") {
+        None => None,
+        Some(code) => {
+            let code: ResultCode = std::str::from_utf8(&code)
+                .ok()
+                .and_then(|c| c.parse().ok())
+                .ok_or_else(|| malformed("result code"))?;
+            let status = num(take("rs"), "status")?;
+            Some(JobResult {
+                code,
+                status: u16::try_from(status).map_err(|_| malformed("status"))?,
+                output: take("ro").unwrap_or_default(),
+            })
+        }
+    };
+    Ok(Job {
+        id: id.to_owned(),
+        jobtype: jobtype.to_owned(),
+        data,
+        priority: i32::try_from(priority).map_err(|_| malformed("priority"))?,
+        dt,
+        lock,
+        attempts: u32::try_from(attempts).map_err(|_| malformed("attempts"))?,
+        create_dt,
+        done_dt,
+        result,
+    })
+}
+
+pub(crate) fn handler_version(
+    jobtype: String,
+    id: Value,
+    dt: Value,
+    json: Value,
+) -> Result<HandlerVersion> {
+    let id: String = from_value(id, "handler version id")?;
+    let dt = parse_score(&bytes(dt, "handler dt")?, "handler dt")?;
+    let json = bytes(json, "handler")?;
+    let handler: Handler = serde_json::from_slice(&json)
+        .map_err(|e| Error::backend("redis: stored handler is not valid JSON", e))?;
+    Ok(HandlerVersion {
+        id,
+        jobtype,
+        dt,
+        handler,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bytes, handler_version, int, parse_score, string};
+    use jobstore_api::{Handler, HandlerLimits};
+    use redis::Value;
+
+    /// Replies are read as what they mean, whatever string or number form
+    /// the server sends them in; anything else is a malformed reply.
+    #[test]
+    fn replies_decode_from_every_form_they_come_in() {
+        assert_eq!(
+            bytes(Value::BulkString(b"a\0b".to_vec()), "x").unwrap(),
+            b"a\0b"
+        );
+        assert_eq!(bytes(Value::SimpleString("OK".into()), "x").unwrap(), b"OK");
+        assert_eq!(bytes(Value::Int(-12), "x").unwrap(), b"-12");
+        assert!(bytes(Value::Nil, "x").is_err());
+        assert_eq!(
+            string(Value::BulkString(b"id-1".to_vec()), "x").unwrap(),
+            "id-1"
+        );
+        assert!(string(Value::BulkString(vec![0xff]), "x").is_err());
+        assert_eq!(int(&Value::Int(7), "x").unwrap(), 7);
+        assert_eq!(int(&Value::BulkString(b"-3".to_vec()), "x").unwrap(), -3);
+        assert_eq!(int(&Value::SimpleString("42".into()), "x").unwrap(), 42);
+        assert!(int(&Value::BulkString(b"4x".to_vec()), "x").is_err());
+        assert!(int(&Value::Nil, "x").is_err());
+        assert_eq!(
+            parse_score(b"1700000000000", "x").unwrap(),
+            1_700_000_000_000
+        );
+        assert_eq!(parse_score(b"1.7e+12", "x").unwrap(), 1_700_000_000_000);
+        assert!(parse_score(b"1.5", "x").is_err());
+        assert!(parse_score(b"inf", "x").is_err());
+    }
+
+    #[test]
+    fn handlers_stored_before_limits_read_back_without_limits() {
+        let old = br#"{"lang":"process","body":"cat","eid":null,"before":null,"before_each":null,"after_each":null}"#;
+        let v = handler_version(
+            "t".into(),
+            Value::BulkString(b"v00000000000000000001".to_vec()),
+            Value::BulkString(b"5".to_vec()),
+            Value::BulkString(old.to_vec()),
+        )
+        .unwrap();
+        assert_eq!(v.handler, Handler::new("process", "cat"));
+        assert_eq!(v.handler.limits, HandlerLimits::default());
+    }
+}

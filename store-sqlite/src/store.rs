@@ -1,0 +1,867 @@
+//! [`SqliteStore`]: the [`JobStore`] on SQLite.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jobstore_api::batch::split_by_size;
+use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
+use jobstore_api::{
+    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
+    Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode,
+    SysidLease, WaitingJobtype, WorkNotice, WorkWatcher, duration_ms, validate,
+};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row};
+use tokio::sync::broadcast;
+
+use crate::error;
+use crate::options::{Durability, Location, SqliteOptions};
+use crate::queries;
+
+/// Jobs per multi-row `INSERT` (6 parameters each, far below SQLite's
+/// limit of 32,766 parameters per statement).
+const ADD_CHUNK: usize = 1_000;
+const _: () = assert!(ADD_CHUNK * queries::ADD_JOBS_PARAMS_PER_ROW <= 32_766);
+
+/// Most result output (raw bytes; twice as much as hex) in one release
+/// `UPDATE`: a longer list is split into several statements in one
+/// transaction, keeping each JSON parameter far below SQLite's 1 GB limit.
+/// Ordinary lists (up to 256 outputs of the 64 KiB maximum) never split.
+const RELEASE_CHUNK_OUTPUT: usize = 16 << 20;
+
+/// The SQLite job store. Cheap to clone: clones share the connection pools
+/// (and, in memory, the database). See the crate docs for the design.
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// One connection: every statement that writes.
+    writer: SqlitePool,
+    /// Reads (the same pool as `writer` in memory).
+    reader: SqlitePool,
+    /// Wake-ups, shared by every store of this process on the same database.
+    notices: Arc<broadcast::Sender<WorkNotice>>,
+    location: Location,
+    /// Archived jobs one purge statement deletes.
+    purge_batch: u32,
+    /// In memory: an idle connection that keeps the database alive as long
+    /// as the store, whatever the pool does with its own connection.
+    _anchor: Option<Mutex<SqliteConnection>>,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("location", &self.inner.location)
+            .finish_non_exhaustive()
+    }
+}
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
+
+/// Per canonical database path, the wake-up channel of this process's stores.
+static NOTIFIERS: LazyLock<Mutex<HashMap<PathBuf, Weak<broadcast::Sender<WorkNotice>>>>> =
+    LazyLock::new(Default::default);
+
+fn new_notifier() -> Arc<broadcast::Sender<WorkNotice>> {
+    Arc::new(broadcast::channel(1024).0)
+}
+
+fn notifier_for(path: &Path) -> Arc<broadcast::Sender<WorkNotice>> {
+    let mut map = NOTIFIERS.lock().unwrap_or_else(|e| e.into_inner());
+    map.retain(|_, w| w.strong_count() > 0);
+    if let Some(sender) = map.get(path).and_then(Weak::upgrade) {
+        return sender;
+    }
+    let sender = new_notifier();
+    map.insert(path.to_owned(), Arc::downgrade(&sender));
+    sender
+}
+
+impl SqliteStore {
+    /// The largest payload accepted: 64 MiB.
+    pub const MAX_PAYLOAD: usize = 64 << 20;
+    /// The cap on counts from `waiting_jobtypes`.
+    pub const WAITING_COUNT_CAP: u64 = 10_000;
+
+    /// Opens the store at `url` (`sqlite://path`, `sqlite::memory:`; see
+    /// [`SqliteOptions::parse`]), creating the file and running the
+    /// migrations as needed.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(SqliteOptions::parse(url)?).await
+    }
+
+    /// Opens the store as `options` say.
+    pub async fn connect_with(options: SqliteOptions) -> Result<Self> {
+        options.check()?;
+        match options.location.clone() {
+            Location::File(path) => Self::open_file(&path, &options).await,
+            Location::Memory => Self::open_memory(&options).await,
+        }
+    }
+
+    async fn open_file(path: &Path, options: &SqliteOptions) -> Result<Self> {
+        let base = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .busy_timeout(options.busy_timeout)
+            .synchronous(match options.durability {
+                Durability::Full => SqliteSynchronous::Full,
+                Durability::Normal => SqliteSynchronous::Normal,
+            });
+        let mut setup = base.connect().await.map_err(|e| error::map("open", e))?;
+        ensure_wal(&mut setup, options.busy_timeout).await?;
+        migrate(&mut setup).await?;
+        // Closing is best effort: the schema is committed either way.
+        let _ = setup.close().await;
+        let canonical = std::fs::canonicalize(path)
+            .map_err(|e| Error::unavailable(format!("cannot resolve {}", path.display()), e))?;
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_lazy_with(base.clone());
+        let reader = SqlitePoolOptions::new()
+            .max_connections(options.max_connections)
+            .connect_lazy_with(base);
+        tracing::debug!(path = %canonical.display(), durability = ?options.durability, "sqlite store opened");
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                writer,
+                reader,
+                notices: notifier_for(&canonical),
+                location: options.location.clone(),
+                purge_batch: options.purge_batch,
+                _anchor: None,
+            }),
+        })
+    }
+
+    async fn open_memory(options: &SqliteOptions) -> Result<Self> {
+        // memdb databases whose name starts with "/" are shared by every
+        // connection of the process that opens the same name.
+        let name = format!("/jobstore-{}", jobstore_api::new_token());
+        let base = SqliteConnectOptions::new()
+            .filename(&name)
+            .vfs("memdb")
+            .create_if_missing(true)
+            .busy_timeout(options.busy_timeout);
+        let mut anchor = base.connect().await.map_err(|e| error::map("open", e))?;
+        migrate(&mut anchor).await?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_lazy_with(base);
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                writer: pool.clone(),
+                reader: pool,
+                notices: new_notifier(),
+                location: Location::Memory,
+                purge_batch: options.purge_batch,
+                _anchor: Some(Mutex::new(anchor)),
+            }),
+        })
+    }
+
+    /// Where the database is.
+    pub fn location(&self) -> &Location {
+        &self.inner.location
+    }
+
+    /// Closes the connection pools of this store and all its clones; every
+    /// later call fails `Unavailable`. Dropping the last clone does the same.
+    pub async fn close(&self) {
+        self.inner.writer.close().await;
+        self.inner.reader.close().await;
+    }
+
+    fn notify(&self, jobtypes: impl IntoIterator<Item = String>) {
+        let unique: HashSet<String> = jobtypes.into_iter().collect();
+        for jobtype in unique {
+            // No receivers is fine: nobody is waiting.
+            let _ = self.inner.notices.send(jobtype);
+        }
+    }
+
+    async fn begin_write(&self, what: &str) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        self.inner
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(|e| error::map(what, e))
+    }
+}
+
+/// Switches the file to WAL. Changing the journal mode needs an exclusive
+/// lock that SQLite's busy handler does not wait for, so a concurrent opener
+/// is waited out here, within the busy timeout.
+async fn ensure_wal(conn: &mut SqliteConnection, busy_timeout: Duration) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + busy_timeout;
+    loop {
+        match sqlx::query_scalar::<_, String>("PRAGMA journal_mode = WAL")
+            .fetch_one(&mut *conn)
+            .await
+        {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => {
+                return Err(Error::backend_msg(format!(
+                    "sqlite could not switch to WAL: journal_mode is {mode}"
+                )));
+            }
+            Err(e) if error::is_busy(&e) && tokio::time::Instant::now() < deadline => {
+                tracing::debug!(
+                    "sqlite: another connection holds the lock, retrying the switch to WAL"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => return Err(error::map("switch to WAL", e)),
+        }
+    }
+}
+
+/// Runs the embedded migrations inside one `BEGIN IMMEDIATE` transaction, so
+/// that concurrent openers of a fresh file apply them exactly once.
+async fn migrate(conn: &mut SqliteConnection) -> Result<()> {
+    let mut tx = conn
+        .begin_with("BEGIN IMMEDIATE")
+        .await
+        .map_err(|e| error::map("migration", e))?;
+    // `run_direct` on the connection itself: `run` takes an `Acquire`,
+    // whose higher-ranked bound leaves `connect`'s future not provably
+    // `Send` (it could not be spawned).
+    MIGRATOR
+        .run_direct(None, &mut *tx, false)
+        .await
+        .map_err(error::map_migrate)?;
+    tx.commit().await.map_err(|e| error::map("migration", e))
+}
+
+fn ids_json(ids: &[String]) -> Result<String> {
+    serde_json::to_string(ids).map_err(|e| Error::backend("encoding ids as JSON", e))
+}
+
+/// Lowercase hex of `bytes`, for `unhex()` on the SQL side.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    s
+}
+
+/// The JSON object of one release entry that keeps its job (see
+/// `queries/release_keep.sql`); `None` for a delete.
+fn keep_entry(r: &JobRelease, now: Millis) -> Option<serde_json::Value> {
+    use serde_json::json;
+    Some(match &r.how {
+        Release::Retry { delay } => {
+            json!({ "id": r.id, "k": "r", "dt": now + duration_ms(*delay) })
+        }
+        Release::Unget => json!({ "id": r.id, "k": "u", "dt": now }),
+        Release::Archive(result) => json!({
+            "id": r.id,
+            "k": "a",
+            "c": result.code.as_str(),
+            "s": result.status,
+            "o": hex(&result.output),
+        }),
+        Release::Delete => return None,
+    })
+}
+
+/// Splits the entries that keep their job into JSON arrays of at most
+/// [`RELEASE_CHUNK_OUTPUT`] bytes of output each (one for any ordinary
+/// list).
+fn keep_chunks(releases: &[JobRelease], now: Millis) -> Result<Vec<String>> {
+    split_by_size(releases, RELEASE_CHUNK_OUTPUT, |r| r.how.output_len())
+        .into_iter()
+        .map(|run| {
+            run.iter()
+                .filter_map(|r| keep_entry(r, now))
+                .collect::<Vec<_>>()
+        })
+        .filter(|entries| !entries.is_empty())
+        .map(|entries| {
+            serde_json::to_string(&entries)
+                .map_err(|e| Error::backend("encoding releases as JSON", e))
+        })
+        .collect()
+}
+
+fn decode<T>(what: &str, r: std::result::Result<T, sqlx::Error>) -> Result<T> {
+    r.map_err(|e| error::map(what, e))
+}
+
+fn job_from_row(row: &SqliteRow) -> Result<Job> {
+    let d = |e| error::map("decoding a job", e);
+    let attempts: i64 = row.try_get("attempts").map_err(d)?;
+    let code: Option<String> = row.try_get("result_code").map_err(d)?;
+    let result = match code {
+        None => None,
+        Some(code) => {
+            let status: Option<i64> = row.try_get("result_status").map_err(d)?;
+            let output: Option<Vec<u8>> = row.try_get("result_output").map_err(d)?;
+            Some(JobResult {
+                code: ResultCode::from_str(&code)
+                    .map_err(|e| Error::backend("stored result code", e))?,
+                status: u16::try_from(status.unwrap_or(0))
+                    .map_err(|e| Error::backend("stored result status", e))?,
+                output: output.unwrap_or_default(),
+            })
+        }
+    };
+    Ok(Job {
+        id: row.try_get("id").map_err(d)?,
+        jobtype: row.try_get("jobtype").map_err(d)?,
+        data: row
+            .try_get::<Option<Vec<u8>>, _>("data")
+            .map_err(d)?
+            .unwrap_or_default(),
+        priority: row.try_get("priority").map_err(d)?,
+        dt: row.try_get("dt").map_err(d)?,
+        lock: row.try_get("lock").map_err(d)?,
+        attempts: u32::try_from(attempts).map_err(|e| Error::backend("stored attempts", e))?,
+        create_dt: row.try_get("create_dt").map_err(d)?,
+        done_dt: row.try_get("done_dt").map_err(d)?,
+        result,
+    })
+}
+
+/// A stored limit column: `NULL` is not set; a value out of the field's
+/// range (only by editing the database by hand) is a backend error.
+fn limit<T: TryFrom<i64>>(row: &SqliteRow, column: &str) -> Result<Option<T>> {
+    let v: Option<i64> = row
+        .try_get(column)
+        .map_err(|e| error::map("decoding a handler", e))?;
+    v.map(|v| {
+        T::try_from(v).map_err(|_| {
+            Error::backend_msg(format!("stored handler limit {column} {v} is out of range"))
+        })
+    })
+    .transpose()
+}
+
+/// A limit as bound to its column (validated limits fit an `i64`).
+fn limit_param<T: Into<u64>>(v: Option<T>) -> Option<i64> {
+    v.map(|v| i64::try_from(v.into()).unwrap_or(i64::MAX))
+}
+
+fn handler_from_row(row: &SqliteRow) -> Result<HandlerVersion> {
+    let d = |e| error::map("decoding a handler", e);
+    let seq: i64 = row.try_get("seq").map_err(d)?;
+    let limits = HandlerLimits {
+        max_attempts: limit(row, "max_attempts")?,
+        max_age_ms: limit(row, "max_age_ms")?,
+        time_limit_ms: limit(row, "time_limit_ms")?,
+        concurrency: limit(row, "concurrency")?,
+        backoff_base_ms: limit(row, "backoff_base_ms")?,
+        backoff_max_ms: limit(row, "backoff_max_ms")?,
+    };
+    Ok(HandlerVersion {
+        id: seq.to_string(),
+        jobtype: row.try_get("jobtype").map_err(d)?,
+        dt: row.try_get("dt").map_err(d)?,
+        handler: Handler {
+            method: row.try_get("lang").map_err(d)?,
+            body: row.try_get("body").map_err(d)?,
+            eid: row.try_get("eid").map_err(d)?,
+            before: row.try_get("before_run").map_err(d)?,
+            before_each: row.try_get("before_each").map_err(d)?,
+            after_each: row.try_get("after_each").map_err(d)?,
+            limits,
+        },
+    })
+}
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+#[async_trait]
+impl JobStore for SqliteStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(Self::MAX_PAYLOAD)
+            .with_waiting_count_cap(Self::WAITING_COUNT_CAP)
+            .with_notifications()
+    }
+
+    async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
+        validate::new_jobs(jobs, &self.capabilities(), now)?;
+        if jobs.is_empty() {
+            return Ok(AddOutcome::default());
+        }
+        let mut tx = self.begin_write("add_jobs").await?;
+        let mut inserted: HashSet<String> = HashSet::with_capacity(jobs.len());
+        for chunk in jobs.chunks(ADD_CHUNK) {
+            let mut q =
+                sqlx::query_scalar::<_, String>(AssertSqlSafe(queries::add_jobs(chunk.len())));
+            for job in chunk {
+                q = q
+                    .bind(job.id.as_str())
+                    .bind(job.jobtype.as_str())
+                    .bind(job.priority)
+                    .bind(job.run_at.unwrap_or(now))
+                    .bind(now)
+                    .bind(job.data.as_slice());
+            }
+            let new = q
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(|e| error::map("add_jobs", e))?;
+            inserted.extend(new);
+        }
+        tx.commit().await.map_err(|e| error::map("add_jobs", e))?;
+        let mut outcome = AddOutcome::default();
+        let mut jobtypes = Vec::new();
+        for job in jobs {
+            if inserted.contains(&job.id) {
+                outcome.new.push(job.id.clone());
+                jobtypes.push(job.jobtype.clone());
+            } else {
+                outcome.existing.push(job.id.clone());
+            }
+        }
+        self.notify(jobtypes);
+        Ok(outcome)
+    }
+
+    async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>> {
+        validate::time("now", now)?;
+        let cap = i64::try_from(Self::WAITING_COUNT_CAP).unwrap_or(i64::MAX);
+        let rows = sqlx::query(queries::WAITING_JOBTYPES)
+            .bind(now)
+            .bind(cap)
+            .fetch_all(&self.inner.reader)
+            .await
+            .map_err(|e| error::map("waiting_jobtypes", e))?;
+        let mut waiting = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let n = count(decode("waiting_jobtypes", r.try_get("n"))?);
+            if n > 0 {
+                waiting.push(WaitingJobtype {
+                    jobtype: decode("waiting_jobtypes", r.try_get("jobtype"))?,
+                    count: n,
+                });
+            }
+        }
+        Ok(waiting)
+    }
+
+    async fn claim_jobs(
+        &self,
+        jobtype: &str,
+        limit: usize,
+        owner: &str,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Vec<Job>> {
+        validate::claim(jobtype, limit, owner, lease, now)?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        // A read first, so that an empty claim never takes the write lock.
+        let any: bool = sqlx::query_scalar(queries::CLAIM_EXISTS)
+            .bind(jobtype)
+            .bind(now)
+            .fetch_one(&self.inner.reader)
+            .await
+            .map_err(|e| error::map("claim_jobs", e))?;
+        if !any {
+            return Ok(Vec::new());
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut tx = self.begin_write("claim_jobs").await?;
+        let picked: Vec<String> = sqlx::query_scalar(queries::CLAIM_PICK)
+            .bind(jobtype)
+            .bind(now)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| error::map("claim_jobs", e))?;
+        if picked.is_empty() {
+            tx.commit().await.map_err(|e| error::map("claim_jobs", e))?;
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(queries::CLAIM_TAKE)
+            .bind(owner)
+            .bind(now + duration_ms(lease))
+            .bind(ids_json(&picked)?)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| error::map("claim_jobs", e))?;
+        tx.commit().await.map_err(|e| error::map("claim_jobs", e))?;
+        // RETURNING has no defined order: put the jobs back in claim order.
+        let position: HashMap<&str, usize> = picked
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), i))
+            .collect();
+        let mut jobs = rows.iter().map(job_from_row).collect::<Result<Vec<_>>>()?;
+        jobs.sort_by_key(|j| position.get(j.id.as_str()).copied().unwrap_or(usize::MAX));
+        Ok(jobs)
+    }
+
+    async fn renew_locks(
+        &self,
+        ids: &[String],
+        owner: &str,
+        lease: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::renew(ids, owner, lease, now)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        sqlx::query_scalar(queries::RENEW_LOCKS)
+            .bind(now + duration_ms(lease))
+            .bind(owner)
+            .bind(ids_json(ids)?)
+            .fetch_all(&self.inner.writer)
+            .await
+            .map_err(|e| error::map("renew_locks", e))
+    }
+
+    async fn release_jobs(
+        &self,
+        releases: &[JobRelease],
+        owner: &str,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::release(releases, owner, now)?;
+        let keep = keep_chunks(releases, now)?;
+        let deletes: Vec<&str> = releases
+            .iter()
+            .filter(|r| matches!(r.how, Release::Delete))
+            .map(|r| r.id.as_str())
+            .collect();
+        let deletes = if deletes.is_empty() {
+            None
+        } else {
+            Some(
+                serde_json::to_string(&deletes)
+                    .map_err(|e| Error::backend("encoding ids as JSON", e))?,
+            )
+        };
+        let m = |e| error::map("release_jobs", e);
+        let keep_query = |json: String| {
+            sqlx::query_as::<_, (String, String, String)>(queries::RELEASE_KEEP)
+                .bind(owner)
+                .bind(now)
+                .bind(now + ARCHIVE_HORIZON_MS)
+                .bind(json)
+        };
+        let delete_query = |json: String| {
+            sqlx::query_scalar::<_, String>(queries::RELEASE_DELETE)
+                .bind(owner)
+                .bind(json)
+        };
+        let mut kept: Vec<(String, String, String)> = Vec::new();
+        let mut deleted: Vec<String> = Vec::new();
+        match (keep.len(), deletes) {
+            (0, None) => return Ok(Vec::new()),
+            // One kind, one statement: autocommit.
+            (1, None) => {
+                let json = keep.into_iter().next().expect("one chunk");
+                kept = keep_query(json)
+                    .fetch_all(&self.inner.writer)
+                    .await
+                    .map_err(m)?;
+            }
+            (0, Some(json)) => {
+                deleted = delete_query(json)
+                    .fetch_all(&self.inner.writer)
+                    .await
+                    .map_err(m)?;
+            }
+            // Several statements: one transaction, one commit.
+            (_, deletes) => {
+                let mut tx = self.begin_write("release_jobs").await?;
+                for json in keep {
+                    kept.extend(keep_query(json).fetch_all(&mut *tx).await.map_err(m)?);
+                }
+                if let Some(json) = deletes {
+                    deleted = delete_query(json).fetch_all(&mut *tx).await.map_err(m)?;
+                }
+                tx.commit().await.map_err(m)?;
+            }
+        }
+        let mut released = deleted;
+        let mut freed = Vec::new();
+        for (id, jobtype, lock) in kept {
+            if lock.is_empty() {
+                freed.push(jobtype);
+            }
+            released.push(id);
+        }
+        self.notify(freed);
+        Ok(released)
+    }
+
+    async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {
+        validate::update_data(id, owner, data, &self.capabilities(), now)?;
+        let done = sqlx::query(queries::UPDATE_DATA)
+            .bind(data)
+            .bind(id)
+            .bind(owner)
+            .execute(&self.inner.writer)
+            .await
+            .map_err(|e| error::map("update_data", e))?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        validate::cancel(ids, now)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        sqlx::query_scalar(queries::CANCEL_JOBS)
+            .bind(now)
+            .bind(now + ARCHIVE_HORIZON_MS)
+            .bind(ids_json(ids)?)
+            .fetch_all(&self.inner.writer)
+            .await
+            .map_err(|e| error::map("cancel_jobs", e))
+    }
+
+    async fn get_job(&self, id: &str) -> Result<Option<Job>> {
+        validate::id(id)?;
+        let row = sqlx::query(queries::GET_JOB)
+            .bind(id)
+            .fetch_optional(&self.inner.reader)
+            .await
+            .map_err(|e| error::map("get_job", e))?;
+        row.as_ref().map(job_from_row).transpose()
+    }
+
+    async fn purge_archived(&self, before: Millis) -> Result<u64> {
+        validate::time("before", before)?;
+        // Bounded statements: other writes (claims, adds) get the single
+        // writer between them. Archived jobs only ever get newer than
+        // `before`, so the batches run out.
+        let batch = self.inner.purge_batch;
+        let mut total = 0;
+        loop {
+            let done = sqlx::query(queries::PURGE_ARCHIVED)
+                .bind(before)
+                .bind(i64::from(batch))
+                .execute(&self.inner.writer)
+                .await
+                .map_err(|e| error::map("purge_archived", e))?;
+            total += done.rows_affected();
+            if done.rows_affected() < u64::from(batch) {
+                return Ok(total);
+            }
+        }
+    }
+
+    async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {
+        validate::time("now", now)?;
+        let rows = sqlx::query(queries::JOB_COUNTS)
+            .bind(now)
+            .fetch_all(&self.inner.reader)
+            .await
+            .map_err(|e| error::map("job_counts", e))?;
+        let mut by_type: BTreeMap<String, JobCounts> = BTreeMap::new();
+        for row in &rows {
+            let d = |e| error::map("job_counts", e);
+            let jobtype: String = row.try_get("jobtype").map_err(d)?;
+            let code: Option<String> = row.try_get("code").map_err(d)?;
+            let c = by_type.entry(jobtype.clone()).or_insert_with(|| JobCounts {
+                jobtype,
+                ..JobCounts::default()
+            });
+            match code {
+                Some(code) => {
+                    let code = ResultCode::from_str(&code)
+                        .map_err(|e| Error::backend("stored result code", e))?;
+                    let total: i64 = row.try_get("total").map_err(d)?;
+                    *c.archived.entry(code).or_default() += count(total);
+                }
+                None => {
+                    c.waiting += count(row.try_get("waiting").map_err(d)?);
+                    c.scheduled += count(row.try_get("scheduled").map_err(d)?);
+                    c.running += count(row.try_get("running").map_err(d)?);
+                }
+            }
+        }
+        Ok(by_type.into_values().collect())
+    }
+
+    async fn watch(&self) -> Result<WorkWatcher> {
+        Ok(WorkWatcher::notified(
+            self.inner.notices.subscribe(),
+            DEFAULT_POLL_INTERVAL,
+            None,
+        ))
+    }
+
+    async fn set_handler(
+        &self,
+        jobtype: &str,
+        handler: &Handler,
+        now: Millis,
+    ) -> Result<HandlerVersion> {
+        validate::handler(jobtype, handler, now)?;
+        let seq: i64 = sqlx::query_scalar(queries::SET_HANDLER)
+            .bind(jobtype)
+            .bind(now)
+            .bind(handler.method.as_str())
+            .bind(handler.body.as_str())
+            .bind(handler.eid.as_deref())
+            .bind(handler.before.as_deref())
+            .bind(handler.before_each.as_deref())
+            .bind(handler.after_each.as_deref())
+            .bind(limit_param(handler.limits.max_attempts))
+            .bind(limit_param(handler.limits.max_age_ms))
+            .bind(limit_param(handler.limits.time_limit_ms))
+            .bind(limit_param(handler.limits.concurrency))
+            .bind(limit_param(handler.limits.backoff_base_ms))
+            .bind(limit_param(handler.limits.backoff_max_ms))
+            .fetch_one(&self.inner.writer)
+            .await
+            .map_err(|e| error::map("set_handler", e))?;
+        Ok(HandlerVersion {
+            id: seq.to_string(),
+            jobtype: jobtype.to_owned(),
+            dt: now,
+            handler: handler.clone(),
+        })
+    }
+
+    async fn get_handler(&self, jobtype: &str) -> Result<Option<HandlerVersion>> {
+        validate::jobtype(jobtype)?;
+        let row = sqlx::query(queries::GET_HANDLER)
+            .bind(jobtype)
+            .fetch_optional(&self.inner.reader)
+            .await
+            .map_err(|e| error::map("get_handler", e))?;
+        row.as_ref().map(handler_from_row).transpose()
+    }
+
+    async fn delete_handler(&self, jobtype: &str) -> Result<bool> {
+        validate::jobtype(jobtype)?;
+        let done = sqlx::query(queries::DELETE_HANDLER)
+            .bind(jobtype)
+            .execute(&self.inner.writer)
+            .await
+            .map_err(|e| error::map("delete_handler", e))?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn list_handlers(&self) -> Result<Vec<HandlerVersion>> {
+        let rows = sqlx::query(queries::LIST_HANDLERS)
+            .fetch_all(&self.inner.reader)
+            .await
+            .map_err(|e| error::map("list_handlers", e))?;
+        rows.iter().map(handler_from_row).collect()
+    }
+
+    async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {
+        validate::sysid_lease(sysid, ttl, now)?;
+        let lease = SysidLease {
+            sysid: sysid.to_owned(),
+            token: jobstore_api::new_token(),
+            expires: now + duration_ms(ttl),
+        };
+        let won: Option<String> = sqlx::query_scalar(queries::RESERVE_SYSID)
+            .bind(sysid)
+            .bind(lease.token.as_str())
+            .bind(lease.expires)
+            .bind(now)
+            .fetch_optional(&self.inner.writer)
+            .await
+            .map_err(|e| error::map("reserve_sysid", e))?;
+        match won {
+            Some(_) => Ok(lease),
+            None => Err(Error::sysid_held(sysid)),
+        }
+    }
+
+    async fn renew_sysid(
+        &self,
+        lease: &SysidLease,
+        ttl: Duration,
+        now: Millis,
+    ) -> Result<SysidLease> {
+        validate::sysid_lease(&lease.sysid, ttl, now)?;
+        let expires = now + duration_ms(ttl);
+        let done = sqlx::query(queries::RENEW_SYSID)
+            .bind(expires)
+            .bind(lease.sysid.as_str())
+            .bind(lease.token.as_str())
+            .execute(&self.inner.writer)
+            .await
+            .map_err(|e| error::map("renew_sysid", e))?;
+        if done.rows_affected() == 0 {
+            return Err(Error::sysid_lost(&lease.sysid));
+        }
+        Ok(SysidLease {
+            expires,
+            ..lease.clone()
+        })
+    }
+
+    async fn release_sysid(&self, lease: &SysidLease) -> Result<bool> {
+        validate::sysid(&lease.sysid)?;
+        let done = sqlx::query(queries::RELEASE_SYSID)
+            .bind(lease.sysid.as_str())
+            .bind(lease.token.as_str())
+            .execute(&self.inner.writer)
+            .await
+            .map_err(|e| error::map("release_sysid", e))?;
+        Ok(done.rows_affected() > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn archived(n: usize, output: usize) -> Vec<JobRelease> {
+        (0..n)
+            .map(|i| {
+                let result = JobResult::from_status(200).with_output(vec![b'x'; output]);
+                JobRelease::new(format!("j{i}"), Release::Archive(result))
+            })
+            .collect()
+    }
+
+    /// An ordinary release list is one statement, whatever its outputs; only
+    /// past `RELEASE_CHUNK_OUTPUT` bytes of output is it split.
+    #[test]
+    fn release_lists_split_only_past_the_chunk_output() {
+        let max = jobstore_api::limits::MAX_OUTPUT;
+        // 256 outputs of the maximum are exactly one chunk's worth.
+        assert_eq!(RELEASE_CHUNK_OUTPUT / max, 256);
+        assert_eq!(keep_chunks(&archived(256, max), 0).unwrap().len(), 1);
+        assert_eq!(keep_chunks(&archived(257, max), 0).unwrap().len(), 2);
+        assert_eq!(keep_chunks(&archived(1, 0), 0).unwrap().len(), 1);
+    }
+
+    /// A database that cannot run in WAL (here: in memory, whose mode stays
+    /// `memory`) is refused, not used in another mode.
+    #[tokio::test]
+    async fn ensure_wal_refuses_a_database_that_stays_in_another_mode() {
+        let mut conn = SqliteConnectOptions::new()
+            .in_memory(true)
+            .connect()
+            .await
+            .unwrap();
+        let err = ensure_wal(&mut conn, Duration::from_millis(100))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("journal_mode is memory"), "{err}");
+    }
+}
