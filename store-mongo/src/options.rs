@@ -29,7 +29,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The database used when neither the URL path nor [`MongoOptions`] names one.
 pub const DEFAULT_DATABASE: &str = "jobstore";
 
-/// Where a [`MongoStore`] keeps its collections, set in code; each field
+/// Where a [`MongoStore`](crate::MongoStore) keeps its collections, set in code; each field
 /// overrides the URL.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]

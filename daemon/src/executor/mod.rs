@@ -2,7 +2,7 @@
 //! own runners and for remote workers alike. The HTTP API, the CLI and the
 //! daemon's wiring call an [`Executor`]; nothing in here knows of them.
 //!
-//! **Claims.** One loop ([`local`]) asks the [`Scheduler`](scheduler::Scheduler)
+//! **Claims.** One loop (of this daemon's runners) asks the [`Scheduler`]
 //! which jobtype to claim whenever capacity frees up or a [notice](notices)
 //! says new work arrived (the store's [`JobStore::watch`], with the poll
 //! interval as the fallback, and this daemon's ingest), claims a small batch
@@ -15,10 +15,10 @@
 //! release, every grant is settled with what the store gave, and handlers
 //! (their caps and limits) come from one [cache](handler_cache).
 //!
-//! **Completions.** A run's [`Outcome`] becomes a release by one rule
+//! **Completions.** A run's [`Outcome`](crate::runner::Outcome) becomes a release by one rule
 //! ([`policy`]); the jobs it asked for (`J:` lines, a remote finish's
 //! `jobs`) are journaled and durable before the release is sent; releases
-//! go out as one `release_jobs` call per batch and owner ([`completer`]).
+//! go out as one `release_jobs` call per batch and owner.
 //! This daemon's runs are gathered into batches over a short window; a
 //! remote worker's finish is a batch of its own, answered with what the
 //! store took.

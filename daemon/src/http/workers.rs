@@ -2,7 +2,7 @@
 //! update, and the workers this daemon heard from. Each parses and checks
 //! the request, calls the [`Executor`](crate::executor::Executor), and
 //! renders its answer; lease tokens are described in
-//! [`registry`](crate::executor::registry).
+//! [`crate::executor::registry`].
 
 use std::collections::HashSet;
 use std::time::Duration;
