@@ -44,7 +44,7 @@ trap 'rm -rf "$WORK"' EXIT
 
 SCRIPT_S=$(date +%s)
 echo "building (release)" >&2
-cargo build --release -q -p jobstore-daemon
+cargo build --release -q -p jobstore
 BIN="$TARGET/release/jobstore"
 
 # The backends that answer.
@@ -126,8 +126,8 @@ wrk_run() {
   for _ in $(seq 1 100); do [[ -s "$dir/addr" ]] && break; sleep 0.1; done
   local url="http://$(cat "$dir/addr")"
   echo "run $run: wrk intake on sqlite" >&2
-  LINES=100 wrk -s daemon/benches/wrk/add-lines.lua -t4 -c8 -d${secs}s "$url" >"$dir/bodies" 2>&1 || true
-  LINES=1 wrk -s daemon/benches/wrk/add-lines.lua -t1 -c1 -d${secs}s "$url" >"$dir/single" 2>&1 || true
+  LINES=100 wrk -s bench/wrk/add-lines.lua -t4 -c8 -d${secs}s "$url" >"$dir/bodies" 2>&1 || true
+  LINES=1 wrk -s bench/wrk/add-lines.lua -t1 -c1 -d${secs}s "$url" >"$dir/single" 2>&1 || true
   # Killed, not stopped: a graceful stop would first ingest the millions
   # of jobs wrk added, and this daemon's data is thrown away.
   kill -KILL "$pid"; wait "$pid" 2>/dev/null || true

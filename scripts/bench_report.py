@@ -196,7 +196,7 @@ def main():
         w("")
 
         if by.get(("wrk", "sqlite")):
-            w("Beside it, `wrk` (`daemon/benches/wrk/add-lines.lua`) against a daemon on the default SQLite store "
+            w("Beside it, `wrk` (`bench/wrk/add-lines.lua`) against a daemon on the default SQLite store "
               "with execution off:\n")
             w("| load | jobs acknowledged/s | ack p50 / p99 ms |")
             w("|---|---|---|")

@@ -1,42 +1,25 @@
-//! The command line: `jobstore serve` runs the daemon; the other
-//! subcommands talk to a running daemon over its HTTP API.
+//! The daemon's commands of the `jobstore` command line (the binary adds
+//! `bench`): `jobstore serve` runs the daemon; the other subcommands talk
+//! to a running daemon over its HTTP API.
 //!
 //! Exit codes: 0 done; 1 a local failure (a file that cannot be read);
 //! 2 bad usage; 3 not found; 4 refused by authentication (401/403);
 //! 5 refused as invalid (another 4xx); 6 the daemon failed or is
 //! unavailable (5xx); 7 the daemon cannot be reached.
 
-mod bench;
 mod client;
-mod noop;
 mod output;
 mod work;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Subcommand};
 
 use crate::config::ServeArgs;
-pub use bench::{BenchArgs, Mode as BenchMode};
 pub use client::{CliError, Remote};
-pub use noop::NoopArgs;
 
-/// The `jobstore` command line.
-#[derive(Debug, Parser)]
-#[command(
-    name = "jobstore",
-    version,
-    about = "A durable job queue: the daemon, and a client for its HTTP API",
-    propagate_version = true
-)]
-pub struct Cli {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The subcommands.
+/// The daemon's subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon.
@@ -58,12 +41,6 @@ pub enum Command {
     /// Work as a remote worker: fetch jobs from a daemon and run a command
     /// per job (`jobstore work acme --type resize -- ./resize.sh`).
     Work(Box<work::WorkArgs>),
-    /// Measure a store and a daemon on it, in a namespace of its own that
-    /// is dropped after (`jobstore bench store --store postgres://…`).
-    Bench(Box<BenchArgs>),
-    /// A long-lived worker that answers every job at once (for `bench`).
-    #[command(hide = true)]
-    NoopWorker(NoopArgs),
 }
 
 /// `jobstore add`.
@@ -233,7 +210,5 @@ pub async fn run_client(command: Command) -> Result<(), CliError> {
         Command::Cancel(c) => client::cancel(c).await,
         Command::Stats(s) => client::stats(s).await,
         Command::Work(w) => work::work(*w).await,
-        Command::Bench(b) => bench::bench(*b).await,
-        Command::NoopWorker(n) => noop::noop_worker(&n),
     }
 }

@@ -1,5 +1,9 @@
 //! `jobstore bench`: how fast a store and a daemon on it are, measured the
-//! same way on every backend.
+//! same way on every backend. The `jobstore` binary links this crate; the
+//! daemon does not. Also here: the bare [`reference`] queues the bench
+//! compares the stores with, what store servers report about themselves
+//! ([`server`]), and `jobstore noop-worker`, the worker of the bench's
+//! jobs.
 //!
 //! Every mode works in a namespace of its own on the given store (a
 //! PostgreSQL schema, a Redis key prefix, a MongoDB collection prefix, a
@@ -9,7 +13,10 @@
 //! same store handle, with their journal in a temporary directory.
 
 mod daemon;
+mod noop;
 mod queue;
+pub mod reference;
+pub mod server;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -22,10 +29,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use jobstore_api::{Handler, JobCounts, JobStore, ResultCode, now_millis};
 use serde_json::{Map, Value, json};
 
-use super::CliError;
-use crate::config::{FileConfig, ServeArgs, redact_url};
-use crate::metrics::Metrics;
-use crate::{Config, Daemon, factory};
+use jobstore_daemon::cli::CliError;
+use jobstore_daemon::config::{FileConfig, ServeArgs, redact_url};
+use jobstore_daemon::metrics::Metrics;
+use jobstore_daemon::{Config, Daemon, factory};
+pub use noop::{NoopArgs, noop_worker};
 
 /// The client (tenant) every bench job belongs to.
 const CLIENT: &str = "bench";
@@ -313,7 +321,7 @@ async fn run_mode(ctx: &Ctx) -> Result<Report, CliError> {
 }
 
 /// What every mode works with.
-pub(super) struct Ctx {
+pub(crate) struct Ctx {
     args: BenchArgs,
     store: Arc<dyn JobStore>,
     /// The namespace's URL.
@@ -323,13 +331,13 @@ pub(super) struct Ctx {
     dir: PathBuf,
     daemons: Mutex<Vec<Option<Daemon>>>,
     /// The reference queue, removed with the namespace.
-    reference: Mutex<Option<Arc<dyn factory::reference::RefQueue>>>,
+    reference: Mutex<Option<Arc<dyn reference::RefQueue>>>,
     show_progress: bool,
     started: Instant,
 }
 
 /// A daemon started by [`Ctx::start_daemon`].
-pub(super) struct DaemonRef {
+pub(crate) struct DaemonRef {
     index: usize,
     addr: SocketAddr,
     metrics: Arc<Metrics>,
@@ -360,7 +368,7 @@ impl Ctx {
     async fn cpu_mark(&self) -> CpuMark {
         CpuMark {
             own: own_cpu(),
-            server: factory::server_cpu(&self.url).await.ok().flatten(),
+            server: server::server_cpu(&self.url).await.ok().flatten(),
         }
     }
 
@@ -519,7 +527,7 @@ fn expect_counts(c: &JobCounts, waiting: u64, ok: u64) -> Result<(), CliError> {
 
 /// Latencies of one kind of call.
 #[derive(Debug, Default, Clone)]
-pub(super) struct Latencies(Vec<Duration>);
+pub(crate) struct Latencies(Vec<Duration>);
 
 impl Latencies {
     fn push(&mut self, d: Duration) {
@@ -562,7 +570,7 @@ fn rate(n: usize, elapsed: Duration) -> f64 {
 }
 
 /// A bench's figures, in the order they were measured.
-pub(super) struct Report {
+pub(crate) struct Report {
     mode: Mode,
     backend: &'static str,
     store: String,

@@ -1,7 +1,7 @@
 //! Throughput and latency of the PostgreSQL store, printed as plain figures.
 //!
 //! ```text
-//! cargo bench -p jobstore-postgres --bench throughput
+//! cargo bench -p jobstore-bench --bench postgres
 //! ```
 //!
 //! Uses `JOBSTORE_TEST_POSTGRES_URL` (default
@@ -11,7 +11,8 @@
 //! Each round loads 100,000 jobs (one adding task, then four) and drains
 //! them with four claimers in batches of 100 (claim, then archive), first
 //! in the store, then in a minimal single-table `SKIP LOCKED` reference
-//! queue (module `reference`) in a schema of its own, and prints both and
+//! queue (`jobstore_bench::reference::PgRef`, the one `jobstore bench
+//! reference` measures) in a schema of its own, and prints both and
 //! their ratio; ratios from the same round are what count on a shared
 //! machine. `BENCH_ROUNDS` (default 3) sets the number of rounds,
 //! `BENCH_BIG` the size of the large queue for the claim latency
@@ -21,11 +22,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobstore_api::{JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release};
+use jobstore_bench::reference::{PgRef, RefQueue};
 use jobstore_postgres::{PgStore, PgStoreOptions};
 
 const T0: i64 = 1_700_000_000_000;
 const LEASE: Duration = Duration::from_secs(300);
-const CLAIM_SQL: &str = include_str!("../queries/claim_jobs.sql");
+const CLAIM_SQL: &str = include_str!("../../store-postgres/queries/claim_jobs.sql");
 
 fn url() -> String {
     std::env::var("JOBSTORE_TEST_POSTGRES_URL")
@@ -192,59 +194,15 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// A minimal, well-configured single-table `SKIP LOCKED` queue in the
-/// River/Oban/graphile style, measured in the same run as the store so the
-/// ratio between them means something on a shared, noisy machine: one
-/// `jobs` table with a bigint identity key, a partial fetch index over the
-/// available jobs only, a claim that is one `UPDATE ... WHERE id IN (SELECT
-/// ... FOR UPDATE SKIP LOCKED LIMIT n) RETURNING *`, and a batched
-/// completion (`UPDATE state = 'completed'`, River's and Oban's default, or
-/// `DELETE`). It has none of the store's duties (user ids with
-/// duplicate detection, expired leases as eligible work in the claim
-/// itself, a result per job, counts by result code).
+/// The reference queue ([`PgRef`]) loaded and drained the same way as the
+/// store. It has none of the store's duties (user ids with duplicate
+/// detection, expired leases as eligible work in the claim itself, a
+/// result per job, counts by result code).
 mod reference {
-    use std::str::FromStr;
     use std::sync::Arc;
     use std::time::Instant;
 
-    use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-
-    pub const SCHEMA_SQL: &str = "
-        CREATE TABLE jobs (
-            id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            kind         text    NOT NULL,
-            args         bytea   NOT NULL,
-            priority     integer NOT NULL,
-            state        text    NOT NULL DEFAULT 'available',
-            scheduled_at bigint  NOT NULL,
-            attempt      integer NOT NULL DEFAULT 0,
-            attempted_by text,
-            created_at   bigint  NOT NULL,
-            finalized_at bigint
-        ) WITH (fillfactor = 90);
-        CREATE INDEX jobs_fetch ON jobs (kind, priority, scheduled_at, id)
-            WHERE state = 'available';";
-
-    const ADD: &str = "
-        INSERT INTO jobs (kind, args, priority, scheduled_at, created_at)
-        SELECT k, a, p, $4, $4 FROM unnest($1::text[], $2::bytea[], $3::int4[]) AS t (k, a, p)";
-
-    const CLAIM: &str = "
-        UPDATE jobs SET state = 'running', attempt = attempt + 1,
-                        attempted_by = $4, scheduled_at = $5
-        WHERE id IN (
-            SELECT id FROM jobs
-            WHERE state = 'available' AND kind = $1 AND scheduled_at <= $2
-            ORDER BY priority, scheduled_at, id
-            LIMIT $3
-            FOR UPDATE SKIP LOCKED)
-        RETURNING *";
-
-    const COMPLETE: &str = "
-        UPDATE jobs SET state = 'completed', finalized_at = $2
-        WHERE id = ANY($1) AND state = 'running'";
-
-    const DELETE: &str = "DELETE FROM jobs WHERE id = ANY($1) AND state = 'running'";
+    use super::{PgRef, RefQueue};
 
     /// How the reference queue finishes a job.
     #[derive(Clone, Copy, Debug, PartialEq)]
@@ -255,57 +213,27 @@ mod reference {
         Delete,
     }
 
-    pub struct RefQueue {
-        pub pool: PgPool,
-        pub schema: String,
+    /// A fresh reference queue, with a pool of 8 connections.
+    pub async fn open(url: &str, tag: &str) -> Arc<PgRef> {
+        let ns = format!("bench_{tag}_{}", std::process::id());
+        let url = format!(
+            "{url}{}max_connections=8",
+            if url.contains('?') { '&' } else { '?' }
+        );
+        let q = PgRef::open(&url, &ns).await.expect("reference queue");
+        Arc::new(q)
     }
 
-    pub async fn open(url: &str, tag: &str) -> Arc<RefQueue> {
-        let schema = format!("bench_ref_{tag}_{}", std::process::id());
-        let opts = PgConnectOptions::from_str(url)
-            .expect("url")
-            .options([("search_path", schema.as_str())]);
-        let pool = PgPoolOptions::new()
-            .max_connections(8)
-            .connect_with(opts)
+    /// Empties the queue and vacuums it.
+    pub async fn reset(q: &PgRef) {
+        sqlx::query("TRUNCATE jobs")
+            .execute(q.pool())
             .await
-            .expect("connect");
-        for sql in [
-            format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"),
-            format!("CREATE SCHEMA \"{schema}\""),
-        ] {
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .expect("schema");
-        }
-        sqlx::raw_sql(SCHEMA_SQL)
-            .execute(&pool)
-            .await
-            .expect("create");
-        Arc::new(RefQueue { pool, schema })
+            .expect("truncate");
+        super::vacuum_pool(q.pool(), &["jobs"]).await;
     }
 
-    impl RefQueue {
-        pub async fn reset(&self) {
-            sqlx::query("TRUNCATE jobs")
-                .execute(&self.pool)
-                .await
-                .expect("truncate");
-            super::vacuum_pool(&self.pool, &["jobs"]).await;
-        }
-
-        pub async fn remove(&self) {
-            let sql = format!("DROP SCHEMA \"{}\" CASCADE", self.schema);
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&self.pool)
-                .await
-                .expect("drop schema");
-            self.pool.close().await;
-        }
-    }
-
-    pub async fn add_many(q: &Arc<RefQueue>, total: usize, tasks: usize) -> f64 {
+    pub async fn add_many(q: &Arc<PgRef>, total: usize, tasks: usize) -> f64 {
         let per_task = total / tasks;
         let start = Instant::now();
         let mut handles = Vec::new();
@@ -315,18 +243,8 @@ mod reference {
                 let mut i = t * per_task;
                 while i < (t + 1) * per_task {
                     let n = 1000.min((t + 1) * per_task - i);
-                    let kinds = vec!["bench"; n];
-                    let args = vec![vec![b'x'; 64]; n];
-                    let prios: Vec<i32> = (i..i + n).map(|k| (k % 3) as i32).collect();
-                    let done = sqlx::query(ADD)
-                        .bind(kinds)
-                        .bind(args)
-                        .bind(prios)
-                        .bind(super::T0)
-                        .execute(&q.pool)
-                        .await
-                        .expect("ref add");
-                    assert_eq!(done.rows_affected() as usize, n);
+                    let done = q.add(i, i + n, 64).await.expect("ref add");
+                    assert_eq!(done, n);
                     i += n;
                 }
             }));
@@ -337,12 +255,7 @@ mod reference {
         (per_task * tasks) as f64 / start.elapsed().as_secs_f64()
     }
 
-    pub async fn drain(
-        q: &Arc<RefQueue>,
-        claimers: usize,
-        size: usize,
-        how: Finish,
-    ) -> (usize, f64) {
+    pub async fn drain(q: &Arc<PgRef>, claimers: usize, size: usize, how: Finish) -> (usize, f64) {
         let start = Instant::now();
         let mut handles = Vec::new();
         for c in 0..claimers {
@@ -351,25 +264,15 @@ mod reference {
                 let owner = format!("claimer-{c}");
                 let mut done = 0;
                 loop {
-                    let rows: Vec<(i64,)> = sqlx::query_as::<_, (i64,)>(CLAIM)
-                        .bind("bench")
-                        .bind(super::T0 + 1)
-                        .bind(size as i64)
-                        .bind(&owner)
-                        .bind(super::T0 + 300_001)
-                        .fetch_all(&q.pool)
-                        .await
-                        .expect("ref claim");
-                    if rows.is_empty() {
+                    let keys = q.claim(size, &owner).await.expect("ref claim");
+                    if keys.is_empty() {
                         return done;
                     }
-                    let ids: Vec<i64> = rows.into_iter().map(|r| r.0).collect();
-                    let query = match how {
-                        Finish::Complete => sqlx::query(COMPLETE).bind(ids).bind(super::T0 + 2),
-                        Finish::Delete => sqlx::query(DELETE).bind(ids),
-                    };
-                    let r = query.execute(&q.pool).await.expect("ref complete");
-                    done += r.rows_affected() as usize;
+                    done += match how {
+                        Finish::Complete => q.ack(&keys).await,
+                        Finish::Delete => q.delete(&keys).await,
+                    }
+                    .expect("ref complete");
                 }
             }));
         }
@@ -447,7 +350,7 @@ const CLAIMERS: usize = 4;
 
 /// One round: jobstore and the reference, each loaded and drained the same
 /// way, one after the other.
-async fn round(f: &mut Figures, s: &Arc<PgStore>, r: &Arc<reference::RefQueue>, k: usize) {
+async fn round(f: &mut Figures, s: &Arc<PgStore>, r: &Arc<PgRef>, k: usize) {
     // jobstore
     let a1 = add_many(s, &format!("r{k}a"), N, 1).await;
     vacuum(s).await;
@@ -462,26 +365,26 @@ async fn round(f: &mut Figures, s: &Arc<PgStore>, r: &Arc<reference::RefQueue>, 
     assert_eq!(n, N);
     vacuum(s).await;
     // reference, finishing with UPDATE state = 'completed'
-    r.reset().await;
+    reference::reset(r).await;
     let ra1 = reference::add_many(r, N, 1).await;
-    vacuum_pool(&r.pool, &["jobs"]).await;
-    let lsn = wal_lsn(&r.pool).await;
+    vacuum_pool(r.pool(), &["jobs"]).await;
+    let lsn = wal_lsn(r.pool()).await;
     let (n, rd1) = reference::drain(r, CLAIMERS, 100, reference::Finish::Complete).await;
     assert_eq!(n, N);
-    let rwal = wal_since(&r.pool, &lsn).await / N as f64;
-    r.reset().await;
+    let rwal = wal_since(r.pool(), &lsn).await / N as f64;
+    reference::reset(r).await;
     let ra4 = reference::add_many(r, N, 4).await;
-    vacuum_pool(&r.pool, &["jobs"]).await;
+    vacuum_pool(r.pool(), &["jobs"]).await;
     let (n, rd2) = reference::drain(r, CLAIMERS, 100, reference::Finish::Complete).await;
     assert_eq!(n, N);
     // reference, finishing with DELETE
-    r.reset().await;
+    reference::reset(r).await;
     reference::add_many(r, N, 4).await;
-    vacuum_pool(&r.pool, &["jobs"]).await;
-    let lsn = wal_lsn(&r.pool).await;
+    vacuum_pool(r.pool(), &["jobs"]).await;
+    let lsn = wal_lsn(r.pool()).await;
     let (n, rdd) = reference::drain(r, CLAIMERS, 100, reference::Finish::Delete).await;
     assert_eq!(n, N);
-    let rdwal = wal_since(&r.pool, &lsn).await / N as f64;
+    let rdwal = wal_since(r.pool(), &lsn).await / N as f64;
 
     let drain_js = (d1 + d2) / 2.0;
     let drain_ref = (rd1 + rd2) / 2.0;
@@ -551,7 +454,7 @@ async fn bench() {
             m("add4_ratio")
         );
         drop_schema(&s).await;
-        r.remove().await;
+        r.remove().await.expect("drop the reference schema");
     }
 
     if big == 0 {

@@ -7,12 +7,12 @@ use futures::{StreamExt, TryStreamExt};
 use jobstore_api::JobStore;
 use serde_json::{Value, json};
 
-use super::queue::{JobGen, add_range};
-use super::{
+use crate::queue::{JobGen, add_range};
+use crate::{
     CLIENT, CliError, Ctx, DaemonRef, Latencies, Report, expect_counts, rate, round3, spawn,
     store_err,
 };
-use crate::metrics::OutcomeLabels;
+use jobstore_daemon::metrics::OutcomeLabels;
 
 /// How long a daemon may make no progress before the bench gives up.
 const STALL: Duration = Duration::from_secs(60);
@@ -67,7 +67,7 @@ fn now_us() -> u64 {
 
 /// `drain`: jobs already in the store, then a daemon started on them; the
 /// time from its start until it finished them all.
-pub(super) async fn drain(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
+pub(crate) async fn drain(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let a = &ctx.args;
     let n = a.jobs;
     ctx.set_noop_handlers(a.jobtypes, false).await?;
@@ -153,7 +153,7 @@ async fn add(
 }
 
 fn http_client() -> Result<reqwest::Client, CliError> {
-    crate::http_client::builder()
+    jobstore_daemon::http_client::builder()
         .timeout(Duration::from_secs(60))
         .pool_max_idle_per_host(256)
         .build()
@@ -277,7 +277,7 @@ fn acks_per_body(sent: &[Sent]) -> Latencies {
 /// `e2e`: a daemon runs jobs added over HTTP, first at `--rate` per second
 /// for `--rate-duration`, then `--jobs` as fast as `--clients` clients add
 /// them in bodies of `--lines` lines.
-pub(super) async fn e2e(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
+pub(crate) async fn e2e(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let a = &ctx.args;
     ctx.set_noop_handlers(1, true).await?;
     let d = ctx.start_daemon(true).await?;
@@ -352,7 +352,7 @@ pub(super) async fn e2e(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
 /// `intake`: a daemon that runs nothing; `--single-jobs` single-job adds
 /// from one client, the same from `--clients` clients, and `--jobs` in
 /// bodies of `--lines` lines from `--clients` clients.
-pub(super) async fn intake(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
+pub(crate) async fn intake(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let a = &ctx.args;
     let n = a.jobs;
     let singles = a.single_jobs.unwrap_or(n);

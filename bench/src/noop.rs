@@ -1,5 +1,5 @@
 //! `jobstore noop-worker`: a long-lived worker (protocol version 1, see
-//! the crate README) that answers every message at once with `D: 200`,
+//! the daemon's README) that answers every message at once with `D: 200`,
 //! for benchmarks. With `--stamp` it first prints, for each job, the time
 //! it received it: `t <µs since the epoch>`.
 
@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 
-use super::CliError;
+use jobstore_daemon::cli::CliError;
 
 /// `jobstore noop-worker`.
 #[derive(Debug, Clone, Args)]

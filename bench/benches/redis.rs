@@ -4,23 +4,26 @@
 //! server commands and server CPU per job, and claim latency with 10k vs
 //! 1M jobs waiting.
 //!
-//! `cargo bench -p jobstore-redis --bench throughput` against
+//! `cargo bench -p jobstore-bench --bench redis` against
 //! `JOBSTORE_TEST_REDIS_URL` (default `redis://127.0.0.1:6379`), in fresh
 //! namespaces that are deleted afterwards. `BENCH_JOBS` (default 200,000),
 //! `BENCH_CLAIMERS` (default 4), `BENCH_RUNS` (default 3; medians are
 //! printed) and `BENCH_BIG` (backlog of the second latency test, default
 //! 1,000,000; 0 skips the latency tests) change the load.
 //!
-//! The reference is the least a Redis claim/ack queue can do: one ZSET of
-//! waiting ids and one HASH per job; add = HSET + ZADD, claim = ZPOPMIN +
-//! HSET owner + ZADD to a lock zset, ack = DEL + ZREM; one EVALSHA per
-//! batch. No fencing, no ordering by time, no unique ids, no results.
+//! The reference (`jobstore_bench::reference::RedisRef`, the one
+//! `jobstore bench reference` measures) is the least a Redis claim/ack
+//! queue can do: one ZSET of waiting ids and one HASH per job; add = HSET +
+//! ZADD, claim = ZPOPMIN + HSET owner + ZADD to a lock zset, ack = DEL +
+//! ZREM; one EVALSHA per batch. No fencing, no ordering by time, no unique
+//! ids, no results.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobstore_api::{JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release};
+use jobstore_bench::reference::{RedisRef, RefQueue};
 use jobstore_redis::{RedisOptions, RedisStore};
 use redis::aio::MultiplexedConnection;
 
@@ -117,78 +120,34 @@ async fn claim_archive(stores: &[Arc<RedisStore>], jobtype: &str) -> (usize, f64
 
 // ------------------------------------------------------------ reference
 
-const REF_ADD: &str = r"
--- KEYS queue. ARGV: job key prefix, then id, data, priority...
-local add = {}
-for i = 2, #ARGV, 3 do
-  redis.call('HSET', ARGV[1] .. ARGV[i], 'd', ARGV[i + 1], 'p', ARGV[i + 2])
-  add[#add + 1] = -tonumber(ARGV[i + 2])
-  add[#add + 1] = ARGV[i]
-end
-for i = 1, #add, 1000 do
-  redis.call('ZADD', KEYS[1], unpack(add, i, math.min(i + 999, #add)))
-end
-return #add / 2
-";
-
-const REF_CLAIM: &str = r"
--- KEYS queue, lock. ARGV: job key prefix, limit, owner, expiry.
-local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[2]))
-local out, lock = {}, {}
-for i = 1, #popped, 2 do
-  local id = popped[i]
-  redis.call('HSET', ARGV[1] .. id, 'l', ARGV[3])
-  lock[#lock + 1] = ARGV[4]
-  lock[#lock + 1] = id
-  out[#out + 1] = id
-end
-if #lock > 0 then
-  redis.call('ZADD', KEYS[2], unpack(lock))
-end
-return out
-";
-
-const REF_ACK: &str = r"
--- KEYS lock. ARGV: job key prefix, ids...
-for i = 2, #ARGV do
-  redis.call('DEL', ARGV[1] .. ARGV[i])
-end
-return redis.call('ZREM', KEYS[1], unpack(ARGV, 2))
-";
-
+/// The reference queue, one handle (and connection) per client.
 struct Reference {
-    conns: Vec<MultiplexedConnection>,
-    tag: String,
+    queues: Vec<Arc<RedisRef>>,
 }
 
 impl Reference {
-    fn key(&self, q: &str, what: &str) -> String {
-        format!("{{{}:{q}}}:{what}", self.tag)
+    async fn open(url: &str, ns: &str, clients: usize) -> Reference {
+        let mut queues = Vec::new();
+        for _ in 0..clients {
+            let q = RedisRef::open(url, ns).await.expect("reference queue");
+            queues.push(Arc::new(q));
+        }
+        Reference { queues }
     }
 
-    async fn add(&self, q: &str, n: usize) -> f64 {
-        let script = Arc::new(redis::Script::new(REF_ADD));
+    async fn add(&self, n: usize) -> f64 {
         let batches = n.div_ceil(1000);
         let start = Instant::now();
         let mut tasks = Vec::new();
-        for (k, conn) in self.conns.iter().enumerate() {
-            let mut c = conn.clone();
-            let script = script.clone();
-            let queue = self.key(q, "queue");
-            let pre = self.key(q, "j:");
-            let per = self.conns.len();
-            let q = q.to_owned();
+        for (k, q) in self.queues.iter().enumerate() {
+            let q = q.clone();
+            let per = self.queues.len();
             tasks.push(tokio::spawn(async move {
                 let mut b = k;
                 while b < batches {
-                    let mut inv = script.prepare_invoke();
-                    inv.key(&queue).arg(&pre);
-                    for i in b * 1000..((b + 1) * 1000).min(n) {
-                        inv.arg(format!("{q}-{i:08}"))
-                            .arg(vec![b'x'; 100])
-                            .arg((i % 3) as i32);
-                    }
-                    let _: i64 = inv.invoke_async(&mut c).await.expect("reference add");
+                    let (from, to) = (b * 1000, ((b + 1) * 1000).min(n));
+                    let added = q.add(from, to, 100).await.expect("reference add");
+                    assert_eq!(added, to - from);
                     b += per;
                 }
             }));
@@ -199,41 +158,20 @@ impl Reference {
         n as f64 / start.elapsed().as_secs_f64()
     }
 
-    async fn claim_ack(&self, q: &str) -> (usize, f64) {
-        let claim = Arc::new(redis::Script::new(REF_CLAIM));
-        let ack = Arc::new(redis::Script::new(REF_ACK));
+    async fn claim_ack(&self) -> (usize, f64) {
         let start = Instant::now();
         let mut tasks = Vec::new();
-        for (k, conn) in self.conns.iter().enumerate() {
-            let mut c = conn.clone();
-            let (claim, ack) = (claim.clone(), ack.clone());
-            let queue = self.key(q, "queue");
-            let lock = self.key(q, "lock");
-            let pre = self.key(q, "j:");
+        for (k, q) in self.queues.iter().enumerate() {
+            let q = q.clone();
             tasks.push(tokio::spawn(async move {
                 let owner = format!("claimer-{k}");
                 let mut done = 0;
                 loop {
-                    let ids: Vec<String> = claim
-                        .key(&queue)
-                        .key(&lock)
-                        .arg(&pre)
-                        .arg(100)
-                        .arg(&owner)
-                        .arg(T0 + 600_000)
-                        .invoke_async(&mut c)
-                        .await
-                        .expect("reference claim");
+                    let ids = q.claim(100, &owner).await.expect("reference claim");
                     if ids.is_empty() {
                         break done;
                     }
-                    let n: usize = ack
-                        .key(&lock)
-                        .arg(&pre)
-                        .arg(&ids)
-                        .invoke_async(&mut c)
-                        .await
-                        .expect("reference ack");
+                    let n = q.ack(&ids).await.expect("reference ack");
                     assert_eq!(n, ids.len());
                     done += n;
                 }
@@ -247,31 +185,10 @@ impl Reference {
     }
 
     async fn drop_keys(&self) {
-        let mut c = self.conns[0].clone();
-        let pattern = format!("{{{}:*", self.tag);
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut c)
-                .await
-                .expect("SCAN");
-            for key in keys {
-                let _: i64 = redis::cmd("UNLINK")
-                    .arg(key)
-                    .query_async(&mut c)
-                    .await
-                    .expect("UNLINK");
-            }
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
+        self.queues[0]
+            .remove()
+            .await
+            .expect("remove the reference keys");
     }
 }
 
@@ -415,20 +332,8 @@ fn main() {
         for _ in 0..claimers {
             stores.push(Arc::new(open(&url, &prefix).await));
         }
+        let reference = Reference::open(&url, &format!("benchref_{}", &token[8..16]), claimers).await;
         let client = redis::Client::open(url.as_str()).expect("URL");
-        let mut conns = Vec::new();
-        for _ in 0..claimers {
-            conns.push(
-                client
-                    .get_multiplexed_async_connection()
-                    .await
-                    .expect("connect"),
-            );
-        }
-        let reference = Reference {
-            conns,
-            tag: format!("benchref_{}", &token[8..16]),
-        };
         let mut admin = client
             .get_multiplexed_async_connection()
             .await
@@ -446,9 +351,9 @@ fn main() {
             let (total, ca) = claim_archive(&stores, &jt).await;
             let s2 = snapshot(&mut admin).await;
             assert_eq!(total, n, "every job claimed and archived once");
-            let radd = reference.add(&jt, n).await;
+            let radd = reference.add(n).await;
             let s3 = snapshot(&mut admin).await;
-            let (rtotal, rca) = reference.claim_ack(&jt).await;
+            let (rtotal, rca) = reference.claim_ack().await;
             let s4 = snapshot(&mut admin).await;
             assert_eq!(rtotal, n, "every reference job claimed and acked once");
             println!(

@@ -10,18 +10,17 @@ use jobstore_api::{
 };
 use serde_json::{Value, json};
 
-use super::{
+use crate::{
     CLIENT, CliError, Ctx, Latencies, Report, archived_ok, expect_counts, rate, round3, spawn,
     store_err,
 };
-use crate::factory;
 
 /// The lease of bench claims: long enough that nothing expires mid-run.
 const LEASE: Duration = Duration::from_secs(600);
 
 /// Makes the jobs of one batch of adds, without borrowing the context.
 #[derive(Clone)]
-pub(super) struct JobGen {
+pub(crate) struct JobGen {
     tag: String,
     jobtypes: Vec<String>,
     payload: usize,
@@ -29,7 +28,7 @@ pub(super) struct JobGen {
 }
 
 impl JobGen {
-    pub(super) fn new(ctx: &Ctx, tag: &str, jobtypes: usize) -> Self {
+    pub(crate) fn new(ctx: &Ctx, tag: &str, jobtypes: usize) -> Self {
         JobGen {
             tag: tag.to_owned(),
             jobtypes: (0..jobtypes).map(|k| ctx.jobtype(k)).collect(),
@@ -56,7 +55,7 @@ impl JobGen {
 /// Adds jobs `from..to` of `jobs_of` in batches of `--add-batch` from
 /// `--claimers` concurrent tasks; returns each call's latency and the time
 /// it took. Fails unless every job was new.
-pub(super) async fn add_range(
+pub(crate) async fn add_range(
     ctx: &Ctx,
     jobs_of: &JobGen,
     from: usize,
@@ -119,7 +118,7 @@ fn archive_all(jobs: Vec<jobstore_api::Job>) -> Vec<JobRelease> {
 }
 
 /// `store`: batched adds, then concurrent claim+archive of every job.
-pub(super) async fn store(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
+pub(crate) async fn store(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let a = &ctx.args;
     let n = a.jobs;
     let jobs_of = JobGen::new(ctx, "s", a.jobtypes);
@@ -253,7 +252,7 @@ async fn claim_samples(
 
 /// `scale`: claim latency at each backlog size, then with an archive of
 /// the same jobtype beside the largest.
-pub(super) async fn scale(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
+pub(crate) async fn scale(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let a = &ctx.args;
     let mut sizes = a.sizes.clone();
     sizes.sort_unstable();
@@ -351,9 +350,9 @@ pub(super) async fn scale(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
 /// claimed and archived as fast as they come, archived jobs purged past
 /// `--retention`; per `--interval`: claim latency, counts, and (Redis) the
 /// server's memory per stored job.
-pub(super) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
+pub(crate) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let a = &ctx.args;
-    let baseline = factory::server_memory(&ctx.url)
+    let baseline = crate::server::server_memory(&ctx.url)
         .await
         .map_err(store_err("memory"))?;
     let backlog = JobGen::new(ctx, "b", 1);
@@ -488,10 +487,10 @@ pub(super) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
             .await
             .map_err(store_err("purge_archived"))?;
         let counts = ctx.counts().await?;
-        let memory = factory::server_memory(&ctx.url)
+        let memory = crate::server::server_memory(&ctx.url)
             .await
             .map_err(store_err("memory"))?;
-        let table = factory::table_stats(&ctx.url)
+        let table = crate::server::table_stats(&ctx.url)
             .await
             .map_err(store_err("table statistics"))?;
         let lat = window_lat
@@ -574,9 +573,9 @@ pub(super) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
 
 /// `reference`: the `store` load (one jobtype) on the bare reference queue
 /// of the store's server.
-pub(super) async fn reference(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
+pub(crate) async fn reference(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let a = &ctx.args;
-    let q = factory::reference::open(&ctx.url, &ctx.ns)
+    let q = crate::reference::open(&ctx.url, &ctx.ns)
         .await
         .map_err(store_err("reference queue"))?
         .ok_or_else(|| {

@@ -1,17 +1,17 @@
-//! Bare reference queues for `jobstore bench reference`: the least a queue
-//! on the same server can do, measured in the same run as the store so
-//! the ratio between them means something on a shared, noisy machine.
-//! The same designs as the stores' own benches (`store-postgres/benches`,
-//! `store-redis/benches`).
+//! Bare reference queues for `jobstore bench reference` and the
+//! PostgreSQL and Redis throughput benches (`benches/`): the least a queue
+//! on the same server can do, measured in the same run as the store so the
+//! ratio between them means something on a shared, noisy machine.
 //!
-//! * PostgreSQL: a single-table `SKIP LOCKED` queue in the River, Oban and
-//!   graphile-worker style: a bigint identity key, a partial fetch index
-//!   over the available jobs, a claim that is one `UPDATE … WHERE id IN
-//!   (SELECT … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING id`, and a batched
-//!   completion (`UPDATE state = 'completed'`).
-//! * Redis: one ZSET of waiting ids and one HASH per job; add = HSET +
-//!   ZADD, claim = ZPOPMIN + HSET owner + ZADD to a lock ZSET, ack = DEL +
-//!   ZREM; one EVALSHA per batch.
+//! * PostgreSQL ([`PgRef`]): a single-table `SKIP LOCKED` queue in the
+//!   River, Oban and graphile-worker style: a bigint identity key, a
+//!   partial fetch index over the available jobs, a claim that is one
+//!   `UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT n)
+//!   RETURNING id`, and a batched completion (`UPDATE state =
+//!   'completed'`, or [`PgRef::delete`]).
+//! * Redis ([`RedisRef`]): one ZSET of waiting ids and one HASH per job;
+//!   add = HSET + ZADD, claim = ZPOPMIN + HSET owner + ZADD to a lock ZSET,
+//!   ack = DEL + ZREM; one EVALSHA per batch.
 //!
 //! Neither has the store's duties: ids with duplicate detection, expired
 //! leases as eligible work, fencing, a result per job, counts.
@@ -42,12 +42,17 @@ pub async fn open(url: &str, ns: &str) -> Result<Option<Arc<dyn RefQueue>>> {
     let _ = ns;
     match url.split_once(':').map_or("", |(s, _)| s) {
         #[cfg(feature = "postgres")]
-        "postgres" | "postgresql" => Ok(Some(Arc::new(pg::PgRef::open(url, ns).await?))),
+        "postgres" | "postgresql" => Ok(Some(Arc::new(PgRef::open(url, ns).await?))),
         #[cfg(feature = "redis")]
-        "redis" | "rediss" => Ok(Some(Arc::new(rd::RedisRef::open(url, ns).await?))),
+        "redis" | "rediss" => Ok(Some(Arc::new(RedisRef::open(url, ns).await?))),
         _ => Ok(None),
     }
 }
+
+#[cfg(feature = "postgres")]
+pub use pg::PgRef;
+#[cfg(feature = "redis")]
+pub use rd::RedisRef;
 
 #[cfg(any(feature = "postgres", feature = "redis"))]
 fn unavailable(what: &str) -> impl Fn(Box<dyn std::error::Error + Send + Sync>) -> Error + '_ {
@@ -97,7 +102,12 @@ mod pg {
         UPDATE jobs SET state = 'completed', finalized_at = $2
         WHERE id = ANY($1) AND state = 'running'";
 
-    pub(super) struct PgRef {
+    const DELETE: &str = "DELETE FROM jobs WHERE id = ANY($1) AND state = 'running'";
+
+    /// The PostgreSQL reference queue: a table `jobs` in a schema of its
+    /// own, `{ns}_ref`, on the server of a store URL (its `max_connections`
+    /// sizes the pool).
+    pub struct PgRef {
         pool: PgPool,
         schema: String,
     }
@@ -107,7 +117,9 @@ mod pg {
     }
 
     impl PgRef {
-        pub(super) async fn open(url: &str, ns: &str) -> Result<Self> {
+        /// Creates the schema `{ns}_ref` and its table on the server of
+        /// `url` (a PostgreSQL store URL); fails if the schema exists.
+        pub async fn open(url: &str, ns: &str) -> Result<Self> {
             let plain = jobstore_postgres::PgStoreOptions::from_url(url)?;
             let schema = format!("{ns}_ref");
             let opts = PgConnectOptions::from_str(plain.url())
@@ -136,6 +148,28 @@ mod pg {
             tx.commit().await.map_err(err("commit"))?;
             Ok(PgRef { pool, schema })
         }
+
+        /// The pool, whose connections have the queue's schema as their
+        /// `search_path` (for `VACUUM`, `TRUNCATE`, WAL positions).
+        pub fn pool(&self) -> &PgPool {
+            &self.pool
+        }
+
+        /// Finishes claimed jobs by deleting them, in one call (where
+        /// [`RefQueue::ack`] keeps them as completed); returns how many.
+        pub async fn delete(&self, keys: &[String]) -> Result<usize> {
+            let done = sqlx::query(DELETE)
+                .bind(ids(keys))
+                .execute(&self.pool)
+                .await
+                .map_err(err("delete"))?;
+            Ok(done.rows_affected() as usize)
+        }
+    }
+
+    /// The ids of claimed jobs' keys.
+    fn ids(keys: &[String]) -> Vec<i64> {
+        keys.iter().filter_map(|k| k.parse().ok()).collect()
     }
 
     #[async_trait]
@@ -169,9 +203,8 @@ mod pg {
         }
 
         async fn ack(&self, keys: &[String]) -> Result<usize> {
-            let ids: Vec<i64> = keys.iter().filter_map(|k| k.parse().ok()).collect();
             let done = sqlx::query(COMPLETE)
-                .bind(ids)
+                .bind(ids(keys))
                 .bind(jobstore_api::now_millis())
                 .execute(&self.pool)
                 .await
@@ -236,7 +269,9 @@ end
 return redis.call('ZREM', KEYS[1], unpack(ARGV, 2))
 ";
 
-    pub(super) struct RedisRef {
+    /// The Redis reference queue: keys under the hash tag `{ns}_ref` on
+    /// the server of a store URL, over one multiplexed connection.
+    pub struct RedisRef {
         conn: MultiplexedConnection,
         tag: String,
         add: redis::Script,
@@ -249,8 +284,10 @@ return redis.call('ZREM', KEYS[1], unpack(ARGV, 2))
     }
 
     impl RedisRef {
-        pub(super) async fn open(url: &str, ns: &str) -> Result<Self> {
-            let client = redis::Client::open(super::super::without_prefix(url)?.as_str())
+        /// Connects to the server of `url` (a Redis store URL, single
+        /// node); the queue's keys are made as jobs are added.
+        pub async fn open(url: &str, ns: &str) -> Result<Self> {
+            let client = redis::Client::open(crate::server::without_prefix(url)?.as_str())
                 .map_err(err("URL"))?;
             let conn = client
                 .get_multiplexed_async_connection()
