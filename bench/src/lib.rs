@@ -1,9 +1,9 @@
 //! `jobstore bench`: how fast a store and a daemon on it are, measured the
 //! same way on every backend. The `jobstore` binary links this crate; the
-//! daemon does not. Also here: the bare [`reference`] queues the bench
-//! compares the stores with, what store servers report about themselves
-//! ([`server`]), and `jobstore noop-worker`, the worker of the bench's
-//! jobs.
+//! daemon does not. Also here: the bare [reference](mod@reference) queues
+//! the bench compares the stores with, what store servers report about
+//! themselves ([`server`]), and `jobstore noop-worker`, the worker of the
+//! bench's jobs.
 //!
 //! Every mode works in a namespace of its own on the given store (a
 //! PostgreSQL schema, a Redis key prefix, a MongoDB collection prefix, a
