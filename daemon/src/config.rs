@@ -12,8 +12,8 @@ use clap::{Args, ValueEnum};
 use serde::Deserialize;
 
 use crate::auth::{AuthConfig, TokenHash};
-use crate::executor::{ExecSettings, Limits};
 use crate::executor::scheduler::SchedulerConfig;
+use crate::executor::{ExecSettings, Limits};
 use crate::tenant::Client;
 
 /// Log output format.
@@ -721,7 +721,10 @@ mod tests {
         assert_eq!(c.listen.port(), 0);
         assert_eq!(c.sysid_ttl, Duration::from_secs(45));
         assert_eq!(c.exec.retention, Some(Duration::from_secs(86_400)));
-        assert_eq!(c.exec.retention_failed, Some(Duration::from_secs(2 * 86_400)));
+        assert_eq!(
+            c.exec.retention_failed,
+            Some(Duration::from_secs(2 * 86_400))
+        );
         let flagged = ServeArgs {
             retention_failed: Some(Duration::from_secs(60)),
             ..ServeArgs::default()
@@ -730,7 +733,10 @@ mod tests {
         assert_eq!(f.exec.retention_failed, Some(Duration::from_secs(60)));
         assert_eq!(f.exec.retention, Some(Duration::from_secs(7 * 86_400)));
         let d = Config::resolve(&ServeArgs::default(), FileConfig::default()).unwrap();
-        assert_eq!(d.exec.retention_failed, Some(Duration::from_secs(30 * 86_400)));
+        assert_eq!(
+            d.exec.retention_failed,
+            Some(Duration::from_secs(30 * 86_400))
+        );
         assert_eq!(c.ingest_batch, 10);
         assert!(c.auth.enabled());
         assert_eq!(c.auth.clients.len(), 1);

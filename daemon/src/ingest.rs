@@ -22,8 +22,8 @@ use jobstore_api::{JobStore, NewJob, now_millis};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::journal::{Journal, Record};
 use crate::executor::notices::Notices;
+use crate::journal::{Journal, Record};
 use crate::metrics::{Metrics, OutcomeLabels};
 
 /// What the store said of a journaled job.

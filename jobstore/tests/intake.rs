@@ -134,8 +134,10 @@ fn every_endpoint_and_its_errors() {
 
         // Handlers: query form, JSON form, get, list, delete (both verbs).
         let (s, v) = json(
-            c.post(format!("{u}/acme/handler/add/mail/add?method=http&concurrency=2"))
-                .body("http://127.0.0.1:9/hook"),
+            c.post(format!(
+                "{u}/acme/handler/add/mail/add?method=http&concurrency=2"
+            ))
+            .body("http://127.0.0.1:9/hook"),
         )
         .await;
         assert_eq!(s, 200, "{v}");
@@ -217,7 +219,11 @@ fn every_endpoint_and_its_errors() {
                     .body("http://127.0.0.1:9/"),
             )
             .await;
-            assert_eq!((s, v["error"]["field"].clone()), (400, json!(field)), "{query}: {v}");
+            assert_eq!(
+                (s, v["error"]["field"].clone()),
+                (400, json!(field)),
+                "{query}: {v}"
+            );
         }
         let (s, v) = json(
             c.post(format!("{u}/acme/handler/add/x/add"))

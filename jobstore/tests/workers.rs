@@ -422,7 +422,11 @@ fn remote_results_follow_the_outcome_rules() {
                 .await;
             assert_eq!(s, 200, "{r}");
             for d in r["dropped"].as_array().unwrap() {
-                assert_eq!((&d["new_job"], d["reason"].is_string()), (&json!(2), true), "{r}");
+                assert_eq!(
+                    (&d["new_job"], d["reason"].is_string()),
+                    (&json!(2), true),
+                    "{r}"
+                );
                 dropped += 1;
             }
             created.extend(

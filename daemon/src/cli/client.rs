@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use super::output;
 use super::{AddArgs, CancelArgs, HandlerCommand, JobArgs, StatsArgs};
 use crate::http::error::ErrorBody;
-use crate::http::jobtype_handlers::{DeleteResponse, HandlerList, HandlerView};
 use crate::http::jobs::{AddResponse, AllStats, CancelResponse, ClientStats, JobView};
+use crate::http::jobtype_handlers::{DeleteResponse, HandlerList, HandlerView};
 
 /// Where the daemon is, and how to speak to it.
 #[derive(Debug, Clone, Args)]

@@ -2,8 +2,8 @@
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
-use crate::http::jobtype_handlers::{HandlerList, HandlerView};
 use crate::http::jobs::{ClientStats, JobView};
+use crate::http::jobtype_handlers::{HandlerList, HandlerView};
 
 fn table() -> Table {
     let mut t = Table::new();

@@ -145,7 +145,11 @@ pub(super) async fn complete(
 
 /// Releases this daemon's finished jobs in batches until the channel closes
 /// and is drained.
-pub(super) async fn run(core: Arc<Core>, held: HeldMap, mut rx: mpsc::UnboundedReceiver<Completion>) {
+pub(super) async fn run(
+    core: Arc<Core>,
+    held: HeldMap,
+    mut rx: mpsc::UnboundedReceiver<Completion>,
+) {
     let owner = core.sysid.sysid();
     let window = core.settings.complete_window;
     while let Some(first) = rx.recv().await {

@@ -59,10 +59,8 @@ impl HandlerCache {
             return Ok(());
         }
         let list = store.list_handlers().await?;
-        let fresh: HashMap<String, HandlerVersion> = list
-            .into_iter()
-            .map(|v| (v.jobtype.clone(), v))
-            .collect();
+        let fresh: HashMap<String, HandlerVersion> =
+            list.into_iter().map(|v| (v.jobtype.clone(), v)).collect();
         let mut cache = self.lock();
         let mut sched = sched.lock().unwrap_or_else(|e| e.into_inner());
         for v in fresh.values() {
@@ -128,5 +126,117 @@ impl HandlerCache {
     fn apply(&self, sched: &mut Scheduler, v: &HandlerVersion) {
         sched.set_jobtype_cap(&v.jobtype, v.handler.limits.concurrency);
         sched.set_remote_only(&v.jobtype, !self.runs_here(v));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use jobstore_api::layer::StoreFuture;
+    use jobstore_api::{Handler, HandlerLimits, JobStore, MemoryStore};
+
+    use super::*;
+    use crate::executor::scheduler::SchedulerConfig;
+
+    /// Counts the calls that reach the store, by operation.
+    #[derive(Debug, Default)]
+    struct Counted {
+        inner: MemoryStore,
+        calls: Mutex<HashMap<&'static str, u32>>,
+    }
+
+    impl jobstore_api::layer::StoreLayer for Counted {
+        type Inner = MemoryStore;
+        fn inner(&self) -> &MemoryStore {
+            &self.inner
+        }
+        fn around<'a, T: Send + 'a>(
+            &'a self,
+            op: &'static str,
+            call: StoreFuture<'a, T>,
+        ) -> StoreFuture<'a, T> {
+            *self.calls.lock().unwrap().entry(op).or_default() += 1;
+            call
+        }
+    }
+
+    impl Counted {
+        fn calls(&self, op: &str) -> u32 {
+            self.calls.lock().unwrap().get(op).copied().unwrap_or(0)
+        }
+    }
+
+    fn handler(method: &str, concurrency: Option<u32>) -> Handler {
+        Handler::new(method, "http://127.0.0.1:9/").limits(HandlerLimits {
+            concurrency,
+            ..HandlerLimits::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn reads_once_per_ttl_and_gives_the_scheduler_caps() {
+        let store = Counted::default();
+        store
+            .set_handler("acme-a", &handler("http", Some(2)), 1)
+            .await
+            .unwrap();
+        store
+            .set_handler("acme-r", &handler("remote", None), 1)
+            .await
+            .unwrap();
+        let sched = Mutex::new(Scheduler::new(SchedulerConfig::with_slots(16)));
+        let cache = HandlerCache::new(Duration::from_secs(60), false);
+        cache.refresh(&store, &sched).await.unwrap();
+        cache.refresh(&store, &sched).await.unwrap();
+        assert_eq!(store.calls("list_handlers"), 1, "once per TTL");
+        let grant = sched.lock().unwrap().admit("acme-a", 5, 1).unwrap();
+        assert_eq!(grant.count, 2, "the handler's concurrency caps grants");
+        let a = cache.get(&store, &sched, "acme-a").await.unwrap().unwrap();
+        let r = cache.get(&store, &sched, "acme-r").await.unwrap().unwrap();
+        assert!(cache.runs_here(&a) && !cache.runs_here(&r));
+        assert_eq!(store.calls("get_handler"), 0, "both came with the list");
+        // A jobtype without a handler is looked up on its own, once per TTL.
+        assert!(cache.get(&store, &sched, "acme-x").await.unwrap().is_none());
+        assert!(cache.get(&store, &sched, "acme-x").await.unwrap().is_none());
+        assert_eq!(store.calls("get_handler"), 1);
+        // Set after the list was read: found by the lookup of its own.
+        store
+            .set_handler("acme-y", &handler("process", None), 2)
+            .await
+            .unwrap();
+        let y = cache.get(&store, &sched, "acme-y").await.unwrap().unwrap();
+        assert!(
+            !cache.runs_here(&y),
+            "process handlers are not allowed here"
+        );
+        assert_eq!(store.calls("get_handler"), 2);
+    }
+
+    #[tokio::test]
+    async fn a_deleted_handler_takes_its_cap_with_it() {
+        let store = Counted::default();
+        store
+            .set_handler("acme-a", &handler("http", Some(1)), 1)
+            .await
+            .unwrap();
+        let sched = Mutex::new(Scheduler::new(SchedulerConfig::with_slots(16)));
+        let cache = HandlerCache::new(Duration::ZERO, true);
+        cache.refresh(&store, &sched).await.unwrap();
+        let g = sched.lock().unwrap().admit("acme-a", 4, 1).unwrap();
+        assert_eq!(g.count, 1);
+        sched.lock().unwrap().jobs_started(g, 0, 1);
+        store.delete_handler("acme-a").await.unwrap();
+        cache.refresh(&store, &sched).await.unwrap();
+        assert_eq!(
+            store.calls("list_handlers"),
+            2,
+            "a TTL of zero reads every time"
+        );
+        let g = sched.lock().unwrap().admit("acme-a", 4, 2).unwrap();
+        assert_eq!(g.count, 4, "no cap once the handler is gone");
+        assert!(cache.get(&store, &sched, "acme-a").await.unwrap().is_none());
     }
 }

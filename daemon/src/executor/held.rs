@@ -27,4 +27,3 @@ pub(super) type HeldMap = Arc<Mutex<HashMap<String, Held>>>;
 pub(super) fn lock(held: &HeldMap) -> MutexGuard<'_, HashMap<String, Held>> {
     held.lock().unwrap_or_else(|e| e.into_inner())
 }
-

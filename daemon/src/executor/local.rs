@@ -220,7 +220,11 @@ impl Loop {
             let grant = core.sched().select(now);
             let Some(grant) = grant else { break };
             tracing::trace!(?grant, "claiming");
-            let handler = match core.handlers.get(&*core.store, &core.sched, &grant.jobtype).await {
+            let handler = match core
+                .handlers
+                .get(&*core.store, &core.sched, &grant.jobtype)
+                .await
+            {
                 Ok(h) => h,
                 Err(e) => {
                     core.sched().jobs_started(grant, 0, now);
@@ -229,7 +233,10 @@ impl Loop {
             };
             // Remote workers or other daemons run it (learnt just now: the
             // scheduler knows from here on).
-            if handler.as_ref().is_some_and(|h| !core.handlers.runs_here(h)) {
+            if handler
+                .as_ref()
+                .is_some_and(|h| !core.handlers.runs_here(h))
+            {
                 core.sched().jobs_started(grant, 0, now);
                 continue;
             }
@@ -396,14 +403,22 @@ async fn housekeeping(core: Arc<Core>, stop: CancellationToken) {
         }
         let now = now_millis();
         for (keep, codes, what) in [
-            (settings.retention, &[jobstore_api::ResultCode::Ok][..], "ok"),
+            (
+                settings.retention,
+                &[jobstore_api::ResultCode::Ok][..],
+                "ok",
+            ),
             (settings.retention_failed, &NOT_OK[..], "not ok"),
         ] {
             let Some(keep) = keep else { continue };
             let before = now - jobstore_api::duration_ms(keep);
             match core.store.purge_archived(before /*PURGE-API*/).await {
                 Ok(n) if n > 0 => {
-                    tracing::info!(jobs = n, codes = what, "purged archived jobs past their retention")
+                    tracing::info!(
+                        jobs = n,
+                        codes = what,
+                        "purged archived jobs past their retention"
+                    )
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "purge failed"),

@@ -128,7 +128,6 @@ impl Default for ExecSettings {
     }
 }
 
-
 /// What an executor is made of.
 pub struct ExecutorParts {
     /// The store.
@@ -193,10 +192,8 @@ enum Closed {
 impl Executor {
     /// An executor; nothing runs until [`run`](Self::run).
     pub fn new(parts: ExecutorParts) -> Self {
-        let handlers = HandlerCache::new(
-            parts.settings.handler_ttl,
-            parts.settings.process_handlers,
-        );
+        let handlers =
+            HandlerCache::new(parts.settings.handler_ttl, parts.settings.process_handlers);
         Executor {
             core: Arc::new(Core {
                 sched: Mutex::new(Scheduler::new(parts.settings.scheduler.clone())),

@@ -289,7 +289,10 @@ mod tests {
         assert_eq!(label(102, 1), "retry");
         assert_eq!(label(500, 1), "error");
         assert_eq!(label(500, 10), "timeout");
-        assert_eq!(settle(&outcome(200), &l, 1, 0, 1, true), (Release::Delete, "ok"));
+        assert_eq!(
+            settle(&outcome(200), &l, 1, 0, 1, true),
+            (Release::Delete, "ok")
+        );
     }
 
     #[test]
@@ -319,7 +322,10 @@ mod tests {
         assert_eq!(dropped.iter().map(|d| d.index).collect::<Vec<_>>(), [2, 3]);
         assert!(dropped[1].reason.contains("10 bytes"), "{dropped:?}");
         let out = String::from_utf8(o.output).unwrap();
-        assert!(out.starts_with("out[jobstore] new job 2 dropped: "), "{out}");
+        assert!(
+            out.starts_with("out[jobstore] new job 2 dropped: "),
+            "{out}"
+        );
         assert!(out.contains("new job 3 dropped: its payload is 10 bytes, the limit is 8"));
         // The output cap holds.
         let mut full = outcome(200);

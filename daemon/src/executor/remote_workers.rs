@@ -293,7 +293,11 @@ impl Executor {
         data: &[u8],
     ) -> Result<(), RemoteError> {
         let core = &self.core;
-        if core.store.update_data(id, owner, data, now_millis()).await? {
+        if core
+            .store
+            .update_data(id, owner, data, now_millis())
+            .await?
+        {
             core.registry.seen(client.as_str(), worker, now_millis());
             Ok(())
         } else {

@@ -322,7 +322,6 @@ fn parse_time(s: &str) -> ApiResult<Millis> {
     Ok(Millis::try_from(ms).unwrap_or(Millis::MAX))
 }
 
-
 /// A job as the API shows it.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct JobView {

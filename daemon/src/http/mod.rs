@@ -8,8 +8,8 @@
 pub mod admin;
 pub mod error;
 pub mod extract;
-pub mod jobtype_handlers;
 pub mod jobs;
+pub mod jobtype_handlers;
 pub mod serve;
 pub mod workers;
 
@@ -83,7 +83,10 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/{client}/jobs/cancel", post(jobs::cancel)),
         ("/{client}/jobs/{id}", get(jobs::get)),
         ("/{client}/stats", get(jobs::client_stats)),
-        ("/{client}/handler/add/{type}/add", post(jobtype_handlers::set)),
+        (
+            "/{client}/handler/add/{type}/add",
+            post(jobtype_handlers::set),
+        ),
         (
             "/{client}/handler/del/{type}/delete",
             post(jobtype_handlers::delete_post).delete(jobtype_handlers::delete),

@@ -299,7 +299,9 @@ fn store_ids(client: &Client, ids: &[String]) -> ApiResult<Vec<String>> {
 /// The answer to a refused call of `what` (`fetch`, `heartbeat`, ...).
 fn remote_error(e: RemoteError, what: &str) -> ApiError {
     match e {
-        RemoteError::NotHeld => ApiError::new(StatusCode::CONFLICT, "conflict", format!("{what}: {e}")),
+        RemoteError::NotHeld => {
+            ApiError::new(StatusCode::CONFLICT, "conflict", format!("{what}: {e}"))
+        }
         RemoteError::NoSysid => ApiError::unavailable(e.to_string()),
         RemoteError::Journal(crate::journal::JournalError::Closed) => {
             ApiError::unavailable("the daemon is shutting down")
