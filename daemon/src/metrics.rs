@@ -431,8 +431,12 @@ impl JobStore for MeteredStore {
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {
         metered!(self, "get_job", self.inner.get_job(id))
     }
-    async fn purge_archived(&self, before: Millis) -> Result<u64> {
-        metered!(self, "purge_archived", self.inner.purge_archived(before))
+    async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
+        metered!(
+            self,
+            "purge_archived",
+            self.inner.purge_archived(before, codes)
+        )
     }
     async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {
         metered!(self, "job_counts", self.inner.job_counts(now))

@@ -73,8 +73,8 @@ impl JobStore for GatedStore {
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {
         self.inner.get_job(id).await
     }
-    async fn purge_archived(&self, before: Millis) -> Result<u64> {
-        self.inner.purge_archived(before).await
+    async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
+        self.inner.purge_archived(before, codes).await
     }
     async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {
         self.inner.job_counts(now).await

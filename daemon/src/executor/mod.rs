@@ -723,7 +723,10 @@ async fn housekeeping(
         // archived (failed, timed out, cancelled) goes at the next purge.
         if let Some(keep) = settings.retention {
             let before = now_millis() - jobstore_api::duration_ms(keep);
-            match store.purge_archived(before).await {
+            match store
+                .purge_archived(before, &jobstore_api::ResultCode::ALL)
+                .await
+            {
                 Ok(n) if n > 0 => {
                     tracing::info!(jobs = n, "purged archived jobs past the retention")
                 }
