@@ -483,7 +483,10 @@ pub(crate) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
         let now = now_millis();
         let purged = ctx
             .store
-            .purge_archived(now - duration_ms(a.retention))
+            .purge_archived(
+                now - duration_ms(a.retention),
+                &jobstore_api::ResultCode::ALL,
+            )
             .await
             .map_err(store_err("purge_archived"))?;
         let counts = ctx.counts().await?;

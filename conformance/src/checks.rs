@@ -4,18 +4,24 @@
 use std::time::Duration;
 
 use jobstore_api::limits::MAX_CLAIM;
-use jobstore_api::{JobRelease, JobResult, JobStore, NewJob, Release};
+use jobstore_api::{JobRelease, JobResult, JobStore, NewJob, Release, ResultCode};
 
 use crate::suite::T0;
 
 /// A purge that deletes in bounded batches (of `batch` archived jobs per
 /// statement or round trip, as the store was configured) is exact across
-/// them: every archived job before the cutoff goes, none after it, the
-/// count is right when it is a multiple of the batch, and running jobs are
-/// never touched. Uses the jobtype `purge-batches` with about 3.5 times
-/// `batch` jobs, claimed [`MAX_CLAIM`] at a time.
+/// them: every archived job of the codes purged before the cutoff goes,
+/// none after it and none of another code (here `error` jobs interleaved
+/// with the `ok` ones, in the same range of `done_dt`), the count is right
+/// when it is a multiple of the batch, and running jobs are never touched.
+/// Uses the jobtype `purge-batches` with about 4.5 times `batch` jobs,
+/// claimed [`MAX_CLAIM`] at a time.
 pub async fn purge_is_exact_across_batches(s: &dyn JobStore, batch: usize) {
-    let (old, new, running) = (3 * batch, batch / 2 + 1, 2);
+    // Of the first `old` jobs, every fourth one (`batch` or so) is an error.
+    let (old, new, running) = (4 * batch, batch / 2 + 1, 2);
+    let failed = |i: usize| i < old && i % 4 == 3;
+    let old_failed = (0..old).filter(|i| failed(*i)).count();
+    let old_ok = old - old_failed;
     let id = |i: usize| format!("purge-{i:05}");
     let all = old + new + running;
     let jobs: Vec<NewJob> = (0..all)
@@ -31,8 +37,11 @@ pub async fn purge_is_exact_across_batches(s: &dyn JobStore, batch: usize) {
         claimed += n;
     }
     let archive = |ids: std::ops::Range<usize>| -> Vec<JobRelease> {
-        ids.map(|i| JobRelease::new(id(i), Release::Archive(JobResult::from_status(200))))
-            .collect()
+        ids.map(|i| {
+            let status = if failed(i) { 500 } else { 200 };
+            JobRelease::new(id(i), Release::Archive(JobResult::from_status(status)))
+        })
+        .collect()
     };
     let done = s.release_jobs(&archive(0..old), "owner", T0 + 10).await;
     assert_eq!(done.unwrap().len(), old);
@@ -41,18 +50,33 @@ pub async fn purge_is_exact_across_batches(s: &dyn JobStore, batch: usize) {
         .await;
     assert_eq!(done.unwrap().len(), new);
 
-    assert_eq!(s.purge_archived(T0 + 500).await.unwrap(), old as u64);
+    let ok = [ResultCode::Ok];
+    assert_eq!(
+        s.purge_archived(T0 + 500, &ok).await.unwrap(),
+        old_ok as u64
+    );
     for i in 0..all {
         let kept = s.get_job(&id(i)).await.unwrap().is_some();
-        assert_eq!(kept, i >= old, "{}", id(i));
+        assert_eq!(kept, i >= old || failed(i), "{}", id(i));
     }
-    assert_eq!(s.purge_archived(T0 + 500).await.unwrap(), 0);
-    assert_eq!(s.purge_archived(T0 + 2_000).await.unwrap(), new as u64);
-    for i in old + new..all {
-        assert!(
-            s.get_job(&id(i)).await.unwrap().is_some(),
-            "running {}",
-            id(i)
-        );
+    assert_eq!(s.purge_archived(T0 + 500, &ok).await.unwrap(), 0);
+    let error = [ResultCode::Error];
+    assert_eq!(
+        s.purge_archived(T0 + 500, &error).await.unwrap(),
+        old_failed as u64
+    );
+    assert_eq!(
+        s.purge_archived(T0 + 500, &ResultCode::ALL).await.unwrap(),
+        0
+    );
+    assert_eq!(
+        s.purge_archived(T0 + 2_000, &ResultCode::ALL)
+            .await
+            .unwrap(),
+        new as u64
+    );
+    for i in 0..all {
+        let kept = s.get_job(&id(i)).await.unwrap().is_some();
+        assert_eq!(kept, i >= old + new, "{}", id(i));
     }
 }

@@ -249,6 +249,9 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(cancel_waiting_and_scheduled);
         __jobstore_conformance_test!(cancel_leaves_locked_and_archived);
         __jobstore_conformance_test!(purge_archived_by_age);
+        __jobstore_conformance_test!(purge_archived_by_code);
+        __jobstore_conformance_test!(purge_with_no_codes_purges_nothing);
+        __jobstore_conformance_test!(purge_racing_archives_leaves_no_job_half_done);
         __jobstore_conformance_test!(waiting_jobtypes_counts);
         __jobstore_conformance_test!(waiting_jobtypes_with_only_expired_jobs);
         __jobstore_conformance_test!(empty_store_has_no_counts);

@@ -1767,11 +1767,22 @@ pub async fn purge_archived_by_age(c: Ctx) {
         .await
         .unwrap();
     s.cancel_jobs(&ids(&["t-000003"]), T0 + 30).await.unwrap();
-    assert_eq!(s.purge_archived(T0 + 10).await.unwrap(), 0);
-    assert_eq!(s.purge_archived(T0 + 11).await.unwrap(), 1);
+    assert_eq!(
+        s.purge_archived(T0 + 10, &ResultCode::ALL).await.unwrap(),
+        0
+    );
+    assert_eq!(
+        s.purge_archived(T0 + 11, &ResultCode::ALL).await.unwrap(),
+        1
+    );
     assert_eq!(s.get_job(&got[0]).await.unwrap(), None);
     assert!(s.get_job(&got[1]).await.unwrap().is_some());
-    assert_eq!(s.purge_archived(T0 + 1_000_000).await.unwrap(), 2);
+    assert_eq!(
+        s.purge_archived(T0 + 1_000_000, &ResultCode::ALL)
+            .await
+            .unwrap(),
+        2
+    );
     assert_eq!(
         get(s, &got[2]).await.lock,
         OWNER,
@@ -1779,6 +1790,213 @@ pub async fn purge_archived_by_age(c: Ctx) {
     );
     let counts = counts_of(s, "t", T0 + 40).await;
     assert_eq!((counts.running, counts.archived.len()), (1, 0));
+}
+
+/// The status each code is archived with below (any status goes with any
+/// code; these are the usual ones).
+fn status_of(code: ResultCode) -> u16 {
+    match code {
+        ResultCode::Ok => 200,
+        ResultCode::Failed => 400,
+        ResultCode::Retry => 100,
+        ResultCode::Error => 500,
+        ResultCode::Cancelled => 0,
+        ResultCode::Timeout => 504,
+    }
+}
+
+/// Jobs of jobtype `t` archived with each of the six codes, one done at
+/// `T0` and one at `T0 + 2 * SEC` per code (`old-<code>`, `new-<code>`):
+/// cancelled ones by `cancel_jobs`, the others by an archive release with
+/// that code. Returns every job as stored.
+async fn archive_every_code_twice(s: &dyn JobStore) -> HashMap<String, Job> {
+    let name = |age: &str, code: ResultCode| format!("{age}-{code}");
+    let jobs: Vec<NewJob> = ["old", "new"]
+        .iter()
+        .flat_map(|age| ResultCode::ALL.map(|c| NewJob::new(name(age, c), "t", "x")))
+        .collect();
+    assert_eq!(add(s, jobs, T0).await.new.len(), 12);
+    for (age, now) in [("old", T0), ("new", T0 + 2 * SEC)] {
+        let cancelled = s
+            .cancel_jobs(&[name(age, ResultCode::Cancelled)], now)
+            .await
+            .unwrap();
+        assert_eq!(cancelled.len(), 1, "{age}: cancelled");
+    }
+    assert_eq!(claim(s, "t", 20, OWNER, T0).await.len(), 10);
+    for (age, now) in [("old", T0), ("new", T0 + 2 * SEC)] {
+        let list: Vec<JobRelease> = ResultCode::ALL
+            .into_iter()
+            .filter(|c| *c != ResultCode::Cancelled)
+            .map(|c| {
+                let result = JobResult::new(c, status_of(c)).with_output(c.as_str().into());
+                JobRelease::new(name(age, c), Release::Archive(result))
+            })
+            .collect();
+        let done = s.release_jobs(&list, OWNER, now).await.unwrap();
+        assert_eq!(done.len(), 5, "{age}: archived");
+    }
+    let mut all = HashMap::new();
+    for age in ["old", "new"] {
+        for c in ResultCode::ALL {
+            let job = get(s, &name(age, c)).await;
+            assert_eq!(job.result.as_ref().map(|r| r.code), Some(c), "{}", job.id);
+            all.insert(job.id.clone(), job);
+        }
+    }
+    all
+}
+
+/// Checks that exactly `gone` of `jobs` are gone, that every other one
+/// reads back as it was, and that the archived counts of jobtype `t` are
+/// those of what is left.
+async fn assert_purged(s: &dyn JobStore, jobs: &HashMap<String, Job>, gone: &[&str], what: &str) {
+    let mut left: std::collections::BTreeMap<ResultCode, u64> = Default::default();
+    for (id, job) in jobs {
+        let now = s.get_job(id).await.unwrap();
+        if gone.contains(&id.as_str()) {
+            assert_eq!(now, None, "{what}: {id} purged");
+        } else {
+            assert_eq!(now.as_ref(), Some(job), "{what}: {id} untouched");
+            *left.entry(job.result.as_ref().unwrap().code).or_default() += 1;
+        }
+    }
+    let counts = s.job_counts(T0 + 3 * SEC).await.unwrap();
+    if left.is_empty() {
+        assert_eq!(counts, vec![], "{what}: counts");
+    } else {
+        let want = JobCounts {
+            jobtype: "t".into(),
+            archived: left,
+            ..JobCounts::default()
+        };
+        assert_eq!(counts, vec![want], "{what}: counts");
+    }
+}
+
+/// A purge by code deletes exactly the archived jobs done before the
+/// cutoff whose code it names: with jobs of all six codes archived before
+/// and after the cutoff, a purge of some codes takes those codes' old
+/// jobs and leaves every other job as it was (read back and counted); a
+/// code named twice counts once; a purge again takes nothing more; the
+/// other codes, then a later cutoff, take the rest, and a code whose
+/// jobs are all purged leaves the counts.
+pub async fn purge_archived_by_code(c: Ctx) {
+    use ResultCode::*;
+    let s = &*c.store;
+    let jobs = archive_every_code_twice(s).await;
+    let cutoff = T0 + SEC;
+    assert_purged(s, &jobs, &[], "nothing yet").await;
+
+    let some = [Ok, Failed, Cancelled, Ok];
+    assert_eq!(s.purge_archived(cutoff, &some).await.unwrap(), 3);
+    let mut gone = vec!["old-ok", "old-failed", "old-cancelled"];
+    assert_purged(s, &jobs, &gone, "ok, failed, cancelled").await;
+    assert_eq!(s.purge_archived(cutoff, &some).await.unwrap(), 0);
+    assert_purged(s, &jobs, &gone, "the same again").await;
+
+    assert_eq!(
+        s.purge_archived(cutoff, &[Timeout, Retry, Error])
+            .await
+            .unwrap(),
+        3
+    );
+    gone.extend(["old-retry", "old-error", "old-timeout"]);
+    assert_purged(s, &jobs, &gone, "the other codes").await;
+
+    let later = T0 + 2 * SEC + 1;
+    assert_eq!(s.purge_archived(later, &[Timeout]).await.unwrap(), 1);
+    gone.push("new-timeout");
+    assert_purged(s, &jobs, &gone, "timeout after the cutoff").await;
+    assert_eq!(s.purge_archived(later, &ResultCode::ALL).await.unwrap(), 5);
+    gone.extend([
+        "new-ok",
+        "new-failed",
+        "new-retry",
+        "new-error",
+        "new-cancelled",
+    ]);
+    assert_purged(s, &jobs, &gone, "every code").await;
+}
+
+/// A purge of no codes purges nothing, however old the archived jobs.
+pub async fn purge_with_no_codes_purges_nothing(c: Ctx) {
+    let s = &*c.store;
+    let jobs = archive_every_code_twice(s).await;
+    assert_eq!(s.purge_archived(MAX_TIME, &[]).await.unwrap(), 0);
+    assert_purged(s, &jobs, &[], "no codes").await;
+}
+
+/// A purge racing archives of the code it purges (on another handle)
+/// leaves no job half done: every job is either gone, as if deleted, or
+/// archived whole, and counted exactly when it is there; the purges'
+/// counts add up to the jobs gone; jobs of a code not purged all stay;
+/// and a purged id added again is a new job.
+pub async fn purge_racing_archives_leaves_no_job_half_done(c: Ctx) {
+    let (s, peer) = (c.store.clone(), c.peer.clone());
+    let n = 120;
+    let all = add_n(&*s, "t", n, T0).await;
+    let mut claimed = 0;
+    while claimed < n {
+        claimed += claim(&*s, "t", n - claimed, OWNER, T0).await.len();
+    }
+    // Chunks of 10 archived one after the other, alternately ok and error.
+    let code = |i: usize| {
+        if (i / 10).is_multiple_of(2) {
+            ResultCode::Ok
+        } else {
+            ResultCode::Error
+        }
+    };
+    let archiver = tokio::spawn({
+        let all = all.clone();
+        async move {
+            for (k, chunk) in all.chunks(10).enumerate() {
+                let c = code(k * 10);
+                let how = Release::Archive(JobResult::new(c, status_of(c)));
+                let done = peer.release_all(chunk, OWNER, &how, T0 + 1 + k as Millis);
+                assert_eq!(done.await.unwrap().len(), chunk.len());
+            }
+        }
+    });
+    let cutoff = T0 + 1_000;
+    let mut purged = 0;
+    while !archiver.is_finished() {
+        purged += s.purge_archived(cutoff, &[ResultCode::Ok]).await.unwrap();
+    }
+    archiver.await.unwrap();
+    let mut left_ok = 0;
+    for (i, id) in all.iter().enumerate() {
+        match (s.get_job(id).await.unwrap(), code(i)) {
+            (None, ResultCode::Ok) => {}
+            (Some(job), c) => {
+                assert_eq!(job.lock, LOCK_DONE, "{id}");
+                assert_eq!(job.result, Some(JobResult::new(c, status_of(c))), "{id}");
+                assert!(job.done_dt.is_some_and(|d| d < cutoff), "{id}");
+                left_ok += u64::from(c == ResultCode::Ok);
+            }
+            (None, c) => panic!("{id} of code {c} purged"),
+        }
+    }
+    let oks = (0..n).filter(|i| code(*i) == ResultCode::Ok).count() as u64;
+    assert_eq!(purged + left_ok, oks, "purged {purged}, {left_ok} ok left");
+    let mut want = archived(&[(ResultCode::Error, n as u64 - oks)]);
+    if left_ok > 0 {
+        want.insert(ResultCode::Ok, left_ok);
+    }
+    assert_eq!(counts_of(&*s, "t", cutoff).await.archived, want);
+    assert_eq!(
+        s.purge_archived(cutoff, &[ResultCode::Ok]).await.unwrap(),
+        left_ok
+    );
+    assert_eq!(
+        counts_of(&*s, "t", cutoff).await.archived,
+        archived(&[(ResultCode::Error, n as u64 - oks)])
+    );
+    let out = add(&*s, vec![NewJob::new(&all[0], "t", "again")], cutoff).await;
+    assert_eq!(out.new, vec![all[0].clone()]);
+    let job = get(&*s, &all[0]).await;
+    assert_eq!((job.attempts, job.done_dt, job.result), (0, None, None));
 }
 
 // ------------------------------------------------------------ counts, types
@@ -1957,7 +2175,7 @@ pub async fn purged_result_codes_leave_the_counts(c: Ctx) {
     let got = job_ids(&claim(s, "t", 2, OWNER, T0).await);
     archive_as(s, &got[0..1], 200, T0).await;
     archive_as(s, &got[1..2], 500, T0 + SEC).await;
-    assert_eq!(s.purge_archived(T0 + 1).await.unwrap(), 1);
+    assert_eq!(s.purge_archived(T0 + 1, &ResultCode::ALL).await.unwrap(), 1);
     let expected = JobCounts {
         jobtype: "t".into(),
         waiting: 1,
@@ -1965,7 +2183,12 @@ pub async fn purged_result_codes_leave_the_counts(c: Ctx) {
         ..JobCounts::default()
     };
     assert_eq!(s.job_counts(T0 + 2 * SEC).await.unwrap(), vec![expected]);
-    assert_eq!(s.purge_archived(T0 + 2 * SEC).await.unwrap(), 1);
+    assert_eq!(
+        s.purge_archived(T0 + 2 * SEC, &ResultCode::ALL)
+            .await
+            .unwrap(),
+        1
+    );
     let expected = JobCounts {
         jobtype: "t".into(),
         waiting: 1,
@@ -1987,7 +2210,7 @@ pub async fn purged_jobs_leave_nothing_behind(c: Ctx) {
     s.release_all(&got[0..1], OWNER, &failed, T0).await.unwrap();
     archive_as(s, &got[1..3], 200, T0).await;
     archive_as(s, &got[3..4], 200, T0 + SEC).await;
-    assert_eq!(s.purge_archived(T0 + 1).await.unwrap(), 3);
+    assert_eq!(s.purge_archived(T0 + 1, &ResultCode::ALL).await.unwrap(), 3);
     let expected = JobCounts {
         jobtype: "t".into(),
         archived: archived(&[(ResultCode::Ok, 1)]),
@@ -2024,7 +2247,7 @@ pub async fn jobtypes_with_no_jobs_left_are_not_counted(c: Ctx) {
     let done = s.release_all(&deleted, OWNER, &Release::Delete, T0).await;
     assert_eq!(done.unwrap(), deleted);
     archive_as(s, &purged, 200, T0).await;
-    assert_eq!(s.purge_archived(T0 + 1).await.unwrap(), 1);
+    assert_eq!(s.purge_archived(T0 + 1, &ResultCode::ALL).await.unwrap(), 1);
     let expected = JobCounts {
         jobtype: "kept".into(),
         waiting: 1,
@@ -2717,7 +2940,10 @@ pub async fn namespace_isolation(a: Ctx, b: Ctx) {
             .unwrap()
             .is_empty()
     );
-    assert_eq!(b.purge_archived(MAX_TIME).await.unwrap(), 0);
+    assert_eq!(
+        b.purge_archived(MAX_TIME, &ResultCode::ALL).await.unwrap(),
+        0
+    );
     // The same id added to b is new there, and a's job is unchanged.
     let out = add(b, vec![NewJob::new("shared-id", "t", "in b")], T0).await;
     assert_eq!(out.new, ids(&["shared-id"]));
@@ -2967,9 +3193,23 @@ pub async fn state_matrix(c: Ctx, op: &str) {
             assert_untouched(s, &before, &all_but(&free), op).await;
         }
         "purge" => {
-            assert_eq!(s.purge_archived(M_DONE).await.unwrap(), 0);
+            assert_eq!(s.purge_archived(M_DONE, &ResultCode::ALL).await.unwrap(), 0);
             assert_untouched(s, &before, &MATRIX_STATES, op).await;
-            assert_eq!(s.purge_archived(M_DONE + 1).await.unwrap(), 1);
+            // The archived job's code is `ok`: purges of the other codes,
+            // or of none, leave it.
+            let others: Vec<ResultCode> = ResultCode::ALL
+                .into_iter()
+                .filter(|c| *c != ResultCode::Ok)
+                .collect();
+            assert_eq!(s.purge_archived(M_DONE + 1, &others).await.unwrap(), 0);
+            assert_eq!(s.purge_archived(M_DONE + 1, &[]).await.unwrap(), 0);
+            assert_untouched(s, &before, &MATRIX_STATES, op).await;
+            assert_eq!(
+                s.purge_archived(M_DONE + 1, &ResultCode::ALL)
+                    .await
+                    .unwrap(),
+                1
+            );
             assert_eq!(s.get_job("archived").await.unwrap(), None);
             assert_untouched(s, &before, &all_but(&["archived"]), op).await;
         }
@@ -3051,7 +3291,10 @@ pub async fn namespace_isolation_by_id(a: Ctx, b: Ctx) {
             .len(),
         2
     );
-    assert_eq!(b.purge_archived(MAX_TIME).await.unwrap(), 3);
+    assert_eq!(
+        b.purge_archived(MAX_TIME, &ResultCode::ALL).await.unwrap(),
+        3
+    );
     let out = add(b, vec![NewJob::new("n-delete", "t", "again")], now).await;
     assert_eq!(out.new, ids(&["n-delete"]));
     for n in names {
@@ -3190,7 +3433,16 @@ pub async fn invalid_time_rejected(c: Ctx) {
         assert_kind(s.waiting_jobtypes(now).await, kind, "waiting now");
         assert_kind(s.job_counts(now).await, kind, "counts now");
         assert_kind(s.cancel_jobs(&ids(&["a"]), now).await, kind, "cancel now");
-        assert_kind(s.purge_archived(now).await, kind, "purge before");
+        assert_kind(
+            s.purge_archived(now, &ResultCode::ALL).await,
+            kind,
+            "purge before",
+        );
+        assert_kind(
+            s.purge_archived(now, &[]).await,
+            kind,
+            "purge before, no codes",
+        );
         assert_kind(s.reserve_sysid("n", TTL, now).await, kind, "reserve now");
         assert_kind(
             s.add_jobs(&[NewJob::new("a", "t", "").run_at(now)], T0)
@@ -3570,7 +3822,10 @@ pub async fn injection_round_trip(c: Ctx) {
 
     // Purge removes exactly the archived ones, the canary is untouched.
     let archived_n = HOSTILE_IDS.len() as u64;
-    assert_eq!(s.purge_archived(MAX_TIME).await.unwrap(), archived_n);
+    assert_eq!(
+        s.purge_archived(MAX_TIME, &ResultCode::ALL).await.unwrap(),
+        archived_n
+    );
     for id in HOSTILE_IDS {
         assert_eq!(s.get_job(id).await.unwrap(), None, "{id:?} purged");
     }

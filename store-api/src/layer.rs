@@ -248,8 +248,8 @@ pub trait StoreLayer: Send + Sync + Debug {
     }
 
     /// [`JobStore::purge_archived`].
-    async fn purge_archived(&self, before: Millis) -> Result<u64> {
-        self.around("purge_archived", self.inner().purge_archived(before))
+    async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
+        self.around("purge_archived", self.inner().purge_archived(before, codes))
             .await
     }
 
@@ -369,8 +369,8 @@ impl<L: StoreLayer> JobStore for L {
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {
         StoreLayer::get_job(self, id).await
     }
-    async fn purge_archived(&self, before: Millis) -> Result<u64> {
-        StoreLayer::purge_archived(self, before).await
+    async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
+        StoreLayer::purge_archived(self, before, codes).await
     }
     async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {
         StoreLayer::job_counts(self, now).await

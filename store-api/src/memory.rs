@@ -253,13 +253,16 @@ impl JobStore for MemoryStore {
         Ok(self.lock().jobs.get(id).cloned())
     }
 
-    async fn purge_archived(&self, before: Millis) -> Result<u64> {
+    async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
         validate::time("before", before)?;
         let mut inner = self.lock();
         let n = inner.jobs.len();
-        inner
-            .jobs
-            .retain(|_, j| !(j.lock == LOCK_DONE && j.done_dt.is_some_and(|d| d < before)));
+        inner.jobs.retain(|_, j| {
+            let purged = j.lock == LOCK_DONE
+                && j.done_dt.is_some_and(|d| d < before)
+                && codes.contains(&result_code(j));
+            !purged
+        });
         Ok((n - inner.jobs.len()) as u64)
     }
 
@@ -277,8 +280,7 @@ impl JobStore for MemoryStore {
                 JobState::Scheduled => c.scheduled += 1,
                 JobState::Running => c.running += 1,
                 JobState::Archived => {
-                    let code = job.result.as_ref().map_or(ResultCode::Ok, |r| r.code);
-                    *c.archived.entry(code).or_default() += 1;
+                    *c.archived.entry(result_code(job)).or_default() += 1;
                 }
             }
         }
@@ -393,6 +395,12 @@ impl JobStore for MemoryStore {
         }
         Ok(false)
     }
+}
+
+/// The result code an archived job counts and purges under (every archive
+/// stores a result; a job without one counts as `ok`).
+fn result_code(job: &Job) -> ResultCode {
+    job.result.as_ref().map_or(ResultCode::Ok, |r| r.code)
 }
 
 /// The newest version: greatest `dt`, the last set among equals.

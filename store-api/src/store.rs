@@ -176,10 +176,21 @@ pub trait JobStore: Send + Sync + Debug {
     /// The job in any state, or `None`.
     async fn get_job(&self, id: &str) -> Result<Option<Job>>;
 
-    /// Deletes archived jobs whose `done_dt < before`; returns how many.
+    /// Deletes the archived jobs whose `done_dt < before` and whose result
+    /// code is one of `codes`; returns how many. `codes` is a set (order
+    /// and repeats do not matter); an empty slice purges nothing. Archived
+    /// jobs of other codes, and jobs in every other state, are untouched,
+    /// so results of some codes can be kept longer than others (failures,
+    /// to see why a job failed) by purging each group with its own
+    /// `before`. `before` is validated as a time even when `codes` is
+    /// empty.
+    ///
     /// A purged job is gone as if deleted: it leaves the counts, and its id
-    /// added again makes a new job with nothing of the old one.
-    async fn purge_archived(&self, before: Millis) -> Result<u64>;
+    /// added again makes a new job with nothing of the old one. A backend
+    /// may purge in bounded batches (the call returns once a batch comes
+    /// back short), each job atomically: a job archived while a purge runs
+    /// is purged whole or kept whole, never left half-deleted.
+    async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64>;
 
     /// Per jobtype with any job, how many are waiting (eligible), scheduled,
     /// running and archived by result code at `now`. Order unspecified.

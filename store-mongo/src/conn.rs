@@ -26,8 +26,10 @@ use crate::store::{self, MongoStore};
 /// The name of the claim index.
 pub(crate) const CLAIM_INDEX: &str = "claim";
 
-/// The name of the purge index.
-pub(crate) const PURGE_INDEX: &str = "purge";
+/// The name of the purge index: archived jobs by result code, then age.
+/// (Versions before purges by code created `purge`, `{done_dt: 1}`, which
+/// nothing reads any more.)
+pub(crate) const PURGE_INDEX: &str = "purge_codes";
 
 /// The name of the index of archived jobs' result codes.
 pub(crate) const CODES_INDEX: &str = "codes";
@@ -106,7 +108,7 @@ impl MongoStore {
                     .options(named(CLAIM_INDEX))
                     .build(),
                 IndexModel::builder()
-                    .keys(doc! { "done_dt": 1 })
+                    .keys(doc! { "result.code": 1, "done_dt": 1 })
                     .options(
                         IndexOptions::builder()
                             .name(PURGE_INDEX.to_owned())

@@ -1171,9 +1171,17 @@ impl JobStore for MongoStore {
             .transpose()
     }
 
-    async fn purge_archived(&self, before: Millis) -> Result<u64> {
+    async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
         validate::time("before", before)?;
-        let filter = doc! { f::DONE_DT: { "$lt": before }, f::LOCK: LOCK_DONE };
+        if codes.is_empty() {
+            return Ok(0);
+        }
+        let codes: Vec<&str> = codes.iter().map(|c| c.as_str()).collect();
+        let filter = doc! {
+            "result.code": { "$in": codes },
+            f::DONE_DT: { "$lt": before },
+            f::LOCK: LOCK_DONE,
+        };
         let mut purged = 0;
         let size = self.purge_batch();
         for round in 1.. {

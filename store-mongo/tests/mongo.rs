@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use jobstore_api::limits::{MAX_ID_LEN, MAX_JOBTYPE_LEN, MAX_OUTPUT};
-use jobstore_api::{ErrorKind, JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release};
+use jobstore_api::{
+    ErrorKind, JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release, ResultCode,
+};
 use jobstore_conformance::services;
 use jobstore_mongo::{DEFAULT_WTIMEOUT, MongoOptions, MongoStore};
 use mongodb::bson::doc;
@@ -492,12 +494,13 @@ async fn purge_deletes_in_bounded_batches() {
             .await
             .unwrap();
         assert_eq!(kept.len(), 1);
-        assert_eq!(batched.purge_archived(T0 + 1000).await.unwrap(), 25);
+        let all = ResultCode::ALL;
+        assert_eq!(batched.purge_archived(T0 + 1000, &all).await.unwrap(), 25);
         assert_eq!(deletes.load(Ordering::SeqCst), 3, "25 jobs, 10 a batch");
         assert!(s.get_job("old00").await.unwrap().is_none());
         assert!(s.get_job("new").await.unwrap().is_some());
         assert!(s.get_job("waiting").await.unwrap().is_some());
-        assert_eq!(batched.purge_archived(T0 + 1000).await.unwrap(), 0);
+        assert_eq!(batched.purge_archived(T0 + 1000, &all).await.unwrap(), 0);
     };
     then_drop(&s, outcome).await;
 }
@@ -812,7 +815,8 @@ async fn a_claim_that_saw_every_candidate_takes_one_round() {
 }
 
 /// A purge that finds fewer archived jobs than its slice holds is one
-/// query and one delete: it does not look again.
+/// query and one delete: it does not look again. The query names the
+/// codes purged and carries the purge index's hint.
 #[tokio::test]
 async fn a_purge_of_less_than_a_slice_is_one_round() {
     let Some(url) = services::mongo_url().await else {
@@ -830,9 +834,17 @@ async fn a_purge_of_less_than_a_slice_is_one_round() {
         let done = Release::Archive(JobResult::from_status(200));
         s.release_all(&ids, "o", &done, T0).await.unwrap();
         sent.lock().unwrap().clear();
-        assert_eq!(s.purge_archived(T0 + 1).await.unwrap(), 3);
-        let names = sent_names(&sent);
+        let codes = [ResultCode::Ok, ResultCode::Error];
+        assert_eq!(s.purge_archived(T0 + 1, &codes).await.unwrap(), 3);
+        let purge: Vec<(String, mongodb::bson::Document)> =
+            std::mem::take(&mut *sent.lock().unwrap());
+        let names: Vec<&str> = purge.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["find", "delete"]);
+        let find = &purge[0].1;
+        assert_eq!(find.get_str("hint").ok(), Some("purge_codes"), "{find}");
+        let filter = find.get_document("filter").unwrap();
+        let asked = filter.get_document("result.code").unwrap().get_array("$in");
+        assert_eq!(asked.unwrap(), &vec!["ok".into(), "error".into()], "{find}");
     };
     then_drop(&s, outcome).await;
 }

@@ -1,6 +1,19 @@
--- $1 before, $2 most rows. One bounded batch of a range of
--- archive_done_dt; the caller repeats it until a batch comes back short.
--- By ctid: the rows found are deleted with a TID scan (by id, the planner
--- joins against a scan of the whole archive for every batch).
+-- $1 before, $2 most rows, $3 result codes. One bounded batch: per code,
+-- the oldest rows of its range of archive_purge (`code = c.code ... ORDER
+-- BY done_dt LIMIT`, which the index answers in order, so the plan never
+-- depends on how many rows the codes hold); the caller repeats it until a
+-- batch comes back short. By ctid: the rows found are deleted with a TID
+-- scan (by id, the planner joins against a scan of the whole archive for
+-- every batch).
 DELETE FROM archive
-WHERE ctid = ANY (ARRAY(SELECT ctid FROM archive WHERE done_dt < $1 LIMIT $2))
+WHERE ctid = ANY (ARRAY(
+    SELECT a.ctid
+    FROM unnest($3::text[]) AS c (code)
+    CROSS JOIN LATERAL (
+        SELECT ctid FROM archive
+        WHERE code = c.code AND done_dt < $1
+        ORDER BY done_dt
+        LIMIT $2
+    ) a
+    LIMIT $2
+))

@@ -516,8 +516,15 @@ impl JobStore for PgStore {
         row.as_ref().map(job_from_row).transpose()
     }
 
-    async fn purge_archived(&self, before: Millis) -> Result<u64> {
+    async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
         validate::time("before", before)?;
+        if codes.is_empty() {
+            return Ok(0);
+        }
+        // Each code once: the statement takes up to a batch per code listed.
+        let mut codes: Vec<&str> = codes.iter().map(|c| c.as_str()).collect();
+        codes.sort_unstable();
+        codes.dedup();
         // Bounded statements, each its own transaction: a purge of
         // millions of rows holds no long transaction and stays within the
         // statement timeout. Archived jobs only ever get newer than
@@ -528,6 +535,7 @@ impl JobStore for PgStore {
             let done = sqlx::query(q::PURGE_ARCHIVED)
                 .bind(before)
                 .bind(i64::from(batch))
+                .bind(&codes)
                 .execute(&self.pool)
                 .await
                 .map_err(|e| map("purge_archived", e))?;

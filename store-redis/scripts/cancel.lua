@@ -1,4 +1,5 @@
--- KEYS ready, sched, done, codes. ARGV: job key prefix, now, archive dt,
+-- KEYS ready, sched, the set of archived jobs of code cancelled, codes.
+-- ARGV: job key prefix, now, archive dt,
 -- ids... Free jobs (waiting or scheduled) become archived "cancelled".
 -- Returns the ids cancelled.
 local pre = ARGV[1]

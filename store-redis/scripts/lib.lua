@@ -52,3 +52,13 @@ local function unlock(ready, lock, ids, dts, pre)
     i = j + 1
   end
 end
+-- The sets of archived jobs, one per result code (score done_dt, member
+-- id): a table code -> key of the six KEYS from `first` on, given in the
+-- order of ResultCode::ALL.
+local function done_sets(first)
+  local sets = {}
+  for i, code in ipairs({ 'ok', 'failed', 'retry', 'error', 'cancelled', 'timeout' }) do
+    sets[code] = KEYS[first + i - 1]
+  end
+  return sets
+end

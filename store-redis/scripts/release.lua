@@ -1,4 +1,5 @@
--- KEYS ready, sched, lock, done, codes. ARGV: job key prefix, owner, now
+-- KEYS ready, sched, lock, codes, then the six sets of archived jobs per
+-- code (see done_sets). ARGV: job key prefix, owner, now
 -- (15 digits), channel, jobtype, archive dt (now + 1000 years), then one
 -- group per job (each id once): id, kind, and that kind's own values:
 --   'r' retry:   new dt (15 digits)
@@ -8,7 +9,8 @@
 -- Only jobs with l == owner are touched. Returns pairs: id, reservation
 -- token (for deletes, '' otherwise), for every job released.
 local pre, owner, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local READY, SCHED, LOCK, DONEZ, CODES = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local READY, SCHED, LOCK, CODES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local DONES = done_sets(5)
 -- how many values follow id and kind, per kind
 local VALUES = { r = 1, u = 0, a = 3, d = 0 }
 -- per released job: id, kind, ARGV index of its values, and (but for
@@ -22,6 +24,9 @@ while i <= n do
   local values = VALUES[kind]
   if values == nil then
     return redis.error_reply('JSBAD unknown release kind')
+  end
+  if kind == 'a' and DONES[ARGV[i + 2]] == nil then
+    return redis.error_reply('JSBAD unknown result code')
   end
   if kind == 'a' then
     -- dt is read by unlock, and only for an expired lease a claim had
@@ -81,8 +86,10 @@ for k = 1, #ids do
       redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6], 'dd', ARGV[3],
         'rc', code, 'rs', ARGV[a + 1], 'ro', output)
     end
-    done[#done + 1] = ARGV[3]
-    done[#done + 1] = id
+    done[code] = done[code] or {}
+    local buf = done[code]
+    buf[#buf + 1] = ARGV[3]
+    buf[#buf + 1] = id
     codes[code] = (codes[code] or 0) + 1
   else
     redis.call('DEL', pre .. id)
@@ -90,7 +97,9 @@ for k = 1, #ids do
 end
 zadd_all(READY, ready)
 zadd_all(SCHED, sched)
-zadd_all(DONEZ, done)
+for code, buf in pairs(done) do
+  zadd_all(DONES[code], buf)
+end
 for code, count in pairs(codes) do
   redis.call('HINCRBY', CODES, code, count)
 end

@@ -1,6 +1,8 @@
 //! Key names. Every key of one jobtype shares the hash tag `{P:T}`; keys
 //! of the whole namespace share `{P}`; id index buckets are `{P|i<b>}`.
 
+use jobstore_api::ResultCode;
+
 /// How many buckets the id index is split into (a fixed part of the data
 /// layout: changing it makes existing ids unfindable).
 pub(crate) const BUCKETS: u64 = 16;
@@ -16,12 +18,25 @@ pub(crate) struct TypeKeys {
     pub ready: String,
     pub sched: String,
     pub lock: String,
-    pub done: String,
+    /// `{P:T}:done:<code>`: archived jobs of each result code, in the
+    /// order of [`ResultCode::ALL`].
+    pub done: [String; ResultCode::ALL.len()],
+    /// `{P:T}:done`: archived jobs of every code, as stores kept them
+    /// before the sets per code; `purge.lua` moves them over.
+    pub done_before_codes: String,
     pub codes: String,
     /// `{P:T}:fence`: set of `"<token> <id>"`, reservations taken over.
     pub fence: String,
     /// Prefix of the job hashes: `{P:T}:j:`, followed by the id.
     pub job: String,
+}
+
+impl TypeKeys {
+    /// The set of archived jobs of `code`.
+    pub fn done_of(&self, code: ResultCode) -> &str {
+        let i = ResultCode::ALL.iter().position(|c| *c == code);
+        &self.done[i.unwrap_or_default()]
+    }
 }
 
 impl Keys {
@@ -41,7 +56,8 @@ impl Keys {
             ready: format!("{tag}:ready"),
             sched: format!("{tag}:sched"),
             lock: format!("{tag}:lock"),
-            done: format!("{tag}:done"),
+            done: ResultCode::ALL.map(|c| format!("{tag}:done:{c}")),
+            done_before_codes: format!("{tag}:done"),
             codes: format!("{tag}:codes"),
             fence: format!("{tag}:fence"),
             job: format!("{tag}:j:"),
@@ -149,6 +165,8 @@ mod tests {
         let k = Keys::new("jobs");
         assert_eq!(k.jobtype("a-b").ready, "{jobs:a-b}:ready");
         assert_eq!(k.jobtype("a-b").job, "{jobs:a-b}:j:");
+        assert_eq!(k.jobtype("a-b").done[0], "{jobs:a-b}:done:ok");
+        assert_eq!(k.jobtype("a-b").done[5], "{jobs:a-b}:done:timeout");
         assert_eq!(k.jobtypes(), "{jobs}:jobtypes");
         assert_eq!(k.prefix(), "jobs");
         // Each namespace wakes its own watchers only.

@@ -1,6 +1,6 @@
 //! [`RedisStore`]: the [`JobStore`] on Redis and Redis Cluster.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -353,12 +353,11 @@ impl JobStore for RedisStore {
             .per_jobtype_partial(&ids, |jt, ids| {
                 let k = self.keys.jobtype(&jt);
                 let mut inv = SCRIPTS.release.prepare_invoke();
-                inv.key(&k.ready)
-                    .key(&k.sched)
-                    .key(&k.lock)
-                    .key(&k.done)
-                    .key(&k.codes)
-                    .arg(&k.job)
+                inv.key(&k.ready).key(&k.sched).key(&k.lock).key(&k.codes);
+                for done in &k.done {
+                    inv.key(done);
+                }
+                inv.arg(&k.job)
                     .arg(owner)
                     .arg(&now_arg)
                     .arg(&channel)
@@ -452,7 +451,7 @@ impl JobStore for RedisStore {
             let mut inv = SCRIPTS.cancel.prepare_invoke();
             inv.key(&k.ready)
                 .key(&k.sched)
-                .key(&k.done)
+                .key(k.done_of(ResultCode::Cancelled))
                 .key(&k.codes)
                 .arg(&k.job)
                 .arg(now)
@@ -481,8 +480,14 @@ impl JobStore for RedisStore {
         job_from_hash(id, &jt, h).map(Some)
     }
 
-    async fn purge_archived(&self, before: Millis) -> Result<u64> {
+    async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
         validate::time("before", before)?;
+        if codes.is_empty() {
+            return Ok(0);
+        }
+        // Each code once, in a fixed order.
+        let codes: BTreeSet<ResultCode> = codes.iter().copied().collect();
+        let codes = &codes;
         let types = self.known_jobtypes().await?;
         let calls = types.iter().map(|jt| {
             let k = self.keys.jobtype(jt);
@@ -491,30 +496,45 @@ impl JobStore for RedisStore {
                 let mut purged = 0u64;
                 loop {
                     let mut inv = SCRIPTS.purge.prepare_invoke();
-                    inv.key(&k.done)
-                        .key(&k.codes)
-                        .arg(&k.job)
-                        .arg(before)
-                        .arg(PURGE_SLICE);
-                    let v: Vec<String> = inv
+                    inv.key(&k.done_before_codes).key(&k.codes);
+                    for done in &k.done {
+                        inv.key(done);
+                    }
+                    inv.arg(&k.job).arg(before).arg(PURGE_SLICE);
+                    for code in codes {
+                        inv.arg(code.as_str());
+                    }
+                    let v: Vec<Value> = inv
                         .invoke_async(&mut c)
                         .await
                         .map_err(|e| map(e, "purge archived"))?;
-                    if !v.len().is_multiple_of(2) {
+                    let Some((moved, pairs)) = v.split_first() else {
+                        return Err(malformed("purge reply length"));
+                    };
+                    let moved = int(moved, "purge reply")?;
+                    if !pairs.len().is_multiple_of(2) {
                         return Err(malformed("purge reply length"));
                     }
-                    let n = v.len() / 2;
-                    let deleted: Vec<(String, String, String)> = v
+                    let n = pairs.len() / 2;
+                    let deleted: Vec<(String, String, String)> = pairs
                         .chunks(2)
-                        .map(|p| (p[0].clone(), jt.clone(), p[1].clone()))
-                        .collect();
+                        .map(|p| {
+                            Ok((
+                                string(p[0].clone(), "purged id")?,
+                                jt.clone(),
+                                string(p[1].clone(), "purged token")?,
+                            ))
+                        })
+                        .collect::<Result<_>>()?;
                     // Unreserve each slice right away: bounded work per
                     // step, and a later failure cannot strand its tokens.
                     if !deleted.is_empty() {
                         self.unreserve(&deleted).await?;
                     }
                     purged += n as u64;
-                    if n < PURGE_SLICE {
+                    // Again while a slice came back full, or jobs kept as
+                    // before the sets per code were moved over.
+                    if n < PURGE_SLICE && moved == 0 {
                         break;
                     }
                 }

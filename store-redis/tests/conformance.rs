@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use jobstore_api::{
-    Handler, JobRelease, JobResult, JobStore, JobStoreExt, LOCK_DONE, NewJob, Release,
+    Handler, JobRelease, JobResult, JobStore, JobStoreExt, LOCK_DONE, NewJob, Release, ResultCode,
 };
 use jobstore_redis::{RedisOptions, RedisStore};
 
@@ -251,8 +251,8 @@ fn failed_purge_in_one_jobtype_unreserves_the_others() {
                 let ids = vec![got[0].id.clone()];
                 assert_eq!(s.release_all(&ids, "w", &done, t0).await.unwrap(), ids);
             }
-            break_key(&url, &format!("{{{prefix}:u}}:done")).await;
-            assert!(s.purge_archived(t0 + 1).await.is_err());
+            break_key(&url, &format!("{{{prefix}:u}}:done:ok")).await;
+            assert!(s.purge_archived(t0 + 1, &ResultCode::ALL).await.is_err());
             assert!(s.get_job("x").await.unwrap().is_none());
             let again = s.add_jobs(&[NewJob::new("x", "v", "")], t0).await.unwrap();
             assert_eq!(again.new, vec!["x".to_owned()]);
@@ -460,7 +460,15 @@ async fn whereabouts(
     if ready.iter().any(|m| &m[15..] == id) {
         sets.push("ready");
     }
-    for set in ["sched", "lock", "done"] {
+    let sets_of_codes = [
+        "done:ok",
+        "done:failed",
+        "done:retry",
+        "done:error",
+        "done:cancelled",
+        "done:timeout",
+    ];
+    for set in ["sched", "lock", "done"].into_iter().chain(sets_of_codes) {
         let score: Option<f64> = redis::cmd("ZSCORE")
             .arg(format!("{{{prefix}:t}}:{set}"))
             .arg(id)
@@ -514,8 +522,8 @@ fn claim_failing_midway_loses_no_job() {
     );
 }
 
-/// A cancel that fails midway leaves no job archived outside `done`, nor
-/// free outside `ready`.
+/// A cancel that fails midway leaves no job archived outside
+/// `done:cancelled`, nor free outside `ready`.
 #[test]
 fn cancel_failing_midway_loses_no_job() {
     with_namespace(
@@ -531,7 +539,7 @@ fn cancel_failing_midway_loses_no_job() {
             for id in ["a", "c"] {
                 let (sets, lock) = whereabouts(&mut c, &prefix, id).await;
                 let ok = (sets == ["ready"] && lock.as_deref() == Some(""))
-                    || (sets == ["done"] && lock.as_deref() == Some(LOCK_DONE));
+                    || (sets == ["done:cancelled"] && lock.as_deref() == Some(LOCK_DONE));
                 assert!(ok, "{id} is in {sets:?} with lock {lock:?}");
             }
         },
@@ -725,7 +733,7 @@ fn purged_jobs_leave_no_keys() {
                 let done = Release::Archive(JobResult::from_status(status));
                 assert_eq!(s.release_all(ids, "w", &done, t0).await.unwrap(), ids);
             }
-            assert_eq!(s.purge_archived(t0 + 1).await.unwrap(), 3);
+            assert_eq!(s.purge_archived(t0 + 1, &ResultCode::ALL).await.unwrap(), 3);
             let mut c = raw::conn(&url).await;
             let left: Vec<String> = redis::cmd("KEYS")
                 .arg(format!("{{{prefix}:t}}*"))
@@ -733,6 +741,93 @@ fn purged_jobs_leave_no_keys() {
                 .await
                 .unwrap();
             assert_eq!(left, Vec::<String>::new());
+        },
+    );
+}
+
+/// Archived jobs kept as stores before the sets per code kept them (every
+/// code in one set, `{P:T}:done`) are moved into the set of their code by
+/// the next purge, whatever codes it purges, and from then on are purged
+/// by code like any other: counted all along, and gone only once their
+/// own code is purged.
+#[test]
+fn archives_kept_in_one_set_are_moved_to_their_codes_and_purged_by_code() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let t0 = 1_700_000_000_000;
+            let min = Duration::from_secs(60);
+            let jobs = ["a", "b", "c"].map(|id| NewJob::new(id, "t", "data"));
+            s.add_jobs(&jobs, t0).await.unwrap();
+            assert_eq!(s.claim_jobs("t", 3, "w", min, t0).await.unwrap().len(), 3);
+            let archive = |status| Release::Archive(JobResult::from_status(status));
+            let list = [
+                JobRelease::new("a", archive(200)),
+                JobRelease::new("b", archive(500)),
+            ];
+            assert_eq!(s.release_jobs(&list, "w", t0).await.unwrap().len(), 2);
+            let list = [JobRelease::new("c", archive(200))];
+            assert_eq!(s.release_jobs(&list, "w", t0 + 10).await.unwrap().len(), 1);
+            // Back to one set for every code.
+            let mut c = raw::conn(&url).await;
+            let tag = format!("{{{prefix}:t}}");
+            for (id, code) in [("a", "ok"), ("b", "error"), ("c", "ok")] {
+                let set = format!("{tag}:done:{code}");
+                let score: f64 = redis::cmd("ZSCORE")
+                    .arg(&set)
+                    .arg(id)
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                let _: () = redis::pipe()
+                    .cmd("ZADD")
+                    .arg(format!("{tag}:done"))
+                    .arg(score)
+                    .arg(id)
+                    .ignore()
+                    .cmd("ZREM")
+                    .arg(&set)
+                    .arg(id)
+                    .ignore()
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                assert_eq!(whereabouts(&mut c, &prefix, id).await.0, ["done"]);
+            }
+            assert_eq!(
+                s.purge_archived(t0 + 1, &[ResultCode::Failed])
+                    .await
+                    .unwrap(),
+                0
+            );
+            for (id, set) in [("a", "done:ok"), ("b", "done:error"), ("c", "done:ok")] {
+                assert_eq!(whereabouts(&mut c, &prefix, id).await.0, [set], "{id}");
+            }
+            let old: i64 = redis::cmd("EXISTS")
+                .arg(format!("{tag}:done"))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(old, 0, "the one set is gone");
+            let archived = s.job_counts(t0 + 20).await.unwrap()[0].archived.clone();
+            let want = [(ResultCode::Ok, 2), (ResultCode::Error, 1)];
+            assert_eq!(archived, want.into_iter().collect());
+            assert_eq!(
+                s.purge_archived(t0 + 1, &[ResultCode::Ok]).await.unwrap(),
+                1
+            );
+            assert!(s.get_job("a").await.unwrap().is_none());
+            assert!(s.get_job("c").await.unwrap().is_some());
+            let archived = s.job_counts(t0 + 20).await.unwrap()[0].archived.clone();
+            let want = [(ResultCode::Ok, 1), (ResultCode::Error, 1)];
+            assert_eq!(archived, want.into_iter().collect());
+            assert_eq!(
+                s.purge_archived(t0 + 1, &[ResultCode::Error])
+                    .await
+                    .unwrap(),
+                1
+            );
+            assert!(s.get_job("b").await.unwrap().is_none());
         },
     );
 }

@@ -1,5 +1,9 @@
--- ?1 before, ?2 most rows. One bounded batch (the purge index); the
--- caller repeats it until a batch comes back short.
+-- ?1 before, ?2 most rows, ?3 result codes (JSON array). One bounded
+-- batch (the purge index, one range per code); the caller repeats it until
+-- a batch comes back short.
 DELETE FROM jobs WHERE rowid IN (
-    SELECT rowid FROM jobs WHERE lock = '__done' AND done_dt < ?1 LIMIT ?2
+    SELECT rowid FROM jobs
+    WHERE lock = '__done' AND result_code IN (SELECT value FROM json_each(?3))
+        AND done_dt < ?1
+    LIMIT ?2
 )

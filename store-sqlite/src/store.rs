@@ -250,6 +250,13 @@ fn ids_json(ids: &[String]) -> Result<String> {
     serde_json::to_string(ids).map_err(|e| Error::backend("encoding ids as JSON", e))
 }
 
+/// Result codes as a JSON array of their stored spellings, for
+/// `json_each()` on the SQL side.
+fn codes_json(codes: &[ResultCode]) -> Result<String> {
+    let names: Vec<&str> = codes.iter().map(|c| c.as_str()).collect();
+    serde_json::to_string(&names).map_err(|e| Error::backend("encoding result codes as JSON", e))
+}
+
 /// Lowercase hex of `bytes`, for `unhex()` on the SQL side.
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -645,8 +652,12 @@ impl JobStore for SqliteStore {
         row.as_ref().map(job_from_row).transpose()
     }
 
-    async fn purge_archived(&self, before: Millis) -> Result<u64> {
+    async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
         validate::time("before", before)?;
+        if codes.is_empty() {
+            return Ok(0);
+        }
+        let codes = codes_json(codes)?;
         // Bounded statements: other writes (claims, adds) get the single
         // writer between them. Archived jobs only ever get newer than
         // `before`, so the batches run out.
@@ -656,6 +667,7 @@ impl JobStore for SqliteStore {
             let done = sqlx::query(queries::PURGE_ARCHIVED)
                 .bind(before)
                 .bind(i64::from(batch))
+                .bind(&codes)
                 .execute(&self.inner.writer)
                 .await
                 .map_err(|e| error::map("purge_archived", e))?;

@@ -479,5 +479,5 @@ column sysids.token TEXT not null
 column sysids.expires INTEGER not null
 CREATE INDEX handlers_newest ON handlers (jobtype, dt DESC, seq DESC)
 CREATE INDEX jobs_claim ON jobs (jobtype, priority DESC, dt, id) WHERE lock <> '__done'
-CREATE INDEX jobs_purge ON jobs (done_dt) WHERE lock = '__done'
+CREATE INDEX jobs_purge_code ON jobs (result_code, done_dt) WHERE lock = '__done'
 ";

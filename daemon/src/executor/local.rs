@@ -412,7 +412,7 @@ async fn housekeeping(core: Arc<Core>, stop: CancellationToken) {
         ] {
             let Some(keep) = keep else { continue };
             let before = now - jobstore_api::duration_ms(keep);
-            match core.store.purge_archived(before /*PURGE-API*/).await {
+            match core.store.purge_archived(before, codes).await {
                 Ok(n) if n > 0 => {
                     tracing::info!(
                         jobs = n,
