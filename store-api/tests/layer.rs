@@ -151,7 +151,10 @@ async fn around_wraps_every_forwarded_call() {
     trace.release_jobs(&[retry], "d-1", now).await.unwrap();
     trace.cancel_jobs(&ids, now).await.unwrap();
     trace.get_job("a").await.unwrap();
-    trace.purge_archived(now + 1, &ResultCode::ALL).await.unwrap();
+    trace
+        .purge_archived(now + 1, &ResultCode::ALL)
+        .await
+        .unwrap();
     trace.job_counts(now).await.unwrap();
     let _watcher = trace.watch().await.unwrap();
     trace
