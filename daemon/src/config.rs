@@ -143,6 +143,10 @@ pub struct ServeArgs {
     /// 30days].
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub retention_failed: Option<Duration>,
+    /// How often archived jobs past their retention are purged [default:
+    /// 1m].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub purge_every: Option<Duration>,
     /// Hand-outs before a job that keeps failing is archived as timeout,
     /// unless its handler says otherwise [default: 10].
     #[arg(long, value_name = "N")]
@@ -242,6 +246,9 @@ pub struct FileConfig {
     /// See [`ServeArgs::retention_failed`].
     #[serde(default, with = "opt_duration")]
     pub retention_failed: Option<Duration>,
+    /// See [`ServeArgs::purge_every`].
+    #[serde(default, with = "opt_duration")]
+    pub purge_every: Option<Duration>,
     /// See [`ServeArgs::max_attempts`].
     pub max_attempts: Option<u32>,
     /// See [`ServeArgs::max_age`].
@@ -589,6 +596,10 @@ impl Config {
                         .retention_failed
                         .or(file.retention_failed)
                         .or(e.retention_failed),
+                    purge_every: args
+                        .purge_every
+                        .or(file.purge_every)
+                        .unwrap_or(e.purge_every),
                     poll: args.poll.or(file.poll).unwrap_or(e.poll),
                     ..e
                 }
@@ -635,6 +646,9 @@ impl Config {
             ));
         }
         let e = &self.exec;
+        if e.purge_every.is_zero() {
+            return Err(ConfigError::Invalid("purge_every must be above 0".into()));
+        }
         if e.scheduler.max_running == 0 || e.scheduler.max_batch == 0 {
             return Err(ConfigError::Invalid(
                 "max_running and claim_batch must be above 0".into(),

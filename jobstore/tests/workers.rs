@@ -464,6 +464,58 @@ fn remote_results_follow_the_outcome_rules() {
     });
 }
 
+/// Archived ok jobs go after `--retention`; failed ones stay for
+/// `--retention-failed`, so their output still says why.
+#[test]
+fn failed_jobs_outlive_ok_ones() {
+    block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let d = DaemonProc::start(
+            dir.path(),
+            &Start::store(None)
+                .arg("--retention")
+                .arg("1s")
+                .arg("--retention-failed")
+                .arg("1h")
+                .arg("--purge-every")
+                .arg("200ms"),
+        );
+        let api = Api::new(&d.url);
+        api.remote_handler("acme", "r", json!({})).await;
+        let ids = api.add("acme", "r", 2).await;
+        let mut fetched = Vec::new();
+        while fetched.len() < 2 {
+            let (s, v) = api.fetch("acme", "r", "max=2&wait=1000").await;
+            assert_eq!(s, 200, "{v}");
+            let lease = v["lease"].clone();
+            for id in job_ids(&v) {
+                fetched.push((id, lease.clone()));
+            }
+        }
+        for (id, lease) in &fetched {
+            let status = if *id == ids[0] { 200 } else { 404 };
+            let (s, r) = api
+                .post(
+                    "/acme/jobs/finish",
+                    json!({"lease": lease, "jobs": [{"id": id, "status": status, "output": "why"}]}),
+                )
+                .await;
+            assert_eq!(s, 200, "{r}");
+        }
+        eventually(WAIT, "the ok job purged after --retention", || async {
+            let (s, _) =
+                json(api.req(api.c.get(format!("{}/acme/jobs/{}", api.url, ids[0])))).await;
+            (s == 404).then_some(())
+        })
+        .await;
+        // Several purges later, the failed job is still there.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let failed = api.job("acme", &ids[1]).await;
+        assert_eq!(failed["result"]["code"], "failed", "{failed}");
+        assert_eq!(failed["result"]["output"], "why");
+    });
+}
+
 /// Tokens and tenants hold for every worker endpoint.
 #[test]
 fn worker_endpoints_keep_tenants_apart() {
