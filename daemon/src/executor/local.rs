@@ -343,11 +343,17 @@ impl Loop {
             }
             Finished::NotStarted => (Release::Unget, Vec::new(), "not_started"),
             Finished::Done(mut outcome) => {
-                let children = match Client::new(&task.client) {
-                    Ok(client) => {
-                        policy::follow_on_jobs(&client, &mut outcome, self.core.max_payload).0
+                // Claimed jobs are of valid clients; the check is the
+                // rule's, and only runs for jobs that asked for new ones.
+                let children = if outcome.children.is_empty() {
+                    Vec::new()
+                } else {
+                    match Client::new(&task.client) {
+                        Ok(client) => {
+                            policy::follow_on_jobs(&client, &mut outcome, self.core.max_payload).0
+                        }
+                        Err(_) => Vec::new(),
                     }
-                    Err(_) => Vec::new(),
                 };
                 let delete_ok = self.core.settings.retention == Some(Duration::ZERO);
                 let (how, label) =
