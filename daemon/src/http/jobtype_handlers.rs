@@ -225,7 +225,7 @@ fn authorize(state: &AppState, caller: &Caller, handler: &Handler) -> ApiResult<
     })?;
     if let Some(field) = method.unused_field(handler) {
         return Err(ApiError::invalid(format!(
-            "{field} is for process handlers; a {method} handler never runs it"
+            "{field} is for process handlers; {method} handlers never run it"
         ))
         .field(field));
     }
