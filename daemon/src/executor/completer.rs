@@ -104,12 +104,30 @@ pub(super) async fn complete(
     mut batch: Vec<Completion>,
     patience: Patience,
 ) -> Result<Vec<String>, CompleteError> {
+    let asked: Vec<bool> = batch.iter().map(|c| !c.children.is_empty()).collect();
     let children: Vec<Record> = batch
         .iter_mut()
         .flat_map(|c| std::mem::take(&mut c.children))
         .collect();
     if !children.is_empty() {
-        append(core, children, patience).await?;
+        match append(core, children, patience).await {
+            Ok(()) => {}
+            // Only a closed journal ends the patient wait: the runs that
+            // asked for new jobs are not released (they run again after
+            // their leases), the others are.
+            Err(e) if patience == Patience::UntilDone => {
+                tracing::error!(error = %e, "the journal is closed: runs that asked for new jobs run again after their leases");
+                batch = batch
+                    .into_iter()
+                    .zip(asked)
+                    .filter_map(|(c, asked)| (!asked).then_some(c))
+                    .collect();
+                if batch.is_empty() {
+                    return Ok(Vec::new());
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     let mut outcomes = Vec::with_capacity(batch.len());
     let releases: Vec<JobRelease> = batch

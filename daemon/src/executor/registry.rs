@@ -123,14 +123,16 @@ impl WorkerRegistry {
             .last_seen = now;
     }
 
-    /// Jobs were handed to a worker.
+    /// Jobs were handed to a worker. Returns the jobtype of each job the
+    /// registry still knew under an earlier holder, whose scheduler slot
+    /// is to be given back.
     pub fn handed_out(
         &self,
         client: &str,
         worker: &str,
         jobs: Vec<(String, RemoteJob)>,
         now: Millis,
-    ) {
+    ) -> Vec<String> {
         let mut r = self.registry();
         let w = r
             .workers
@@ -139,7 +141,18 @@ impl WorkerRegistry {
         w.last_seen = now;
         w.held += jobs.len();
         w.fetched += jobs.len() as u64;
-        r.jobs.extend(jobs);
+        // A job handed out again before the sweep forgot its last holder
+        // (whose lease ran out): that holder's entry ends here.
+        let mut replaced = Vec::new();
+        for (id, job) in jobs {
+            if let Some(old) = r.jobs.insert(id, job) {
+                if let Some(w) = r.workers.get_mut(&old.worker) {
+                    w.held = w.held.saturating_sub(1);
+                }
+                replaced.push(old.jobtype);
+            }
+        }
+        replaced
     }
 
     /// The registry's entry of a held job.
@@ -326,12 +339,13 @@ mod tests {
                 },
             )
         };
-        reg.handed_out(
+        let replaced = reg.handed_out(
             "acme",
             "w",
             vec![job("a", 100), job("b", 100), job("c", 50)],
             0,
         );
+        assert!(replaced.is_empty());
         assert_eq!(reg.totals(0), (1, 0, 3));
         assert_eq!(reg.settle(&["a".into(), "x".into()], true), ["acme-a"]);
         assert!(reg.settle(&["a".into()], true).is_empty(), "settled once");
@@ -343,5 +357,17 @@ mod tests {
         assert_eq!(reg.workers("acme", 20_000)[0].state, "gone");
         assert!(reg.workers("globex", 60).is_empty());
         assert_eq!(reg.totals(20_000), (0, 1, 1));
+        // b handed out again (its lease ran out, the sweep had not run):
+        // the earlier holder's entry ends, its slot is named.
+        assert_eq!(
+            reg.handed_out("acme", "w2", vec![job("b", 200)], 70),
+            ["acme-b"]
+        );
+        assert_eq!(
+            reg.workers("acme", 70)[0].jobs_held,
+            0,
+            "w holds nothing now"
+        );
+        assert_eq!(reg.totals(70).2, 1);
     }
 }

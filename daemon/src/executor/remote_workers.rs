@@ -127,6 +127,9 @@ impl Executor {
         // Listen before the first look, so an add between the look and the
         // wait still wakes us.
         let mut notices = core.notices.listen();
+        // Caps and limits as the store has them now (a no-op within the
+        // cache's TTL): a daemon that runs nothing itself reads them here.
+        core.handlers.refresh(&*core.store, &core.sched).await?;
         let deadline = Instant::now() + req.wait;
         let mut limits_of: HashMap<String, Limits> = HashMap::new();
         let mut jobs: Vec<Job> = Vec::new();
@@ -136,14 +139,30 @@ impl Executor {
                 if want == 0 || core.claim_gate(now_millis()).is_err() {
                     break;
                 }
-                if !limits_of.contains_key(jt) {
-                    let handler = core.handlers.get(&*core.store, &core.sched, jt).await?;
-                    limits_of.insert(jt.clone(), core.limits(handler.as_ref()));
+                // A store error after some jobs were claimed hands those
+                // out (they hold slots and leases); with none, it is the
+                // answer.
+                let claimed = async {
+                    if !limits_of.contains_key(jt) {
+                        let handler = core.handlers.get(&*core.store, &core.sched, jt).await?;
+                        limits_of.insert(jt.clone(), core.limits(handler.as_ref()));
+                    }
+                    let grant = core.sched().admit(jt, want, now_millis());
+                    let Some(grant) = grant else {
+                        return Ok(Vec::new());
+                    };
+                    let count = grant.count;
+                    core.claim(grant, count, &req.owner, req.lease).await
                 }
-                let grant = core.sched().admit(jt, want, now_millis());
-                let Some(grant) = grant else { continue };
-                let count = grant.count;
-                jobs.extend(core.claim(grant, count, &req.owner, req.lease).await?);
+                .await;
+                match claimed {
+                    Ok(got) => jobs.extend(got),
+                    Err(e) if jobs.is_empty() => return Err(e.into()),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "fetch: handing out the jobs claimed before the error");
+                        break;
+                    }
+                }
             }
             if !jobs.is_empty() {
                 break;
@@ -165,7 +184,7 @@ impl Executor {
         }
         let now = now_millis();
         let client = req.client.as_str();
-        core.registry.handed_out(
+        let replaced = core.registry.handed_out(
             client,
             &req.worker,
             jobs.iter()
@@ -189,6 +208,12 @@ impl Executor {
                 .collect(),
             now,
         );
+        {
+            let mut sched = core.sched();
+            for jobtype in replaced {
+                sched.jobs_stopped(&jobtype, 1, now);
+            }
+        }
         Ok(Fetched {
             lease_expires: jobs.first().map_or(now + duration_ms(req.lease), |j| j.dt),
             jobs,
