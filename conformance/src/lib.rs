@@ -283,10 +283,29 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(watch_wakes_on_per_job_release);
         __jobstore_conformance_test!(watch_wakes_on_every_kind_of_new_work);
         __jobstore_conformance_test!(concurrent_claims_exactly_once);
+        __jobstore_conformance_test!(list_each_state_in_its_order);
+        __jobstore_conformance_test!(list_pages_walk_everything_once);
+        __jobstore_conformance_test!(list_filters);
+        __jobstore_conformance_test!(list_bad_queries_rejected);
+        __jobstore_conformance_test!(list_pages_stable_while_jobs_move);
+        __jobstore_conformance_test!(rerun_archived_jobs);
+        __jobstore_conformance_test!(rerun_racing_purge);
+        __jobstore_conformance_test!(delete_jobs_refuses_locked);
+        __jobstore_conformance_test!(edit_free_jobs);
+        __jobstore_conformance_test!(edit_racing_claim);
+        __jobstore_conformance_test!(cancel_marks_locked_jobs);
+        __jobstore_conformance_test!(cancel_racing_release);
+        __jobstore_conformance_test!(pause_and_resume_jobtype);
+        __jobstore_conformance_test!(watch_wakes_on_resume);
 
         #[test]
         fn namespace_isolation() {
             $crate::block_on($crate::run_pair($factory, $crate::suite::namespace_isolation))
+        }
+
+        #[test]
+        fn namespace_isolation_of_management() {
+            $crate::block_on($crate::run_pair($factory, $crate::suite::namespace_isolation_of_management))
         }
 
         #[test]
@@ -306,6 +325,10 @@ macro_rules! __conformance_tests {
         #[case::cancel("cancel")]
         #[case::purge("purge")]
         #[case::get("get")]
+        #[case::rerun("rerun")]
+        #[case::remove("remove")]
+        #[case::edit("edit")]
+        #[case::list("list")]
         fn state_matrix(#[case] op: &str) {
             $crate::block_on($crate::run($factory(), |c| $crate::suite::state_matrix(c, op)))
         }

@@ -57,6 +57,13 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
+    /// The store does not offer this operation (it says so in its
+    /// [`Capabilities`](crate::Capabilities)). Retrying fails the same way.
+    #[error("unsupported: {operation} is not offered by this store")]
+    Unsupported {
+        /// The operation, as the trait names it (`"list_jobs"`).
+        operation: String,
+    },
     /// Any other failure of the backend (a constraint it should not have
     /// hit, a malformed reply, a bug). Not retryable.
     #[error("backend error: {message}")]
@@ -83,6 +90,8 @@ pub enum ErrorKind {
     TooLarge,
     /// See [`Error::Unavailable`].
     Unavailable,
+    /// See [`Error::Unsupported`].
+    Unsupported,
     /// See [`Error::Backend`].
     Backend,
 }
@@ -95,6 +104,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Conflict => "conflict",
             ErrorKind::TooLarge => "too large",
             ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Unsupported => "unsupported",
             ErrorKind::Backend => "backend",
         })
     }
@@ -109,6 +119,7 @@ impl Error {
             Error::Conflict { .. } => ErrorKind::Conflict,
             Error::TooLarge { .. } => ErrorKind::TooLarge,
             Error::Unavailable { .. } => ErrorKind::Unavailable,
+            Error::Unsupported { .. } => ErrorKind::Unsupported,
             Error::Backend { .. } => ErrorKind::Backend,
         }
     }
@@ -149,6 +160,13 @@ impl Error {
     /// longer holds it.
     pub fn sysid_lost(sysid: &str) -> Self {
         Error::conflict(format!("sysid {sysid:?} is no longer held by this lease"))
+    }
+
+    /// The [`Error::Unsupported`] of `operation`.
+    pub fn unsupported(operation: impl Into<String>) -> Self {
+        Error::Unsupported {
+            operation: operation.into(),
+        }
     }
 
     /// An [`Error::TooLarge`].

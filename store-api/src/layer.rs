@@ -127,6 +127,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::Result;
+use crate::manage::*;
 use crate::store::JobStore;
 use crate::types::*;
 use crate::watch::WorkWatcher;
@@ -205,7 +206,7 @@ pub trait StoreLayer: Send + Sync + Debug {
         owner: &str,
         lease: Duration,
         now: Millis,
-    ) -> Result<Vec<String>> {
+    ) -> Result<Renewal> {
         self.around(
             "renew_locks",
             self.inner().renew_locks(ids, owner, lease, now),
@@ -237,7 +238,7 @@ pub trait StoreLayer: Send + Sync + Debug {
     }
 
     /// [`JobStore::cancel_jobs`].
-    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<CancelOutcome> {
         self.around("cancel_jobs", self.inner().cancel_jobs(ids, now))
             .await
     }
@@ -256,6 +257,50 @@ pub trait StoreLayer: Send + Sync + Debug {
     /// [`JobStore::job_counts`].
     async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {
         self.around("job_counts", self.inner().job_counts(now))
+            .await
+    }
+
+    /// [`JobStore::list_jobs`].
+    async fn list_jobs(&self, query: &JobQuery, now: Millis) -> Result<JobPage> {
+        self.around("list_jobs", self.inner().list_jobs(query, now))
+            .await
+    }
+
+    /// [`JobStore::rerun_jobs`].
+    async fn rerun_jobs(
+        &self,
+        ids: &[String],
+        delay: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        self.around("rerun_jobs", self.inner().rerun_jobs(ids, delay, now))
+            .await
+    }
+
+    /// [`JobStore::delete_jobs`].
+    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
+        self.around("delete_jobs", self.inner().delete_jobs(ids))
+            .await
+    }
+
+    /// [`JobStore::edit_jobs`].
+    async fn edit_jobs(&self, edits: &[JobEdit], now: Millis) -> Result<Vec<String>> {
+        self.around("edit_jobs", self.inner().edit_jobs(edits, now))
+            .await
+    }
+
+    /// [`JobStore::pause_jobtype`].
+    async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {
+        self.around(
+            "pause_jobtype",
+            self.inner().pause_jobtype(jobtype, paused, now),
+        )
+        .await
+    }
+
+    /// [`JobStore::paused_jobtypes`].
+    async fn paused_jobtypes(&self) -> Result<Vec<String>> {
+        self.around("paused_jobtypes", self.inner().paused_jobtypes())
             .await
     }
 
@@ -349,7 +394,7 @@ impl<L: StoreLayer> JobStore for L {
         owner: &str,
         lease: Duration,
         now: Millis,
-    ) -> Result<Vec<String>> {
+    ) -> Result<Renewal> {
         StoreLayer::renew_locks(self, ids, owner, lease, now).await
     }
     async fn release_jobs(
@@ -363,7 +408,7 @@ impl<L: StoreLayer> JobStore for L {
     async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {
         StoreLayer::update_data(self, id, owner, data, now).await
     }
-    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<CancelOutcome> {
         StoreLayer::cancel_jobs(self, ids, now).await
     }
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {
@@ -374,6 +419,29 @@ impl<L: StoreLayer> JobStore for L {
     }
     async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>> {
         StoreLayer::job_counts(self, now).await
+    }
+    async fn list_jobs(&self, query: &JobQuery, now: Millis) -> Result<JobPage> {
+        StoreLayer::list_jobs(self, query, now).await
+    }
+    async fn rerun_jobs(
+        &self,
+        ids: &[String],
+        delay: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        StoreLayer::rerun_jobs(self, ids, delay, now).await
+    }
+    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
+        StoreLayer::delete_jobs(self, ids).await
+    }
+    async fn edit_jobs(&self, edits: &[JobEdit], now: Millis) -> Result<Vec<String>> {
+        StoreLayer::edit_jobs(self, edits, now).await
+    }
+    async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {
+        StoreLayer::pause_jobtype(self, jobtype, paused, now).await
+    }
+    async fn paused_jobtypes(&self) -> Result<Vec<String>> {
+        StoreLayer::paused_jobtypes(self).await
     }
     async fn watch(&self) -> Result<WorkWatcher> {
         StoreLayer::watch(self).await

@@ -4,6 +4,7 @@ pub mod batch;
 pub mod error;
 pub mod layer;
 pub mod limits;
+mod manage;
 mod memory;
 mod store;
 pub mod types;
@@ -11,6 +12,7 @@ pub mod validate;
 mod watch;
 
 pub use error::{BoxError, Error, ErrorKind, Result};
+pub use manage::*;
 pub use memory::MemoryStore;
 pub use store::{JobStore, JobStoreExt};
 pub use types::*;

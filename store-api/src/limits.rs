@@ -32,3 +32,9 @@ pub const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 pub const MAX_TIME: Millis = 253_402_300_799_999;
 /// How often a polling [`WorkWatcher`](crate::WorkWatcher) wakes by default.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Most jobs in one page of [`JobStore::list_jobs`](crate::JobStore::list_jobs).
+pub const MAX_PAGE: usize = 1_000;
+
+/// Most jobtypes named in one [`JobtypeFilter::Exact`](crate::JobtypeFilter::Exact).
+pub const MAX_QUERY_JOBTYPES: usize = 100;

@@ -9,6 +9,7 @@ use tokio::sync::broadcast;
 
 use crate::error::{Error, Result};
 use crate::limits::DEFAULT_POLL_INTERVAL;
+use crate::manage::*;
 use crate::store::JobStore;
 use crate::types::*;
 use crate::validate;
@@ -30,6 +31,7 @@ struct Inner {
     /// Per jobtype, versions in the order they were set.
     handlers: BTreeMap<String, Vec<HandlerVersion>>,
     sysids: HashMap<String, SysidLease>,
+    paused: std::collections::BTreeSet<String>,
     next_version: u64,
 }
 
@@ -66,7 +68,9 @@ impl MemoryStore {
 #[async_trait]
 impl JobStore for MemoryStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(Self::MAX_PAYLOAD).with_notifications()
+        Capabilities::new(Self::MAX_PAYLOAD)
+            .with_notifications()
+            .with_management()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -91,6 +95,7 @@ impl JobStore for MemoryStore {
                     create_dt: now,
                     done_dt: None,
                     result: None,
+                    cancel_requested: false,
                 },
             );
             outcome.new.push(job.id.clone());
@@ -107,7 +112,11 @@ impl JobStore for MemoryStore {
         validate::time("now", now)?;
         let inner = self.lock();
         let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
-        for job in inner.jobs.values().filter(|j| j.is_eligible(now)) {
+        for job in inner
+            .jobs
+            .values()
+            .filter(|j| j.is_eligible(now) && !inner.paused.contains(&j.jobtype))
+        {
             *counts.entry(&job.jobtype).or_default() += 1;
         }
         Ok(counts
@@ -129,6 +138,9 @@ impl JobStore for MemoryStore {
     ) -> Result<Vec<Job>> {
         validate::claim(jobtype, limit, owner, lease, now)?;
         let mut inner = self.lock();
+        if inner.paused.contains(jobtype) {
+            return Ok(Vec::new());
+        }
         let mut eligible: Vec<&Job> = inner
             .jobs
             .values()
@@ -162,17 +174,20 @@ impl JobStore for MemoryStore {
         owner: &str,
         lease: Duration,
         now: Millis,
-    ) -> Result<Vec<String>> {
+    ) -> Result<Renewal> {
         validate::renew(ids, owner, lease, now)?;
         let mut inner = self.lock();
-        let mut renewed = Vec::new();
+        let mut renewal = Renewal::default();
         for id in ids {
             if let Some(job) = inner.jobs.get_mut(id).filter(|j| j.lock == owner) {
                 job.dt = now + duration_ms(lease);
-                renewed.push(id.clone());
+                renewal.renewed.push(id.clone());
+                if job.cancel_requested {
+                    renewal.cancelled.push(id.clone());
+                }
             }
         }
-        Ok(renewed)
+        Ok(renewal)
     }
 
     async fn release_jobs(
@@ -189,6 +204,7 @@ impl JobStore for MemoryStore {
             let Some(job) = inner.jobs.get_mut(id).filter(|j| j.lock == owner) else {
                 continue;
             };
+            job.cancel_requested = false;
             match how {
                 Release::Retry { delay } => {
                     job.lock = LOCK_FREE.to_owned();
@@ -232,20 +248,26 @@ impl JobStore for MemoryStore {
         }
     }
 
-    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<CancelOutcome> {
         validate::cancel(ids, now)?;
         let mut inner = self.lock();
-        let mut cancelled = Vec::new();
+        let mut outcome = CancelOutcome::default();
         for id in ids {
-            if let Some(job) = inner.jobs.get_mut(id).filter(|j| j.lock == LOCK_FREE) {
+            let Some(job) = inner.jobs.get_mut(id) else {
+                continue;
+            };
+            if job.lock == LOCK_FREE {
                 job.lock = LOCK_DONE.to_owned();
                 job.done_dt = Some(now);
                 job.result = Some(JobResult::cancelled());
                 job.dt = now + ARCHIVE_HORIZON_MS;
-                cancelled.push(id.clone());
+                outcome.cancelled.push(id.clone());
+            } else if is_locked(&job.lock) {
+                job.cancel_requested = true;
+                outcome.marked.push(id.clone());
             }
         }
-        Ok(cancelled)
+        Ok(outcome)
     }
 
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {
@@ -285,6 +307,113 @@ impl JobStore for MemoryStore {
             }
         }
         Ok(by_type.into_values().collect())
+    }
+
+    async fn list_jobs(&self, query: &JobQuery, now: Millis) -> Result<JobPage> {
+        validate::job_query(query, now)?;
+        let inner = self.lock();
+        let mut jobs: Vec<&Job> = inner
+            .jobs
+            .values()
+            .filter(|j| query.matches(j, now) && query.after_cursor(j))
+            .collect();
+        jobs.sort_by(|a, b| query.compare(&query.key_of(a), &query.key_of(b)));
+        jobs.truncate(query.limit + 1);
+        let jobs = jobs.into_iter().cloned().collect();
+        Ok(JobPage::from_sorted(query, jobs))
+    }
+
+    async fn rerun_jobs(
+        &self,
+        ids: &[String],
+        delay: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::rerun(ids, delay, now)?;
+        let mut inner = self.lock();
+        let mut rerun = Vec::new();
+        let mut jobtypes = Vec::new();
+        for id in ids {
+            if let Some(job) = inner.jobs.get_mut(id).filter(|j| j.lock == LOCK_DONE) {
+                job.lock = LOCK_FREE.to_owned();
+                job.dt = now + duration_ms(delay);
+                job.attempts = 0;
+                job.done_dt = None;
+                rerun.push(id.clone());
+                jobtypes.push(job.jobtype.clone());
+            }
+        }
+        drop(inner);
+        jobtypes.sort_unstable();
+        jobtypes.dedup();
+        jobtypes.iter().for_each(|jt| self.notify(jt));
+        Ok(rerun)
+    }
+
+    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
+        validate::ids(ids)?;
+        let mut inner = self.lock();
+        let mut outcome = DeleteOutcome::default();
+        for id in ids {
+            match inner.jobs.get(id) {
+                None => {}
+                Some(job) if is_locked(&job.lock) => outcome.running.push(id.clone()),
+                Some(_) => {
+                    inner.jobs.remove(id);
+                    outcome.deleted.push(id.clone());
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
+    async fn edit_jobs(&self, edits: &[JobEdit], now: Millis) -> Result<Vec<String>> {
+        validate::edits(edits, &self.capabilities(), now)?;
+        let mut inner = self.lock();
+        let mut edited = Vec::new();
+        let mut due = Vec::new();
+        for edit in edits {
+            let Some(job) = inner.jobs.get_mut(&edit.id).filter(|j| j.lock == LOCK_FREE) else {
+                continue;
+            };
+            if let Some(p) = edit.priority {
+                job.priority = p;
+            }
+            if let Some(dt) = edit.run_at {
+                job.dt = dt;
+            }
+            if let Some(data) = &edit.data {
+                job.data = data.clone();
+            }
+            if job.dt <= now {
+                due.push(job.jobtype.clone());
+            }
+            edited.push(edit.id.clone());
+        }
+        drop(inner);
+        due.sort_unstable();
+        due.dedup();
+        due.iter().for_each(|jt| self.notify(jt));
+        Ok(edited)
+    }
+
+    async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {
+        validate::pause(jobtype, now)?;
+        let mut inner = self.lock();
+        let changed = if paused {
+            inner.paused.insert(jobtype.to_owned())
+        } else {
+            inner.paused.remove(jobtype)
+        };
+        drop(inner);
+        if changed && !paused {
+            self.notify(jobtype);
+        }
+        Ok(changed)
+    }
+
+    async fn paused_jobtypes(&self) -> Result<Vec<String>> {
+        Ok(self.lock().paused.iter().cloned().collect())
     }
 
     async fn watch(&self) -> Result<WorkWatcher> {

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::limits::DEFAULT_POLL_INTERVAL;
+use crate::manage::*;
 use crate::types::*;
 use crate::watch::WorkWatcher;
 
@@ -70,13 +71,14 @@ pub trait JobStore: Send + Sync + Debug {
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome>;
 
     /// The jobtypes that have at least one eligible job (waiting or expired)
-    /// at `now`, each with its count of eligible jobs, capped at
+    /// at `now` and are not paused, each with its count of eligible jobs, capped at
     /// [`Capabilities::waiting_count_cap`] but never over-reported. Order is
     /// unspecified. (Counts are exact when all callers' clocks agree; with
     /// clock skew a job can count as eligible early by up to the skew.)
     async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>>;
 
-    /// Atomically picks up to `limit` eligible jobs of `jobtype`, ordered by
+    /// Atomically picks up to `limit` eligible jobs of `jobtype` (none while
+    /// the jobtype is paused, see [`JobStore::pause_jobtype`]), ordered by
     /// priority (high first), then `dt`, then `id`; sets `lock = owner`,
     /// `dt = now + lease`, `attempts += 1`; and returns them as stored after
     /// the change, in that order. While the lease is valid no other caller
@@ -101,15 +103,18 @@ pub trait JobStore: Send + Sync + Debug {
     /// For each job still locked by `owner`, sets `dt = now + lease`.
     /// Returns the ids renewed (order unspecified); the others are lost to
     /// this owner (archived, deleted, or taken by another after expiry) and
-    /// the caller must stop working on them. An id may appear only once per
-    /// list (as in every id list).
+    /// the caller must stop working on them. Among the renewed, those
+    /// marked for cancelling ([`JobStore::cancel_jobs`]) are listed again in
+    /// [`Renewal::cancelled`]: the caller stops their runs and archives them
+    /// as [`ResultCode::Cancelled`]. An id may appear only once per list
+    /// (as in every id list).
     async fn renew_locks(
         &self,
         ids: &[String],
         owner: &str,
         lease: Duration,
         now: Millis,
-    ) -> Result<Vec<String>>;
+    ) -> Result<Renewal>;
 
     /// Lets go of jobs locked by `owner`, each as its own entry says: the
     /// daemon finishes a batch of jobs whose results differ (each archive
@@ -166,12 +171,22 @@ pub trait JobStore: Send + Sync + Debug {
     /// Returns whether it did; a non-owner changes nothing and gets `false`.
     async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool>;
 
-    /// Archives the jobs that are free (waiting or scheduled) with
-    /// [`JobResult::cancelled`], `done_dt = now` and `dt = now +`
-    /// [`ARCHIVE_HORIZON_MS`]. Locked jobs (running or expired: their owner
-    /// may still finish them) and archived jobs are untouched. Returns the
-    /// ids cancelled.
-    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>>;
+    /// Cancels jobs by id:
+    ///
+    /// - free jobs (waiting or scheduled) are archived now with
+    ///   [`JobResult::cancelled`], `done_dt = now` and `dt = now +`
+    ///   [`ARCHIVE_HORIZON_MS`], and listed in [`CancelOutcome::cancelled`];
+    /// - locked jobs (running, or expired and not yet taken again) are
+    ///   *marked* ([`Job::cancel_requested`]) and listed in
+    ///   [`CancelOutcome::marked`], if the store declares
+    ///   [`Capabilities::cancel_running`] (else they are left alone): the
+    ///   job stays its holder's, who learns at its next renewal
+    ///   ([`Renewal::cancelled`]), or, if the lease ran out, the next
+    ///   claimer learns from the claimed job's `cancel_requested`; either
+    ///   archives it as cancelled. The mark is cleared when the holder lets
+    ///   go of the job, whichever way. Marking a marked job lists it again;
+    /// - archived and unknown ids are untouched and listed in neither.
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<CancelOutcome>;
 
     /// The job in any state, or `None`.
     async fn get_job(&self, id: &str) -> Result<Option<Job>>;
@@ -195,6 +210,90 @@ pub trait JobStore: Send + Sync + Debug {
     /// Per jobtype with any job, how many are waiting (eligible), scheduled,
     /// running and archived by result code at `now`. Order unspecified.
     async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>>;
+
+    /// One page of the jobs `query` selects, in its order (see
+    /// [`JobQuery`]), at `now` (which decides waiting from scheduled and
+    /// running from expired). At most `query.limit` jobs; `next` is the
+    /// cursor of the following page, `None` on the last. Paging is keyset,
+    /// never by offset: jobs added, moved or archived between two pages
+    /// never make a page repeat or skip a job that stayed in the selection
+    /// the whole time. Payloads are empty unless `query.with_data`.
+    ///
+    /// Checked by [`validate::job_query`](crate::validate::job_query): a
+    /// limit outside `1..=`[`MAX_PAGE`](crate::limits::MAX_PAGE), codes or
+    /// an archive range on a query of another state, a range whose end is
+    /// not after its start, a cursor from another query, invalid jobtypes
+    /// or prefixes are `InvalidInput`. A store without
+    /// [`Capabilities::list_jobs`] answers `Unsupported`.
+    ///
+    /// A page reads at most a bounded number of jobs past the ones it
+    /// returns, whatever the size of the archive (listing follows an
+    /// index in the query's order; filters on `created` and `archived`
+    /// ranges narrow it).
+    async fn list_jobs(&self, query: &JobQuery, now: Millis) -> Result<JobPage> {
+        let _ = (query, now);
+        Err(crate::Error::unsupported("list_jobs"))
+    }
+
+    /// Runs archived jobs again (any result code): each becomes free with
+    /// `dt = now + delay`, `attempts = 0` and `done_dt = None`; its last
+    /// `result` stays readable until it is archived again. Jobs in any
+    /// other state, and unknown ids, are untouched. Returns the ids run
+    /// again (order unspecified). Watchers wake as for an add. A store
+    /// without [`Capabilities::edit_jobs`] answers `Unsupported`.
+    async fn rerun_jobs(
+        &self,
+        ids: &[String],
+        delay: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        let _ = (ids, delay, now);
+        Err(crate::Error::unsupported("rerun_jobs"))
+    }
+
+    /// Deletes the jobs of `ids` that are not locked (waiting, scheduled,
+    /// archived); a deleted id may be added again as a new job. Locked jobs
+    /// (running, or expired and not taken again) are refused and listed in
+    /// [`DeleteOutcome::running`], untouched; unknown ids are in neither
+    /// list. A store without [`Capabilities::edit_jobs`] answers
+    /// `Unsupported`.
+    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
+        let _ = ids;
+        Err(crate::Error::unsupported("delete_jobs"))
+    }
+
+    /// Changes free jobs (waiting or scheduled): each edit sets the fields
+    /// it gives (priority, due time `dt`, payload) and leaves the others.
+    /// Locked, archived and unknown jobs are untouched. Returns the ids
+    /// edited (order unspecified). Checked by
+    /// [`validate::edits`](crate::validate::edits): an edit that changes
+    /// nothing, an id listed twice, a bad time are `InvalidInput`; a payload
+    /// over [`Capabilities::max_payload`] or more than
+    /// [`MAX_BATCH`](crate::limits::MAX_BATCH) edits is `TooLarge`. An
+    /// edit that makes a job due at once wakes watchers. A store without
+    /// [`Capabilities::edit_jobs`] answers `Unsupported`.
+    async fn edit_jobs(&self, edits: &[JobEdit], now: Millis) -> Result<Vec<String>> {
+        let _ = (edits, now);
+        Err(crate::Error::unsupported("edit_jobs"))
+    }
+
+    /// Pauses (`paused = true`) or resumes a jobtype, store-wide and
+    /// durably: while paused, claims of it return nothing and
+    /// [`waiting_jobtypes`](JobStore::waiting_jobtypes) leaves it out;
+    /// adds, releases, cancels and lists go on. A jobtype may be paused
+    /// before it has any job. Returns whether the call changed anything.
+    /// Resuming wakes watchers. A store without [`Capabilities::pause`]
+    /// answers `Unsupported`.
+    async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {
+        let _ = (jobtype, paused, now);
+        Err(crate::Error::unsupported("pause_jobtype"))
+    }
+
+    /// The paused jobtypes, sorted. A store without
+    /// [`Capabilities::pause`] answers `Unsupported`.
+    async fn paused_jobtypes(&self) -> Result<Vec<String>> {
+        Err(crate::Error::unsupported("paused_jobtypes"))
+    }
 
     /// A [`WorkWatcher`] that wakes when new work may have arrived: an add,
     /// a retry or unget release, from this or any other process. The default

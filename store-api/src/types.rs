@@ -124,8 +124,14 @@ pub struct Job {
     pub create_dt: Millis,
     /// When it was archived.
     pub done_dt: Option<Millis>,
-    /// Set on archive.
+    /// Set on archive; a job run again ([`JobStore::rerun_jobs`](crate::JobStore::rerun_jobs))
+    /// keeps its last result until it is archived again.
     pub result: Option<JobResult>,
+    /// Whether the job is marked for cancelling while locked
+    /// ([`JobStore::cancel_jobs`](crate::JobStore::cancel_jobs)); cleared
+    /// when its holder lets go of it.
+    #[serde(default)]
+    pub cancel_requested: bool,
 }
 
 impl Job {
@@ -165,6 +171,7 @@ impl fmt::Debug for Job {
             .field("create_dt", &self.create_dt)
             .field("done_dt", &self.done_dt)
             .field("result", &self.result)
+            .field("cancel_requested", &self.cancel_requested)
             .finish()
     }
 }
@@ -499,6 +506,19 @@ pub struct Capabilities {
     /// Whether [`JobStore::watch`](crate::JobStore::watch) delivers
     /// notifications (as opposed to plain polling).
     pub notifications: bool,
+    /// Whether [`JobStore::list_jobs`](crate::JobStore::list_jobs) is offered.
+    pub list_jobs: bool,
+    /// Whether [`JobStore::rerun_jobs`](crate::JobStore::rerun_jobs),
+    /// [`delete_jobs`](crate::JobStore::delete_jobs) and
+    /// [`edit_jobs`](crate::JobStore::edit_jobs) are offered.
+    pub edit_jobs: bool,
+    /// Whether [`JobStore::cancel_jobs`](crate::JobStore::cancel_jobs)
+    /// marks locked jobs (without it, they are left alone and only free
+    /// jobs are cancelled).
+    pub cancel_running: bool,
+    /// Whether [`JobStore::pause_jobtype`](crate::JobStore::pause_jobtype)
+    /// and [`paused_jobtypes`](crate::JobStore::paused_jobtypes) are offered.
+    pub pause: bool,
 }
 
 impl Capabilities {
@@ -508,7 +528,21 @@ impl Capabilities {
             max_payload,
             waiting_count_cap: None,
             notifications: false,
+            list_jobs: false,
+            edit_jobs: false,
+            cancel_running: false,
+            pause: false,
         }
+    }
+
+    /// Declares every management operation: listing, run again, delete,
+    /// edit, cancelling locked jobs, pausing jobtypes.
+    pub const fn with_management(mut self) -> Self {
+        self.list_jobs = true;
+        self.edit_jobs = true;
+        self.cancel_running = true;
+        self.pause = true;
+        self
     }
 
     /// Sets the cap on waiting counts.

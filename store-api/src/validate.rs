@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::limits::*;
-use crate::types::{Capabilities, Handler, HandlerLimits, JobRelease, Millis, NewJob, Release};
+use crate::manage::{JobEdit, JobQuery, JobtypeFilter, TimeRange};
+use crate::types::{
+    Capabilities, Handler, HandlerLimits, JobRelease, JobState, Millis, NewJob, Release,
+};
 
 /// A job id: 1..=[`MAX_ID_LEN`] bytes, no control characters, no `|`.
 pub fn id(id: &str) -> Result<()> {
@@ -322,4 +325,123 @@ pub fn handler_limits(limits: &HandlerLimits) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A [`JobQuery`]: its limit, jobtypes or prefix, filters that belong to
+/// its state, time ranges the right way round, and a cursor made by the
+/// same query. Each error names the field.
+pub fn job_query(query: &JobQuery, now: Millis) -> Result<()> {
+    time("now", now)?;
+    crate::manage::page_limit(query.limit)?;
+    match &query.jobtypes {
+        JobtypeFilter::All => {}
+        JobtypeFilter::Exact(list) => {
+            if list.is_empty() {
+                return Err(Error::invalid("jobtypes is an empty list"));
+            }
+            if list.len() > MAX_QUERY_JOBTYPES {
+                return Err(Error::invalid(format!(
+                    "jobtypes lists {} jobtypes, the limit is {MAX_QUERY_JOBTYPES}",
+                    list.len()
+                )));
+            }
+            let mut seen = HashSet::with_capacity(list.len());
+            for t in list {
+                jobtype(t)?;
+                if !seen.insert(t.as_str()) {
+                    return Err(Error::invalid(format!("jobtypes lists {t:?} twice")));
+                }
+            }
+        }
+        JobtypeFilter::Prefix(prefix) => {
+            jobtype(prefix).map_err(|e| match e {
+                Error::InvalidInput { message } => Error::invalid(format!(
+                    "prefix: {}",
+                    message.replacen("jobtype", "prefix", 1)
+                )),
+                other => other,
+            })?;
+        }
+    }
+    let archived = query.state == JobState::Archived;
+    if !archived && !query.codes.is_empty() {
+        return Err(Error::invalid(format!(
+            "codes filter archived jobs; the query lists {} jobs",
+            query.state
+        )));
+    }
+    if !archived && !query.archived.is_open() {
+        return Err(Error::invalid(format!(
+            "archived (a range of archive times) filters archived jobs; the query lists {} jobs",
+            query.state
+        )));
+    }
+    range("created", &query.created)?;
+    range("archived", &query.archived)?;
+    query.resume_after()?;
+    Ok(())
+}
+
+fn range(what: &str, r: &TimeRange) -> Result<()> {
+    if let Some(from) = r.from {
+        time(&format!("{what}.from"), from)?;
+    }
+    if let Some(to) = r.to {
+        time(&format!("{what}.to"), to)?;
+    }
+    if let (Some(from), Some(to)) = (r.from, r.to)
+        && to <= from
+    {
+        return Err(Error::invalid(format!(
+            "{what} range ends at {to}, not after its start {from}"
+        )));
+    }
+    Ok(())
+}
+
+/// The arguments of a run again: the ids, the delay, `now`.
+pub fn rerun(ids_: &[String], delay: Duration, now: Millis) -> Result<()> {
+    ids(ids_)?;
+    if delay > MAX_DELAY {
+        return Err(Error::invalid(format!(
+            "delay {delay:?} is above the maximum of {MAX_DELAY:?}"
+        )));
+    }
+    time("now", now)
+}
+
+/// A batch of [`JobEdit`]s: size, ids (each once), times, payloads, and
+/// each edit changing something.
+pub fn edits(edits: &[JobEdit], caps: &Capabilities, now: Millis) -> Result<()> {
+    time("now", now)?;
+    batch("batch of edits", edits.len())?;
+    let mut seen = HashSet::with_capacity(edits.len());
+    for e in edits {
+        id(&e.id)?;
+        if !seen.insert(e.id.as_str()) {
+            return Err(Error::invalid(format!(
+                "job id {:?} appears twice in one batch of edits",
+                e.id
+            )));
+        }
+        if e.priority.is_none() && e.run_at.is_none() && e.data.is_none() {
+            return Err(Error::invalid(format!(
+                "the edit of job {:?} changes nothing (set priority, run_at or data)",
+                e.id
+            )));
+        }
+        if let Some(dt) = e.run_at {
+            time("run_at", dt)?;
+        }
+        if let Some(data) = &e.data {
+            payload(data, caps)?;
+        }
+    }
+    Ok(())
+}
+
+/// The arguments of a pause or resume.
+pub fn pause(jobtype_: &str, now: Millis) -> Result<()> {
+    jobtype(jobtype_)?;
+    time("now", now)
 }

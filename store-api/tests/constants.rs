@@ -81,6 +81,7 @@ fn job_debug_shows_the_payload_length_only() {
         create_dt: 0,
         done_dt: None,
         result: None,
+        cancel_requested: false,
     };
     let shown = format!("{job:?}");
     assert!(!shown.contains("secret"), "{shown}");

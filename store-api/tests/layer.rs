@@ -88,7 +88,8 @@ async fn a_layer_overrides_one_method_and_forwards_the_rest() {
         store
             .renew_locks(&ids, "d-1", LEASE, NOW + 1)
             .await
-            .unwrap(),
+            .unwrap()
+            .renewed,
         ids
     );
     assert_eq!(

@@ -138,6 +138,7 @@ pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
         create_dt: get_i64(d, f::CREATE_DT, W)?,
         done_dt: opt_i64(d, f::DONE_DT, W)?,
         result,
+        cancel_requested: false,
     })
 }
 

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
 use jobstore_api::*;
+use jobstore_api::{CancelOutcome, Renewal};
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::event::EventHandler;
 use mongodb::event::command::CommandEvent;
@@ -1115,16 +1116,23 @@ impl JobStore for MongoStore {
         owner: &str,
         lease: Duration,
         now: Millis,
-    ) -> Result<Vec<String>> {
-        validate::renew(ids, owner, lease, now)?;
-        self.change_ids(
-            "renew",
-            ids,
-            doc! { f::LOCK: owner },
-            doc! { f::DT: now + duration_ms(lease) },
-            None,
-        )
-        .await
+    ) -> Result<Renewal> {
+        let got: Result<Vec<String>> = async {
+            validate::renew(ids, owner, lease, now)?;
+            self.change_ids(
+                "renew",
+                ids,
+                doc! { f::LOCK: owner },
+                doc! { f::DT: now + duration_ms(lease) },
+                None,
+            )
+            .await
+        }
+        .await;
+        Ok(Renewal {
+            renewed: got?,
+            cancelled: Vec::new(),
+        })
     }
 
     async fn release_jobs(
@@ -1151,16 +1159,23 @@ impl JobStore for MongoStore {
         Ok(r.matched_count == 1)
     }
 
-    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
-        validate::cancel(ids, now)?;
-        let set = doc! {
-            f::LOCK: LOCK_DONE,
-            f::DONE_DT: now,
-            f::DT: now + ARCHIVE_HORIZON_MS,
-            f::RESULT: convert::result_doc(&JobResult::cancelled()),
-        };
-        self.change_ids("cancel", ids, doc! { f::LOCK: LOCK_FREE }, set, None)
-            .await
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<CancelOutcome> {
+        let got: Result<Vec<String>> = async {
+            validate::cancel(ids, now)?;
+            let set = doc! {
+                f::LOCK: LOCK_DONE,
+                f::DONE_DT: now,
+                f::DT: now + ARCHIVE_HORIZON_MS,
+                f::RESULT: convert::result_doc(&JobResult::cancelled()),
+            };
+            self.change_ids("cancel", ids, doc! { f::LOCK: LOCK_FREE }, set, None)
+                .await
+        }
+        .await;
+        Ok(CancelOutcome {
+            cancelled: got?,
+            marked: Vec::new(),
+        })
     }
 
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {

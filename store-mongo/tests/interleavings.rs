@@ -89,7 +89,8 @@ async fn renew_reports_a_job_renewed_again_before_its_read_back() {
                     let r = other_task
                         .renew_locks(&ids(&["x", "z"]), "A", MIN * 2, T0 + 2)
                         .await
-                        .unwrap();
+                        .unwrap()
+                        .renewed;
                     assert_eq!(r, ids(&["x", "z"]), "the second renew");
                 }
             }
@@ -97,7 +98,8 @@ async fn renew_reports_a_job_renewed_again_before_its_read_back() {
         let renewed = a
             .renew_locks(&ids(&["x", "y"]), "A", MIN, T0 + 1)
             .await
-            .unwrap();
+            .unwrap()
+            .renewed;
         assert_eq!(renewed, ids(&["x"]), "x was renewed by the first call");
         let x = a.get_job("x").await.unwrap().unwrap();
         assert_eq!((x.lock.as_str(), x.dt), ("A", T0 + 2 + 120_000));
@@ -122,7 +124,11 @@ async fn release_reports_a_job_changed_again_before_its_read_back() {
                 if n == 1 {
                     let got = c.claim_jobs("t", 1, "C", MIN, T0 + 2).await.unwrap();
                     assert_eq!(got.len(), 1, "C claims x");
-                    let r = c.renew_locks(&ids(&["x"]), "C", MIN, T0 + 3).await.unwrap();
+                    let r = c
+                        .renew_locks(&ids(&["x"]), "C", MIN, T0 + 3)
+                        .await
+                        .unwrap()
+                        .renewed;
                     assert_eq!(r, ids(&["x"]));
                 }
             }
@@ -460,7 +466,8 @@ async fn renew_failed_after_applying_reports_what_it_renewed() {
         let mut renewed = failing
             .renew_locks(&ids(&["x", "y"]), "A", MIN * 2, T0 + 1)
             .await
-            .unwrap();
+            .unwrap()
+            .renewed;
         renewed.sort();
         assert_eq!(renewed, ids(&["x", "y"]));
         let x = a.get_job("x").await.unwrap().unwrap();

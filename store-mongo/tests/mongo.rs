@@ -732,7 +732,7 @@ async fn by_id_updates_read_back_only_a_partial_match() {
         let renew = async |ids: &[&str]| {
             sent.lock().unwrap().clear();
             let ids: Vec<String> = ids.iter().map(|&i| i.to_owned()).collect();
-            let mut renewed = s.renew_locks(&ids, "o", MIN, T0 + 1).await.unwrap();
+            let mut renewed = s.renew_locks(&ids, "o", MIN, T0 + 1).await.unwrap().renewed;
             renewed.sort();
             let names = sent_names(&sent);
             (renewed, names)

@@ -13,6 +13,7 @@ use jobstore_api::{
     Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode,
     SysidLease, WaitingJobtype, WorkWatcher, duration_ms, validate,
 };
+use jobstore_api::{CancelOutcome, Renewal};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{ConnectOptions, Connection, Executor, Row};
 
@@ -282,6 +283,7 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         create_dt: get(row, 7)?,
         done_dt: None,
         result: None,
+        cancel_requested: false,
     };
     if row.len() > 8 {
         job.done_dt = get(row, 8)?;
@@ -428,19 +430,26 @@ impl JobStore for PgStore {
         owner: &str,
         lease: Duration,
         now: Millis,
-    ) -> Result<Vec<String>> {
-        validate::renew(ids, owner, lease, now)?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
+    ) -> Result<Renewal> {
+        let got: Result<Vec<String>> = async {
+            validate::renew(ids, owner, lease, now)?;
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            self.ids_query(
+                "renew_locks",
+                sqlx::query(q::RENEW_LOCKS)
+                    .bind(ids)
+                    .bind(owner)
+                    .bind(now + duration_ms(lease)),
+            )
+            .await
         }
-        self.ids_query(
-            "renew_locks",
-            sqlx::query(q::RENEW_LOCKS)
-                .bind(ids)
-                .bind(owner)
-                .bind(now + duration_ms(lease)),
-        )
-        .await
+        .await;
+        Ok(Renewal {
+            renewed: got?,
+            cancelled: Vec::new(),
+        })
     }
 
     async fn release_jobs(
@@ -491,19 +500,26 @@ impl JobStore for PgStore {
         Ok(done.rows_affected() > 0)
     }
 
-    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
-        validate::cancel(ids, now)?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<CancelOutcome> {
+        let got: Result<Vec<String>> = async {
+            validate::cancel(ids, now)?;
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            self.ids_query(
+                "cancel_jobs",
+                sqlx::query(q::CANCEL_JOBS)
+                    .bind(ids)
+                    .bind(now)
+                    .bind(now + ARCHIVE_HORIZON_MS),
+            )
+            .await
         }
-        self.ids_query(
-            "cancel_jobs",
-            sqlx::query(q::CANCEL_JOBS)
-                .bind(ids)
-                .bind(now)
-                .bind(now + ARCHIVE_HORIZON_MS),
-        )
-        .await
+        .await;
+        Ok(CancelOutcome {
+            cancelled: got?,
+            marked: Vec::new(),
+        })
     }
 
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {

@@ -99,6 +99,7 @@ pub(crate) fn job_from_hash(
         create_dt,
         done_dt,
         result,
+        cancel_requested: false,
     })
 }
 

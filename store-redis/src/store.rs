@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::{join_all, try_join_all};
 use jobstore_api::*;
+use jobstore_api::{CancelOutcome, Renewal};
 use redis::Value;
 
 use crate::add::ADD_ROUNDS;
@@ -296,6 +297,7 @@ impl JobStore for RedisStore {
                 create_dt: int(&c, "create_dt")?,
                 done_dt: None,
                 result: None,
+                cancel_requested: false,
             });
         }
         {
@@ -316,22 +318,29 @@ impl JobStore for RedisStore {
         owner: &str,
         lease: Duration,
         now: Millis,
-    ) -> Result<Vec<String>> {
-        validate::renew(ids, owner, lease, now)?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
+    ) -> Result<Renewal> {
+        let got: Result<Vec<String>> = async {
+            validate::renew(ids, owner, lease, now)?;
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            let expiry = now + duration_ms(lease);
+            self.change_ids(ids, "renew locks", |k| {
+                let mut inv = SCRIPTS.renew.prepare_invoke();
+                inv.key(&k.ready)
+                    .key(&k.lock)
+                    .arg(&k.job)
+                    .arg(owner)
+                    .arg(expiry);
+                inv
+            })
+            .await
         }
-        let expiry = now + duration_ms(lease);
-        self.change_ids(ids, "renew locks", |k| {
-            let mut inv = SCRIPTS.renew.prepare_invoke();
-            inv.key(&k.ready)
-                .key(&k.lock)
-                .arg(&k.job)
-                .arg(owner)
-                .arg(expiry);
-            inv
+        .await;
+        Ok(Renewal {
+            renewed: got?,
+            cancelled: Vec::new(),
         })
-        .await
     }
 
     async fn release_jobs(
@@ -442,23 +451,30 @@ impl JobStore for RedisStore {
         Ok(n == 1)
     }
 
-    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
-        validate::cancel(ids, now)?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<CancelOutcome> {
+        let got: Result<Vec<String>> = async {
+            validate::cancel(ids, now)?;
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            self.change_ids(ids, "cancel jobs", |k| {
+                let mut inv = SCRIPTS.cancel.prepare_invoke();
+                inv.key(&k.ready)
+                    .key(&k.sched)
+                    .key(k.done_of(ResultCode::Cancelled))
+                    .key(&k.codes)
+                    .arg(&k.job)
+                    .arg(now)
+                    .arg(now + ARCHIVE_HORIZON_MS);
+                inv
+            })
+            .await
         }
-        self.change_ids(ids, "cancel jobs", |k| {
-            let mut inv = SCRIPTS.cancel.prepare_invoke();
-            inv.key(&k.ready)
-                .key(&k.sched)
-                .key(k.done_of(ResultCode::Cancelled))
-                .key(&k.codes)
-                .arg(&k.job)
-                .arg(now)
-                .arg(now + ARCHIVE_HORIZON_MS);
-            inv
+        .await;
+        Ok(CancelOutcome {
+            cancelled: got?,
+            marked: Vec::new(),
         })
-        .await
     }
 
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {

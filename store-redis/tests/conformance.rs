@@ -99,11 +99,18 @@ async fn scenario(a: &RedisStore, b: &RedisStore) {
         );
         // a still believes x is a t1 job. The first call through that
         // stale entry must find the job (the entry is dropped after it).
-        assert_eq!(a.renew_locks(&x, "own-b", min, later).await.unwrap(), x);
+        assert_eq!(
+            a.renew_locks(&x, "own-b", min, later)
+                .await
+                .unwrap()
+                .renewed,
+            x
+        );
         assert!(
             a.renew_locks(&x, "own-a", min, later)
                 .await
                 .unwrap()
+                .renewed
                 .is_empty()
         );
         let done = Release::Archive(JobResult::from_status(200));

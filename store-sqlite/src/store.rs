@@ -15,6 +15,7 @@ use jobstore_api::{
     Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode,
     SysidLease, WaitingJobtype, WorkNotice, WorkWatcher, duration_ms, validate,
 };
+use jobstore_api::{CancelOutcome, Renewal};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -343,6 +344,7 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         create_dt: row.try_get("create_dt").map_err(d)?,
         done_dt: row.try_get("done_dt").map_err(d)?,
         result,
+        cancel_requested: false,
     })
 }
 
@@ -526,18 +528,25 @@ impl JobStore for SqliteStore {
         owner: &str,
         lease: Duration,
         now: Millis,
-    ) -> Result<Vec<String>> {
-        validate::renew(ids, owner, lease, now)?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
+    ) -> Result<Renewal> {
+        let got: Result<Vec<String>> = async {
+            validate::renew(ids, owner, lease, now)?;
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            sqlx::query_scalar(queries::RENEW_LOCKS)
+                .bind(now + duration_ms(lease))
+                .bind(owner)
+                .bind(ids_json(ids)?)
+                .fetch_all(&self.inner.writer)
+                .await
+                .map_err(|e| error::map("renew_locks", e))
         }
-        sqlx::query_scalar(queries::RENEW_LOCKS)
-            .bind(now + duration_ms(lease))
-            .bind(owner)
-            .bind(ids_json(ids)?)
-            .fetch_all(&self.inner.writer)
-            .await
-            .map_err(|e| error::map("renew_locks", e))
+        .await;
+        Ok(Renewal {
+            renewed: got?,
+            cancelled: Vec::new(),
+        })
     }
 
     async fn release_jobs(
@@ -628,18 +637,25 @@ impl JobStore for SqliteStore {
         Ok(done.rows_affected() > 0)
     }
 
-    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
-        validate::cancel(ids, now)?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
+    async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<CancelOutcome> {
+        let got: Result<Vec<String>> = async {
+            validate::cancel(ids, now)?;
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            sqlx::query_scalar(queries::CANCEL_JOBS)
+                .bind(now)
+                .bind(now + ARCHIVE_HORIZON_MS)
+                .bind(ids_json(ids)?)
+                .fetch_all(&self.inner.writer)
+                .await
+                .map_err(|e| error::map("cancel_jobs", e))
         }
-        sqlx::query_scalar(queries::CANCEL_JOBS)
-            .bind(now)
-            .bind(now + ARCHIVE_HORIZON_MS)
-            .bind(ids_json(ids)?)
-            .fetch_all(&self.inner.writer)
-            .await
-            .map_err(|e| error::map("cancel_jobs", e))
+        .await;
+        Ok(CancelOutcome {
+            cancelled: got?,
+            marked: Vec::new(),
+        })
     }
 
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {

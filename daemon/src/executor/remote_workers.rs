@@ -231,7 +231,11 @@ impl Executor {
     ) -> Result<Heartbeat, RemoteError> {
         let core = &self.core;
         let now = now_millis();
-        let renewed = core.store.renew_locks(ids, owner, lease, now).await?;
+        let renewed = core
+            .store
+            .renew_locks(ids, owner, lease, now)
+            .await?
+            .renewed;
         let expires = now + duration_ms(lease);
         core.registry.renewed(&renewed, expires);
         let kept: HashSet<&str> = renewed.iter().map(String::as_str).collect();

@@ -30,7 +30,8 @@ pub(super) async fn run(
         let ids: Vec<String> = lock(&held).keys().cloned().collect();
         for chunk in ids.chunks(MAX_BATCH) {
             match store.renew_locks(chunk, &owner, lease, now_millis()).await {
-                Ok(renewed) => {
+                Ok(renewal) => {
+                    let renewed = renewal.renewed;
                     if renewed.len() == chunk.len() {
                         continue;
                     }

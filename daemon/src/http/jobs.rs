@@ -525,7 +525,7 @@ pub async fn cancel(
             ids.push(id);
         }
     }
-    let cancelled = state.store.cancel_jobs(&ids, now_millis()).await?;
+    let cancelled = state.store.cancel_jobs(&ids, now_millis()).await?.cancelled;
     let done: HashSet<&str> = cancelled.iter().map(String::as_str).collect();
     let strip = |id: &str| tenant.client.strip(id).unwrap_or(id).to_owned();
     Ok(Json(CancelResponse {
