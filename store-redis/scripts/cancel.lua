@@ -1,12 +1,15 @@
 -- KEYS ready, sched, the set of archived jobs of code cancelled, codes.
--- ARGV: job key prefix, now, archive dt,
--- ids... Free jobs (waiting or scheduled) become archived "cancelled".
--- Returns the ids cancelled.
+-- ARGV: job key prefix, now, archive dt, ids...
+-- Free jobs (waiting or scheduled) become archived "cancelled"; locked
+-- jobs (running, or expired and not taken again) get the cancel mark
+-- (x = "1"), which their holder learns at its next renewal or a claimer
+-- with the job. Returns pairs: id, "c" (cancelled) or "m" (marked).
 local pre = ARGV[1]
 -- Every job hash is read before the first write, and each job's hash is
 -- written before its sets change (into done, then out of ready/sched), so
 -- a script failing midway never leaves a job outside every set.
 local out, fields = {}, {}
+local cancelled = 0
 for i = 4, #ARGV do
   fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt')
 end
@@ -19,10 +22,16 @@ for i = 4, #ARGV do
     redis.call('ZADD', KEYS[3], ARGV[2], id)
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[1], rmember(tonumber(f[2]), id))
+    cancelled = cancelled + 1
     out[#out + 1] = id
+    out[#out + 1] = 'c'
+  elseif f[1] and f[1] ~= DONE then
+    redis.call('HSET', pre .. id, 'x', MARK)
+    out[#out + 1] = id
+    out[#out + 1] = 'm'
   end
 end
-if #out > 0 then
-  redis.call('HINCRBY', KEYS[4], 'cancelled', #out)
+if cancelled > 0 then
+  redis.call('HINCRBY', KEYS[4], 'cancelled', cancelled)
 end
 return out

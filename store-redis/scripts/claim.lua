@@ -1,33 +1,20 @@
--- KEYS ready, sched, lock. ARGV: job key prefix, now, limit, owner,
+-- KEYS ready, sched, lock, paused. ARGV: job key prefix, now, limit, owner,
 -- lease expiry, promotion slice, now as 15 zero-padded digits.
--- Returns groups of 5: id, data, priority, create_dt, attempts.
+-- Returns groups of 6: id, data, priority, create_dt, attempts, cancel
+-- mark (x, or false).
 local pre, now, limit, owner, exp = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local slice = tonumber(ARGV[6])
 local nowp = ARGV[7]
 local READY, SCHED, LOCK = KEYS[1], KEYS[2], KEYS[3]
 
--- Due jobs (sched) and expired leases (lock) become eligible: into ready.
-local function promote(src)
-  local due = redis.call('ZRANGEBYSCORE', src, '-inf', ARGV[2], 'WITHSCORES', 'LIMIT', 0, slice)
-  if #due == 0 then
-    return
-  end
-  local add, rem = {}, {}
-  for i = 1, #due, 2 do
-    local id = due[i]
-    rem[#rem + 1] = id
-    local p = redis.call('HGET', pre .. id, 'p')
-    if p then
-      add[#add + 1] = fmt(-tonumber(p))
-      add[#add + 1] = rmember(tonumber(due[i + 1]), id)
-    end
-  end
-  -- into ready first, then out of src: a job is never in no set
-  zadd_all(READY, add)
-  zrem_all(src, rem)
+-- A paused jobtype hands out nothing (and promotes nothing).
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return {}
 end
-promote(SCHED)
-promote(LOCK)
+
+-- Due jobs (sched) and expired leases (lock) become eligible: into ready.
+promote(READY, SCHED, pre, ARGV[2], slice)
+promote(READY, LOCK, pre, ARGV[2], slice)
 
 -- Hand out the first `limit` of ready. Redis keeps the writes of a script
 -- that fails midway, so no step may leave a job outside every set: each
@@ -46,7 +33,7 @@ while got < limit and putback <= slice do
   end
   local fields = {}
   for i = 1, #members do
-    fields[i] = redis.call('HMGET', pre .. string.sub(members[i], 16), 'l', 'd', 'p', 'c', 'a')
+    fields[i] = redis.call('HMGET', pre .. string.sub(members[i], 16), 'l', 'd', 'p', 'c', 'a', 'x')
   end
   local locked, sched_back, lock_back = {}, {}, {}
   for i = 1, #members do
@@ -77,6 +64,7 @@ while got < limit and putback <= slice do
       out[#out + 1] = f[3]
       out[#out + 1] = f[4]
       out[#out + 1] = a
+      out[#out + 1] = f[6]
       got = got + 1
     end
   end

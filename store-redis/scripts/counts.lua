@@ -1,6 +1,10 @@
--- KEYS ready, sched, lock, codes. ARGV: now, what ("w" waiting only, "a" all).
+-- KEYS ready, sched, lock, codes, paused. ARGV: now, what ("w" waiting
+-- only, where a paused jobtype counts none; "a" all).
 -- Returns {waiting} or {waiting, scheduled, running, code, n, code, n...}.
 local now = ARGV[1]
+if ARGV[2] == 'w' and redis.call('EXISTS', KEYS[5]) == 1 then
+  return { 0 }
+end
 local waiting = redis.call('ZCARD', KEYS[1])
   + redis.call('ZCOUNT', KEYS[2], '-inf', now)
   + redis.call('ZCOUNT', KEYS[3], '-inf', now)

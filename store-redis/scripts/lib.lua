@@ -62,3 +62,41 @@ local function done_sets(first)
   end
   return sets
 end
+-- Due jobs (sched) and expired leases (lock) become eligible: up to
+-- `slice` entries of `src` with a score <= now (ARGV-style string) move
+-- into `ready`, each with its priority read from its hash (`pre` .. id).
+-- Returns how many entries were read (equal to `slice` when more may be
+-- left).
+local function promote(ready, src, pre, now, slice)
+  local due = redis.call('ZRANGEBYSCORE', src, '-inf', now, 'WITHSCORES', 'LIMIT', 0, slice)
+  if #due == 0 then
+    return 0
+  end
+  local add, rem = {}, {}
+  for i = 1, #due, 2 do
+    local id = due[i]
+    rem[#rem + 1] = id
+    local p = redis.call('HGET', pre .. id, 'p')
+    if p then
+      add[#add + 1] = fmt(-tonumber(p))
+      add[#add + 1] = rmember(tonumber(due[i + 1]), id)
+    end
+  end
+  -- into ready first, then out of src: a job is never in no set
+  zadd_all(ready, add)
+  zrem_all(src, rem)
+  return #due / 2
+end
+-- How many members of zset `key` sort at or before (score, member): a
+-- sentinel member .. "\0" (ids hold no control characters, so no real
+-- member equals it, and it sorts right after `member`) is added, ranked
+-- and removed again, all on the declared key. Paging resumes at that rank.
+local function rank_after(key, score, member)
+  local s = member .. '\0'
+  redis.call('ZADD', key, score, s)
+  local r = redis.call('ZRANK', key, s)
+  redis.call('ZREM', key, s)
+  return r
+end
+-- A per-job cancel mark is the hash field x = "1"; a release clears it.
+local MARK = '1'

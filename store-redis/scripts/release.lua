@@ -6,8 +6,9 @@
 --   'u' unget:   -
 --   'a' archive: result code, status, output
 --   'd' delete:  -
--- Only jobs with l == owner are touched. Returns pairs: id, reservation
--- token (for deletes, '' otherwise), for every job released.
+-- Only jobs with l == owner are touched; each loses its cancel mark (x).
+-- Returns pairs: id, reservation token (for deletes, '' otherwise), for
+-- every job released.
 local pre, owner, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local READY, SCHED, LOCK, CODES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local DONES = done_sets(5)
@@ -15,7 +16,7 @@ local DONES = done_sets(5)
 local VALUES = { r = 1, u = 0, a = 3, d = 0 }
 -- per released job: id, kind, ARGV index of its values, and (but for
 -- archives, which need only the owner check) dt, priority, attempts
-local ids, kinds, at, dts, prios, atts, out = {}, {}, {}, {}, {}, {}, {}
+local ids, kinds, at, dts, prios, atts, marks, out = {}, {}, {}, {}, {}, {}, {}, {}
 local i, n = 7, #ARGV
 -- Every job is read before anything is written (see README, "Scripts that
 -- fail midway").
@@ -31,17 +32,18 @@ while i <= n do
   if kind == 'a' then
     -- dt is read by unlock, and only for an expired lease a claim had
     -- moved to ready
-    if redis.call('HGET', pre .. id, 'l') == owner then
+    local f = redis.call('HMGET', pre .. id, 'l', 'x')
+    if f[1] == owner then
       local k = #ids + 1
-      ids[k], kinds[k], at[k], dts[k] = id, kind, i + 2, false
+      ids[k], kinds[k], at[k], dts[k], marks[k] = id, kind, i + 2, false, f[2]
       out[#out + 1] = id
       out[#out + 1] = ''
     end
   else
-    local f = redis.call('HMGET', pre .. id, 'l', 'dt', 'p', 'a', 'g')
+    local f = redis.call('HMGET', pre .. id, 'l', 'dt', 'p', 'a', 'g', 'x')
     if f[1] == owner then
       local k = #ids + 1
-      ids[k], kinds[k], at[k] = id, kind, i + 2
+      ids[k], kinds[k], at[k], marks[k] = id, kind, i + 2, f[6]
       dts[k], prios[k], atts[k] = tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
       out[#out + 1] = id
       out[#out + 1] = kind == 'd' and (f[5] or '') or ''
@@ -57,6 +59,9 @@ local ready, sched, done, codes = {}, {}, {}, {}
 local freed = false
 for k = 1, #ids do
   local id, kind, a = ids[k], kinds[k], at[k]
+  if marks[k] and kind ~= 'd' then
+    redis.call('HDEL', pre .. id, 'x')
+  end
   if kind == 'r' then
     local dt = tonumber(ARGV[a])
     redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[a])
@@ -78,14 +83,11 @@ for k = 1, #ids do
     ready[#ready + 1] = rmember(now, id)
     freed = true
   elseif kind == 'a' then
-    local code, output = ARGV[a], ARGV[a + 2]
-    if output == '' then
-      redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6], 'dd', ARGV[3],
-        'rc', code, 'rs', ARGV[a + 1])
-    else
-      redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6], 'dd', ARGV[3],
-        'rc', code, 'rs', ARGV[a + 1], 'ro', output)
-    end
+    -- ro is written even when empty: a job run again keeps its last
+    -- result, whose output must not outlive the next archive
+    local code = ARGV[a]
+    redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6], 'dd', ARGV[3],
+      'rc', code, 'rs', ARGV[a + 1], 'ro', ARGV[a + 2])
     done[code] = done[code] or {}
     local buf = done[code]
     buf[#buf + 1] = ARGV[3]

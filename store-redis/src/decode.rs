@@ -9,6 +9,27 @@ use redis::{FromRedisValue, Value};
 
 use crate::error::malformed;
 
+/// The value of a job's cancel mark (hash field `x`).
+pub(crate) const MARK: &str = "1";
+
+/// Whether a reply value is the cancel mark.
+pub(crate) fn is_marked(v: &Value) -> bool {
+    matches!(v, Value::BulkString(b) if b == MARK.as_bytes())
+}
+
+/// A flat reply `a1, b1, a2, b2...` as pairs.
+pub(crate) fn pairs(v: Vec<String>, what: &str) -> Result<Vec<(String, String)>> {
+    if !v.len().is_multiple_of(2) {
+        return Err(malformed(what));
+    }
+    let mut it = v.into_iter();
+    let mut out = Vec::new();
+    while let (Some(a), Some(b)) = (it.next(), it.next()) {
+        out.push((a, b));
+    }
+    Ok(out)
+}
+
 pub(crate) fn int(v: &Value, what: &str) -> Result<i64> {
     match v {
         Value::Int(n) => Ok(*n),
@@ -72,6 +93,7 @@ pub(crate) fn job_from_hash(
         .map_err(|_| malformed("lock"))?;
     let attempts = num(take("a"), "attempts")?;
     let create_dt = num(take("c"), "create_dt")?;
+    let cancel_requested = take("x").is_some_and(|x| x == MARK.as_bytes());
     let done_dt = take("dd").map(|v| parse_int(&v, "done_dt")).transpose()?;
     let result = match take("rc") {
         None => None,
@@ -99,7 +121,7 @@ pub(crate) fn job_from_hash(
         create_dt,
         done_dt,
         result,
-        cancel_requested: false,
+        cancel_requested,
     })
 }
 

@@ -9,7 +9,7 @@ use futures::future::{join_all, try_join_all};
 use jobstore_api::{Error, Result};
 
 use crate::error::map;
-use crate::keys::{TypeKeys, index_jobtype, index_value};
+use crate::keys::{index_jobtype, index_value};
 use crate::scripts::SCRIPTS;
 use crate::store::RedisStore;
 
@@ -75,35 +75,6 @@ impl RedisStore {
             (out, None) => Ok(out),
             (_, Some(e)) => Err(e),
         }
-    }
-
-    /// Runs the script that `build` prepares for each jobtype's keys once
-    /// per jobtype among `ids`, with that jobtype's ids appended as its last
-    /// arguments; each script returns the ids it changed. Returns those ids
-    /// in the caller's order.
-    pub(crate) async fn change_ids<B>(
-        &self,
-        ids: &[String],
-        what: &'static str,
-        build: B,
-    ) -> Result<Vec<String>>
-    where
-        B: Fn(&TypeKeys) -> redis::ScriptInvocation<'static>,
-    {
-        let done = self
-            .per_jobtype(ids, |jt, ids| {
-                let mut inv = build(&self.keys.jobtype(&jt));
-                inv.arg(ids);
-                let mut c = self.conn();
-                async move {
-                    let v: Vec<String> =
-                        inv.invoke_async(&mut c).await.map_err(|e| map(e, what))?;
-                    Ok(v.into_iter().map(|id| (id, String::new())).collect())
-                }
-            })
-            .await?;
-        let done: HashSet<String> = done.into_iter().map(|(id, _, _)| id).collect();
-        Ok(in_order(ids, &done))
     }
 
     /// [`Self::per_jobtype`], but runs every jobtype's script even when

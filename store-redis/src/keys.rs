@@ -29,6 +29,8 @@ pub(crate) struct TypeKeys {
     pub fence: String,
     /// Prefix of the job hashes: `{P:T}:j:`, followed by the id.
     pub job: String,
+    /// `{P:T}:paused`: exists (value `1`) while the jobtype is paused.
+    pub paused: String,
 }
 
 impl TypeKeys {
@@ -61,6 +63,7 @@ impl Keys {
             codes: format!("{tag}:codes"),
             fence: format!("{tag}:fence"),
             job: format!("{tag}:j:"),
+            paused: format!("{tag}:paused"),
         }
     }
 
@@ -76,6 +79,12 @@ impl Keys {
 
     pub fn jobtypes(&self) -> String {
         format!("{}jobtypes", self.base())
+    }
+
+    /// `{P}:paused`: the jobtypes paused (a superset while a pause or
+    /// resume is under way; each jobtype's own `paused` key decides).
+    pub fn paused(&self) -> String {
+        format!("{}paused", self.base())
     }
 
     pub fn channel(&self) -> String {
@@ -168,6 +177,8 @@ mod tests {
         assert_eq!(k.jobtype("a-b").done[0], "{jobs:a-b}:done:ok");
         assert_eq!(k.jobtype("a-b").done[5], "{jobs:a-b}:done:timeout");
         assert_eq!(k.jobtypes(), "{jobs}:jobtypes");
+        assert_eq!(k.jobtype("a-b").paused, "{jobs:a-b}:paused");
+        assert_eq!(k.paused(), "{jobs}:paused");
         assert_eq!(k.prefix(), "jobs");
         // Each namespace wakes its own watchers only.
         assert_eq!(k.channel(), "{jobs}:wake");

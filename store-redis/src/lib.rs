@@ -6,6 +6,7 @@ mod decode;
 mod error;
 mod index;
 mod keys;
+mod manage;
 mod options;
 mod scripts;
 mod store;

@@ -13,7 +13,7 @@ use redis::Value;
 
 use crate::add::ADD_ROUNDS;
 use crate::conn::Conn;
-use crate::decode::{bytes, handler_version, int, job_from_hash, string};
+use crate::decode::{MARK, bytes, handler_version, int, is_marked, job_from_hash, pairs, string};
 use crate::error::{malformed, map};
 use crate::index::{CACHE_MAX, in_order};
 use crate::keys::{Keys, key_slot};
@@ -165,7 +165,7 @@ impl RedisStore {
     }
 
     /// Every jobtype that ever had a job in this namespace.
-    async fn known_jobtypes(&self) -> Result<Vec<String>> {
+    pub(crate) async fn known_jobtypes(&self) -> Result<Vec<String>> {
         let mut c = self.conn();
         let mut types: Vec<String> = redis::cmd("SMEMBERS")
             .arg(self.keys.jobtypes())
@@ -186,6 +186,7 @@ impl RedisStore {
                 .key(&k.sched)
                 .key(&k.lock)
                 .key(&k.codes)
+                .key(&k.paused)
                 .arg(now)
                 .arg(what);
             let mut c = self.conn();
@@ -204,7 +205,9 @@ impl RedisStore {
 #[async_trait]
 impl JobStore for RedisStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(Self::MAX_PAYLOAD).with_notifications()
+        Capabilities::new(Self::MAX_PAYLOAD)
+            .with_notifications()
+            .with_management()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -266,6 +269,7 @@ impl JobStore for RedisStore {
         inv.key(&k.ready)
             .key(&k.sched)
             .key(&k.lock)
+            .key(&k.paused)
             .arg(&k.job)
             .arg(now)
             .arg(limit)
@@ -278,14 +282,19 @@ impl JobStore for RedisStore {
             .invoke_async(&mut c)
             .await
             .map_err(|e| map(e, "claim jobs"))?;
-        if !reply.len().is_multiple_of(5) {
+        if !reply.len().is_multiple_of(6) {
             return Err(malformed("claim reply length"));
         }
-        let mut jobs = Vec::with_capacity(reply.len() / 5);
+        let mut jobs = Vec::with_capacity(reply.len() / 6);
         let mut it = reply.into_iter();
-        while let (Some(id), Some(data), Some(p), Some(c), Some(a)) =
-            (it.next(), it.next(), it.next(), it.next(), it.next())
-        {
+        while let (Some(id), Some(data), Some(p), Some(c), Some(a), Some(x)) = (
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+        ) {
             jobs.push(Job {
                 id: string(id, "claimed id")?,
                 jobtype: jobtype.to_owned(),
@@ -297,7 +306,7 @@ impl JobStore for RedisStore {
                 create_dt: int(&c, "create_dt")?,
                 done_dt: None,
                 result: None,
-                cancel_requested: false,
+                cancel_requested: is_marked(&x),
             });
         }
         {
@@ -319,27 +328,40 @@ impl JobStore for RedisStore {
         lease: Duration,
         now: Millis,
     ) -> Result<Renewal> {
-        let got: Result<Vec<String>> = async {
-            validate::renew(ids, owner, lease, now)?;
-            if ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            let expiry = now + duration_ms(lease);
-            self.change_ids(ids, "renew locks", |k| {
+        validate::renew(ids, owner, lease, now)?;
+        if ids.is_empty() {
+            return Ok(Renewal::default());
+        }
+        let expiry = now + duration_ms(lease);
+        let got = self
+            .per_jobtype(ids, |jt, ids| {
+                let k = self.keys.jobtype(&jt);
                 let mut inv = SCRIPTS.renew.prepare_invoke();
                 inv.key(&k.ready)
                     .key(&k.lock)
                     .arg(&k.job)
                     .arg(owner)
-                    .arg(expiry);
-                inv
+                    .arg(expiry)
+                    .arg(ids);
+                let mut c = self.conn();
+                async move {
+                    let v: Vec<String> = inv
+                        .invoke_async(&mut c)
+                        .await
+                        .map_err(|e| map(e, "renew locks"))?;
+                    pairs(v, "renew reply length")
+                }
             })
-            .await
-        }
-        .await;
+            .await?;
+        let renewed: HashSet<String> = got.iter().map(|(id, _, _)| id.clone()).collect();
+        let marked: HashSet<String> = got
+            .into_iter()
+            .filter(|(_, _, x)| x == MARK)
+            .map(|(id, _, _)| id)
+            .collect();
         Ok(Renewal {
-            renewed: got?,
-            cancelled: Vec::new(),
+            renewed: in_order(ids, &renewed),
+            cancelled: in_order(ids, &marked),
         })
     }
 
@@ -452,12 +474,13 @@ impl JobStore for RedisStore {
     }
 
     async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<CancelOutcome> {
-        let got: Result<Vec<String>> = async {
-            validate::cancel(ids, now)?;
-            if ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            self.change_ids(ids, "cancel jobs", |k| {
+        validate::cancel(ids, now)?;
+        if ids.is_empty() {
+            return Ok(CancelOutcome::default());
+        }
+        let got = self
+            .per_jobtype(ids, |jt, ids| {
+                let k = self.keys.jobtype(&jt);
                 let mut inv = SCRIPTS.cancel.prepare_invoke();
                 inv.key(&k.ready)
                     .key(&k.sched)
@@ -465,15 +488,27 @@ impl JobStore for RedisStore {
                     .key(&k.codes)
                     .arg(&k.job)
                     .arg(now)
-                    .arg(now + ARCHIVE_HORIZON_MS);
-                inv
+                    .arg(now + ARCHIVE_HORIZON_MS)
+                    .arg(ids);
+                let mut c = self.conn();
+                async move {
+                    let v: Vec<String> = inv
+                        .invoke_async(&mut c)
+                        .await
+                        .map_err(|e| map(e, "cancel jobs"))?;
+                    pairs(v, "cancel reply length")
+                }
             })
-            .await
-        }
-        .await;
+            .await?;
+        let pick = |what: &str| -> HashSet<String> {
+            got.iter()
+                .filter(|(_, _, how)| how == what)
+                .map(|(id, _, _)| id.clone())
+                .collect()
+        };
         Ok(CancelOutcome {
-            cancelled: got?,
-            marked: Vec::new(),
+            cancelled: in_order(ids, &pick("c")),
+            marked: in_order(ids, &pick("m")),
         })
     }
 
@@ -603,6 +638,49 @@ impl JobStore for RedisStore {
             }
         }
         Ok(out)
+    }
+
+    async fn list_jobs(&self, query: &JobQuery, now: Millis) -> Result<JobPage> {
+        validate::job_query(query, now)?;
+        self.list(query, now).await
+    }
+
+    async fn rerun_jobs(
+        &self,
+        ids: &[String],
+        delay: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::rerun(ids, delay, now)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.rerun(ids, delay, now).await
+    }
+
+    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
+        validate::ids(ids)?;
+        if ids.is_empty() {
+            return Ok(DeleteOutcome::default());
+        }
+        self.delete(ids).await
+    }
+
+    async fn edit_jobs(&self, edits: &[JobEdit], now: Millis) -> Result<Vec<String>> {
+        validate::edits(edits, &self.capabilities(), now)?;
+        if edits.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.edit(edits, now).await
+    }
+
+    async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {
+        validate::pause(jobtype, now)?;
+        self.pause(jobtype, paused).await
+    }
+
+    async fn paused_jobtypes(&self) -> Result<Vec<String>> {
+        self.paused().await
     }
 
     async fn watch(&self) -> Result<WorkWatcher> {

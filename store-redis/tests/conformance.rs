@@ -9,8 +9,10 @@ use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use futures::FutureExt;
+use jobstore_api::limits::MAX_PAGE;
 use jobstore_api::{
-    Handler, JobRelease, JobResult, JobStore, JobStoreExt, LOCK_DONE, NewJob, Release, ResultCode,
+    Handler, JobQuery, JobRelease, JobResult, JobState, JobStore, JobStoreExt, LOCK_DONE, NewJob,
+    Release, ResultCode,
 };
 use jobstore_redis::{RedisOptions, RedisStore};
 
@@ -870,6 +872,137 @@ fn rereserve_answers_each_compare_and_set() {
                 .await
                 .unwrap();
             assert_eq!(v, ["t tokB", "t tokC", "t tokB"]);
+        },
+    );
+}
+
+/// Waiting jobs still in `sched` (due since the last claim) are moved to
+/// `ready` by a listing, in slices, until none is left: a listing of more
+/// due jobs than one slice lists every one, in claim order, and its
+/// cursors leave no member behind in `ready`.
+#[test]
+fn listing_promotes_every_due_job_first() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let t0 = 1_700_000_000_000;
+            let n = 2_500;
+            let jobs: Vec<NewJob> = (0..n)
+                .map(|i| {
+                    NewJob::new(format!("j{i:04}"), "t", "")
+                        .priority(i % 5)
+                        .run_at(t0 + 1_000)
+                })
+                .collect();
+            assert_eq!(s.add_jobs(&jobs, t0).await.unwrap().new.len(), n as usize);
+            let now = t0 + 2_000;
+            let mut want: Vec<(i32, String)> =
+                jobs.iter().map(|j| (-j.priority, j.id.clone())).collect();
+            want.sort();
+            let mut q = JobQuery::new(JobState::Waiting).limit(MAX_PAGE);
+            let mut got = Vec::new();
+            loop {
+                let page = s.list_jobs(&q, now).await.unwrap();
+                got.extend(page.jobs.into_iter().map(|j| j.id));
+                match page.next {
+                    Some(next) => q.cursor = Some(next),
+                    None => break,
+                }
+            }
+            let want: Vec<String> = want.into_iter().map(|(_, id)| id).collect();
+            assert_eq!(got, want);
+            let mut c = raw::conn(&url).await;
+            let cards: (i64, i64) = redis::pipe()
+                .cmd("ZCARD")
+                .arg(format!("{{{prefix}:t}}:ready"))
+                .cmd("ZCARD")
+                .arg(format!("{{{prefix}:t}}:sched"))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(cards, (i64::from(n), 0));
+        },
+    );
+}
+
+/// Archived jobs kept in the old set of every code (`{P:T}:done`) are
+/// listed with the others, by code, and can be run again or deleted.
+#[test]
+fn archives_kept_in_one_set_are_listed_run_again_and_deleted() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let t0 = 1_700_000_000_000;
+            let min = Duration::from_secs(60);
+            let jobs = ["a", "b", "c", "d"].map(|id| NewJob::new(id, "t", "data"));
+            s.add_jobs(&jobs, t0).await.unwrap();
+            assert_eq!(s.claim_jobs("t", 4, "w", min, t0).await.unwrap().len(), 4);
+            let archive = |status| Release::Archive(JobResult::from_status(status));
+            let list = [
+                JobRelease::new("a", archive(200)),
+                JobRelease::new("b", archive(500)),
+            ];
+            assert_eq!(s.release_jobs(&list, "w", t0).await.unwrap().len(), 2);
+            let list = [
+                JobRelease::new("c", archive(200)),
+                JobRelease::new("d", archive(200)),
+            ];
+            assert_eq!(s.release_jobs(&list, "w", t0 + 10).await.unwrap().len(), 2);
+            // a, b and c back to the one set for every code; d stays.
+            let mut c = raw::conn(&url).await;
+            let tag = format!("{{{prefix}:t}}");
+            for (id, code) in [("a", "ok"), ("b", "error"), ("c", "ok")] {
+                let set = format!("{tag}:done:{code}");
+                let score: f64 = redis::cmd("ZSCORE")
+                    .arg(&set)
+                    .arg(id)
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                let _: () = redis::pipe()
+                    .cmd("ZADD")
+                    .arg(format!("{tag}:done"))
+                    .arg(score)
+                    .arg(id)
+                    .ignore()
+                    .cmd("ZREM")
+                    .arg(&set)
+                    .arg(id)
+                    .ignore()
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+            }
+            let now = t0 + 20;
+            let listed = |q: JobQuery| {
+                let s = &s;
+                async move {
+                    let mut q = q.limit(1);
+                    let mut out = Vec::new();
+                    loop {
+                        let page = s.list_jobs(&q, now).await.unwrap();
+                        out.extend(page.jobs.into_iter().map(|j| j.id));
+                        match page.next {
+                            Some(next) => q.cursor = Some(next),
+                            None => return out,
+                        }
+                    }
+                }
+            };
+            let all = JobQuery::new(JobState::Archived);
+            assert_eq!(listed(all.clone()).await, ["d", "c", "b", "a"]);
+            let ok = all.clone().codes([ResultCode::Ok]);
+            assert_eq!(listed(ok).await, ["d", "c", "a"]);
+            let errors = all.clone().codes([ResultCode::Error]);
+            assert_eq!(listed(errors).await, ["b"]);
+            let rerun = s.rerun_jobs(&["b".to_owned()], min, now).await.unwrap();
+            assert_eq!(rerun, ["b"]);
+            let gone = s.delete_jobs(&["a".to_owned()]).await.unwrap();
+            assert_eq!(gone.deleted, ["a"]);
+            assert_eq!(listed(all).await, ["d", "c"]);
+            let archived = s.job_counts(now).await.unwrap()[0].archived.clone();
+            assert_eq!(archived, [(ResultCode::Ok, 2)].into_iter().collect());
+            assert_eq!(whereabouts(&mut c, &prefix, "b").await.0, ["sched"]);
         },
     );
 }

@@ -1,0 +1,47 @@
+-- KEYS ready, sched, codes, the six sets of archived jobs per code (see
+-- done_sets), the old archive set of every code (done). ARGV: job key
+-- prefix, now (15 digits), new dt (15 digits), channel, jobtype, ids...
+-- Each archived job becomes free again: l = '', dt = new dt, a = 0, no
+-- done_dt (its result fields stay); into ready (due) or sched, out of its
+-- archive set, one less in codes. Publishes the jobtype if any ran again.
+-- Returns the ids run again.
+local pre, nowp, dtp = ARGV[1], ARGV[2], ARGV[3]
+local READY, SCHED, CODES = KEYS[1], KEYS[2], KEYS[3]
+local DONES = done_sets(4)
+local OLD = KEYS[10]
+-- Every job is read before the first write; each job goes into its new
+-- set before it leaves its archive set.
+local fields = {}
+for i = 6, #ARGV do
+  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'p', 'rc')
+end
+local out, per = {}, {}
+for i = 6, #ARGV do
+  local id, f = ARGV[i], fields[i]
+  if f[1] == DONE then
+    local key = pre .. id
+    redis.call('HSET', key, 'l', '', 'dt', dtp, 'a', '0')
+    redis.call('HDEL', key, 'dd')
+    if dtp <= nowp then
+      redis.call('ZADD', READY, fmt(-tonumber(f[2])), dtp .. id)
+    else
+      redis.call('ZADD', SCHED, dtp, id)
+    end
+    local set = f[3] and DONES[f[3]]
+    if set then
+      redis.call('ZREM', set, id)
+      per[f[3]] = (per[f[3]] or 0) + 1
+    end
+    redis.call('ZREM', OLD, id)
+    out[#out + 1] = id
+  end
+end
+for code, n in pairs(per) do
+  if redis.call('HINCRBY', CODES, code, -n) <= 0 then
+    redis.call('HDEL', CODES, code)
+  end
+end
+if #out > 0 then
+  redis.call('PUBLISH', ARGV[4], ARGV[5])
+end
+return out
