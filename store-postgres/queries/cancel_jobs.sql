@@ -1,9 +1,24 @@
--- Archives free (waiting or scheduled) jobs as cancelled.
--- $1 ids, $2 now (done_dt), $3 dt (now + horizon).
-WITH done AS (
-    DELETE FROM jobs
-    WHERE id = ANY($1::text[]) AND lock = ''
-    RETURNING id, jobtype, data, priority, attempts, create_dt
+-- Archives free (waiting or scheduled) jobs as cancelled and marks locked
+-- (running or expired) ones. $1 ids, $2 now (done_dt), $3 dt (now +
+-- horizon). Returns (id, 'c') per job archived, (id, 'm') per job marked.
+--
+-- Each row is locked first (FOR UPDATE, which reads its newest version),
+-- so the free/locked decision and the change are made on the same version:
+-- a job claimed or released meanwhile is decided as it is now. The two
+-- data-modifying CTEs touch disjoint rows.
+WITH l AS (
+    SELECT id, lock FROM jobs WHERE id = ANY($1::text[]) FOR UPDATE
+), done AS (
+    DELETE FROM jobs j
+    USING l
+    WHERE j.id = l.id AND l.lock = ''
+    RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt
+), marked AS (
+    UPDATE jobs j
+    SET cancel_requested = true
+    FROM l
+    WHERE j.id = l.id AND l.lock <> ''
+    RETURNING j.id
 ), archived AS (
     INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt,
                          done_dt, code, status, output)
@@ -18,4 +33,6 @@ WITH done AS (
         done_dt = EXCLUDED.done_dt, code = EXCLUDED.code,
         status = EXCLUDED.status, output = EXCLUDED.output
 )
-SELECT id FROM done
+SELECT id, 'c' AS what FROM done
+UNION ALL
+SELECT id, 'm' FROM marked

@@ -11,12 +11,17 @@
 -- it is locked. The update finds each locked row by its ctid (the version
 -- just locked, which nobody else can change before this statement ends).
 -- UPDATE ... RETURNING does not keep order: the final SELECT restores it
--- (by the dt each job had before the claim).
+-- (by the dt each job had before the claim). A paused jobtype (a row in
+-- `paused`) claims nothing: the NOT EXISTS is uncorrelated, so it is one
+-- primary-key probe of `paused` per branch, evaluated once before the
+-- branch reads (or locks) anything. The claimed jobs come back with their
+-- cancel mark and, for a job run again, its last result.
 WITH picked AS (
     SELECT * FROM (
         SELECT ctid AS tid, id, priority, dt
         FROM jobs
         WHERE jobtype = $1 AND lock = '' AND dt <= $2
+          AND NOT EXISTS (SELECT 1 FROM paused WHERE jobtype = $1)
         ORDER BY priority DESC, dt, id
         LIMIT $3
         FOR UPDATE SKIP LOCKED
@@ -26,6 +31,7 @@ WITH picked AS (
         SELECT ctid AS tid, id, priority, dt
         FROM jobs
         WHERE jobtype = $1 AND lock <> '' AND dt <= $2
+          AND NOT EXISTS (SELECT 1 FROM paused WHERE jobtype = $1)
         ORDER BY priority DESC, dt, id
         LIMIT $3
         FOR UPDATE SKIP LOCKED
@@ -38,8 +44,9 @@ WITH picked AS (
     FROM picked p
     WHERE j.ctid = p.tid AND j.id = p.id
     RETURNING j.id, j.jobtype, j.data, j.priority, j.dt, j.lock, j.attempts, j.create_dt,
-              p.dt AS was_dt
+              j.code, j.status, j.output, j.cancel_requested, p.dt AS was_dt
 )
-SELECT id, jobtype, data, priority, dt, lock, attempts, create_dt
+SELECT id, jobtype, data, priority, dt, lock, attempts, create_dt,
+       NULL::int8 AS done_dt, code, status, output, cancel_requested
 FROM claimed
 ORDER BY priority DESC, was_dt, id

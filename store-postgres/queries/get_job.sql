@@ -1,9 +1,13 @@
 -- A job in any state: live jobs first, then the archive. $1 id.
+-- Columns as every statement returning jobs: id, jobtype, data, priority,
+-- dt, lock, attempts, create_dt, done_dt, code, status, output,
+-- cancel_requested (a live job's code/status/output are its last result
+-- if it was run again, else NULL).
 SELECT id, jobtype, data, priority, dt, lock, attempts, create_dt,
-       NULL::int8 AS done_dt, NULL::text AS code, NULL::int4 AS status, NULL::bytea AS output
+       NULL::int8 AS done_dt, code, status, output, cancel_requested
 FROM jobs WHERE id = $1
 UNION ALL
 SELECT id, jobtype, data, priority, dt, '__done', attempts, create_dt,
-       done_dt, code, status, output
+       done_dt, code, status, output, false
 FROM archive WHERE id = $1
 LIMIT 1

@@ -5,8 +5,8 @@
 -- $5 result codes, $6 statuses, $7 outputs (archive; NULL otherwise).
 -- $8 now (done_dt), $9 now + 1000 years (dt of archived jobs), $10 channel.
 --
--- Retry and unget update the job in place and notify the channel once per
--- jobtype freed; archive moves it to `archive` with its own result;
+-- Retry and unget update the job in place (clearing its cancel mark) and
+-- notify the channel once per jobtype freed; archive moves it to `archive` with its own result;
 -- delete removes it. Each job is found by its primary key, locked, and
 -- re-checked on its newest version (`lock = $2`) before it changes. The
 -- two data-modifying CTEs touch disjoint rows: an id is listed once, with
@@ -19,6 +19,7 @@ WITH r AS (
     UPDATE jobs j
     SET lock = '',
         dt = r.dt,
+        cancel_requested = false,
         attempts = CASE WHEN r.kind = 'u' THEN greatest(j.attempts - 1, 0) ELSE j.attempts END
     FROM r
     WHERE j.id = r.id AND r.kind IN ('r', 'u') AND j.lock = $2

@@ -1,4 +1,5 @@
--- $1 ids, $2 owner, $3 new lease expiry.
+-- $1 ids, $2 owner, $3 new lease expiry. Returns each job renewed with its
+-- cancel mark.
 UPDATE jobs SET dt = $3
 WHERE id = ANY($1::text[]) AND lock = $2
-RETURNING id
+RETURNING id, cancel_requested

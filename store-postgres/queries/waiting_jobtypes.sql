@@ -3,7 +3,7 @@
 -- (free jobs in `jobs_free`, leased ones in `jobs_leased`: one index
 -- descent per jobtype, recursive CTEs), and each count stops after $2 rows
 -- (LIMIT inside a LATERAL subquery), so a call never reads every waiting
--- row. $1 now, $2 cap.
+-- row. Paused jobtypes (rows of `paused`) are left out. $1 now, $2 cap.
 WITH RECURSIVE free (jobtype) AS (
     (SELECT jobtype FROM jobs WHERE lock = '' ORDER BY jobtype LIMIT 1)
     UNION ALL
@@ -35,4 +35,5 @@ CROSS JOIN LATERAL (
     ) e
 ) c
 WHERE c.n > 0
+  AND NOT EXISTS (SELECT 1 FROM paused p WHERE p.jobtype = t.jobtype)
 ORDER BY t.jobtype

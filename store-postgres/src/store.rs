@@ -13,7 +13,9 @@ use jobstore_api::{
     Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode,
     SysidLease, WaitingJobtype, WorkWatcher, duration_ms, validate,
 };
-use jobstore_api::{CancelOutcome, Renewal};
+use jobstore_api::{
+    CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
+};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{ConnectOptions, Connection, Executor, Row};
 
@@ -30,6 +32,10 @@ use crate::vacuum::Vacuums;
 /// [`Error::Unavailable`], later calls succeed.
 pub struct PgStore {
     pool: PgPool,
+    /// The pool `list_jobs` runs on: its connections plan every statement
+    /// with its parameters and never compile it (see the README,
+    /// "Listing").
+    list_pool: PgPool,
     connect: PgConnectOptions,
     options: PgStoreOptions,
     channel: String,
@@ -58,6 +64,8 @@ impl PgStore {
     /// Most result output bytes sent in one release statement; longer
     /// lists are split into several statements in one transaction.
     const RELEASE_CHUNK_BYTES: usize = 32 << 20;
+    /// Most connections of the listing pool (opened on first use).
+    const LIST_CONNECTIONS: u32 = 2;
 
     /// Connects to the `postgres://` URL (see the crate docs for its
     /// parameters), creates the schema if needed and runs the migrations.
@@ -88,8 +96,17 @@ impl PgStore {
             .max_connections(options.get_max_connections())
             .acquire_timeout(options.get_acquire_timeout())
             .connect_lazy_with(connect.clone());
+        let list_pool = PgPoolOptions::new()
+            .max_connections(Self::LIST_CONNECTIONS.min(options.get_max_connections()))
+            .acquire_timeout(options.get_acquire_timeout())
+            .connect_lazy_with(
+                connect
+                    .clone()
+                    .options([("plan_cache_mode", "force_custom_plan"), ("jit", "off")]),
+            );
         Ok(PgStore {
             pool,
+            list_pool,
             vacuums: Vacuums::start(&connect, options.get_vacuum_every()),
             connect,
             channel: format!("jobstore:{schema}"),
@@ -113,9 +130,10 @@ impl PgStore {
         &self.channel
     }
 
-    /// Closes the pool, waiting for connections in use to come back.
+    /// Closes the pools, waiting for connections in use to come back.
     pub async fn close(&self) {
         self.pool.close().await;
+        self.list_pool.close().await;
     }
 
     /// Drops the store's schema and everything in it (for tools that make
@@ -207,6 +225,119 @@ impl PgStore {
             .bind(&self.channel)
     }
 
+    /// The list statement of `query` (see `queries/list_*.sql`), its
+    /// parameters bound.
+    fn list_query<'q>(
+        &self,
+        query: &'q JobQuery,
+        now: Millis,
+    ) -> Result<sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>> {
+        let key = query.resume_after()?;
+        // limit <= MAX_PAGE (validated): one more row says whether a next
+        // page follows.
+        let rows = query.limit as i64 + 1;
+        let created_from = query.created.from.unwrap_or(i64::MIN);
+        let created_to = query.created.to.unwrap_or(i64::MAX);
+        let cursor_id = key.map_or("", |k| k.id.as_str()).to_owned();
+        // The jobtypes: an exact list, or a range of them ([from, to),
+        // compared bytewise: the columns use the "C" collation).
+        let (types, from, to): (Option<Vec<String>>, String, String) = match &query.jobtypes {
+            JobtypeFilter::All => (None, String::new(), JobtypeFilter::prefix_bound("")),
+            JobtypeFilter::Exact(list) => (Some(list.clone()), String::new(), String::new()),
+            JobtypeFilter::Prefix(p) => (None, p.clone(), JobtypeFilter::prefix_bound(p)),
+        };
+        let q = match query.state {
+            JobState::Waiting | JobState::Expired => {
+                // First page: a priority above every i32, so the whole
+                // range lies "after" it.
+                let cursor_priority =
+                    key.map_or(i64::from(i32::MAX) + 1, |k| i64::from(k.priority));
+                let sql = if query.state == JobState::Waiting {
+                    q::LIST_WAITING
+                } else {
+                    q::LIST_EXPIRED
+                };
+                sqlx::query(sql)
+                    .bind(types)
+                    .bind(from)
+                    .bind(to)
+                    .bind(now)
+                    .bind(rows)
+                    .bind(cursor_priority)
+                    .bind(key.map_or(-1, |k| k.dt))
+                    .bind(cursor_id)
+                    .bind(created_from)
+                    .bind(created_to)
+                    .bind(query.with_data)
+            }
+            JobState::Scheduled | JobState::Running => {
+                // After the cursor and after now: (dt, id) > (now + 1, "")
+                // is dt > now (ids are never empty).
+                let after = (now + 1, "");
+                let (dt, id) = match key {
+                    Some(k) if (k.dt, k.id.as_str()) > after => (k.dt, k.id.clone()),
+                    _ => (after.0, String::new()),
+                };
+                let sql = if query.state == JobState::Scheduled {
+                    q::LIST_SCHEDULED
+                } else {
+                    q::LIST_RUNNING
+                };
+                sqlx::query(sql)
+                    .bind(types)
+                    .bind(from)
+                    .bind(to)
+                    .bind(rows)
+                    .bind(dt)
+                    .bind(id)
+                    .bind(created_from)
+                    .bind(created_to)
+                    .bind(query.with_data)
+            }
+            JobState::Archived => {
+                let codes: Vec<&'static str> =
+                    query.code_set().iter().map(|c| c.as_str()).collect();
+                // Before the cursor and before the end of the archived
+                // range: (done_dt, id) < (to, "") is done_dt < to.
+                let mut start = (i64::MAX, String::new());
+                if let Some(k) = key {
+                    start = (k.dt, k.id.clone());
+                }
+                if let Some(to) = query.archived.to
+                    && (to, "") < (start.0, start.1.as_str())
+                {
+                    start = (to, String::new());
+                }
+                let done_from = query.archived.from.unwrap_or(i64::MIN);
+                if query.jobtypes == JobtypeFilter::All {
+                    sqlx::query(q::LIST_ARCHIVED_ALL)
+                        .bind(codes)
+                        .bind(rows)
+                        .bind(start.0)
+                        .bind(start.1)
+                        .bind(created_from)
+                        .bind(created_to)
+                        .bind(query.with_data)
+                        .bind(done_from)
+                } else {
+                    sqlx::query(q::LIST_ARCHIVED)
+                        .bind(types)
+                        .bind(from)
+                        .bind(to)
+                        .bind(rows)
+                        .bind(start.0)
+                        .bind(start.1)
+                        .bind(created_from)
+                        .bind(created_to)
+                        .bind(query.with_data)
+                        .bind(codes)
+                        .bind(done_from)
+                }
+            }
+        };
+        Ok(q)
+    }
+
     async fn ids_query(
         &self,
         what: &str,
@@ -269,9 +400,29 @@ where
     row.try_get(i).map_err(|e| map("decode", e))
 }
 
+/// A job from the columns every statement returning jobs selects (see
+/// `queries/get_job.sql`): id, jobtype, data, priority, dt, lock, attempts,
+/// create_dt, done_dt, code, status, output, cancel_requested. A result is
+/// read when `code` is set: an archived job's, or a live job's last one.
 fn job_from_row(row: &PgRow) -> Result<Job> {
     let attempts: i32 = get(row, 6)?;
-    let mut job = Job {
+    let code: Option<String> = get(row, 9)?;
+    let result = match code {
+        None => None,
+        Some(code) => {
+            let status: Option<i32> = get(row, 10)?;
+            let status = status.unwrap_or_default();
+            let output: Option<Vec<u8>> = get(row, 11)?;
+            Some(JobResult {
+                code: ResultCode::from_str(&code)
+                    .map_err(|_| Error::backend_msg(format!("unknown result code {code:?}")))?,
+                status: u16::try_from(status)
+                    .map_err(|_| Error::backend_msg(format!("status {status} out of range")))?,
+                output: output.unwrap_or_default(),
+            })
+        }
+    };
+    Ok(Job {
         id: get(row, 0)?,
         jobtype: get(row, 1)?,
         data: get(row, 2)?,
@@ -281,26 +432,10 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         attempts: u32::try_from(attempts)
             .map_err(|_| Error::backend_msg(format!("negative attempts {attempts}")))?,
         create_dt: get(row, 7)?,
-        done_dt: None,
-        result: None,
-        cancel_requested: false,
-    };
-    if row.len() > 8 {
-        job.done_dt = get(row, 8)?;
-        let code: Option<String> = get(row, 9)?;
-        if let Some(code) = code {
-            let status: i32 = get(row, 10)?;
-            let output: Option<Vec<u8>> = get(row, 11)?;
-            job.result = Some(JobResult {
-                code: ResultCode::from_str(&code)
-                    .map_err(|_| Error::backend_msg(format!("unknown result code {code:?}")))?,
-                status: u16::try_from(status)
-                    .map_err(|_| Error::backend_msg(format!("status {status} out of range")))?,
-                output: output.unwrap_or_default(),
-            });
-        }
-    }
-    Ok(job)
+        done_dt: get(row, 8)?,
+        result,
+        cancel_requested: get(row, 12)?,
+    })
 }
 
 /// Limit column `i`: `NULL` is not set; a value out of the field's range
@@ -358,6 +493,7 @@ impl JobStore for PgStore {
         Capabilities::new(Self::MAX_PAYLOAD)
             .with_waiting_count_cap(Self::WAITING_COUNT_CAP)
             .with_notifications()
+            .with_management()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -431,25 +567,26 @@ impl JobStore for PgStore {
         lease: Duration,
         now: Millis,
     ) -> Result<Renewal> {
-        let got: Result<Vec<String>> = async {
-            validate::renew(ids, owner, lease, now)?;
-            if ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            self.ids_query(
-                "renew_locks",
-                sqlx::query(q::RENEW_LOCKS)
-                    .bind(ids)
-                    .bind(owner)
-                    .bind(now + duration_ms(lease)),
-            )
-            .await
+        validate::renew(ids, owner, lease, now)?;
+        let mut renewal = Renewal::default();
+        if ids.is_empty() {
+            return Ok(renewal);
         }
-        .await;
-        Ok(Renewal {
-            renewed: got?,
-            cancelled: Vec::new(),
-        })
+        let rows = sqlx::query(q::RENEW_LOCKS)
+            .bind(ids)
+            .bind(owner)
+            .bind(now + duration_ms(lease))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map("renew_locks", e))?;
+        for r in &rows {
+            let id: String = get(r, 0)?;
+            if get::<bool>(r, 1)? {
+                renewal.cancelled.push(id.clone());
+            }
+            renewal.renewed.push(id);
+        }
+        Ok(renewal)
     }
 
     async fn release_jobs(
@@ -501,25 +638,26 @@ impl JobStore for PgStore {
     }
 
     async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<CancelOutcome> {
-        let got: Result<Vec<String>> = async {
-            validate::cancel(ids, now)?;
-            if ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            self.ids_query(
-                "cancel_jobs",
-                sqlx::query(q::CANCEL_JOBS)
-                    .bind(ids)
-                    .bind(now)
-                    .bind(now + ARCHIVE_HORIZON_MS),
-            )
-            .await
+        validate::cancel(ids, now)?;
+        let mut outcome = CancelOutcome::default();
+        if ids.is_empty() {
+            return Ok(outcome);
         }
-        .await;
-        Ok(CancelOutcome {
-            cancelled: got?,
-            marked: Vec::new(),
-        })
+        let rows = sqlx::query(q::CANCEL_JOBS)
+            .bind(ids)
+            .bind(now)
+            .bind(now + ARCHIVE_HORIZON_MS)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map("cancel_jobs", e))?;
+        for r in &rows {
+            let id: String = get(r, 0)?;
+            match get::<String>(r, 1)?.as_str() {
+                "c" => outcome.cancelled.push(id),
+                _ => outcome.marked.push(id),
+            }
+        }
+        Ok(outcome)
     }
 
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {
@@ -596,6 +734,117 @@ impl JobStore for PgStore {
             }
         }
         Ok(by_type.into_values().collect())
+    }
+
+    async fn list_jobs(&self, query: &JobQuery, now: Millis) -> Result<JobPage> {
+        validate::job_query(query, now)?;
+        let rows = self
+            .list_query(query, now)?
+            .fetch_all(&self.list_pool)
+            .await
+            .map_err(|e| map("list_jobs", e))?;
+        let jobs = rows
+            .iter()
+            .map(job_from_row)
+            .collect::<Result<Vec<Job>>>()?;
+        Ok(JobPage::from_sorted(query, jobs))
+    }
+
+    async fn rerun_jobs(
+        &self,
+        ids: &[String],
+        delay: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::rerun(ids, delay, now)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.ids_query(
+            "rerun_jobs",
+            sqlx::query(q::RERUN_JOBS)
+                .bind(ids)
+                .bind(now + duration_ms(delay))
+                .bind(&self.channel),
+        )
+        .await
+    }
+
+    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
+        validate::ids(ids)?;
+        let mut outcome = DeleteOutcome::default();
+        if ids.is_empty() {
+            return Ok(outcome);
+        }
+        let rows = sqlx::query(q::DELETE_JOBS)
+            .bind(ids)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map("delete_jobs", e))?;
+        for r in &rows {
+            let id: String = get(r, 0)?;
+            match get::<String>(r, 1)?.as_str() {
+                "d" => outcome.deleted.push(id),
+                _ => outcome.running.push(id),
+            }
+        }
+        Ok(outcome)
+    }
+
+    async fn edit_jobs(&self, edits: &[JobEdit], now: Millis) -> Result<Vec<String>> {
+        validate::edits(edits, &self.capabilities(), now)?;
+        let mut edited = Vec::with_capacity(edits.len());
+        // One statement per ADD_CHUNK_BYTES of payload (one for any
+        // ordinary batch), at least one edit each; edits are independent.
+        let chunks = split_by_size(edits, Self::ADD_CHUNK_BYTES, |e| {
+            e.data.as_ref().map_or(0, Vec::len)
+        });
+        for chunk in chunks {
+            let ids: Vec<&str> = chunk.iter().map(|e| e.id.as_str()).collect();
+            let prios: Vec<Option<i32>> = chunk.iter().map(|e| e.priority).collect();
+            let dts: Vec<Option<i64>> = chunk.iter().map(|e| e.run_at).collect();
+            let data: Vec<Option<&[u8]>> = chunk.iter().map(|e| e.data.as_deref()).collect();
+            edited.extend(
+                self.ids_query(
+                    "edit_jobs",
+                    sqlx::query(q::EDIT_JOBS)
+                        .bind(ids)
+                        .bind(prios)
+                        .bind(dts)
+                        .bind(data)
+                        .bind(now)
+                        .bind(&self.channel),
+                )
+                .await?,
+            );
+        }
+        Ok(edited)
+    }
+
+    async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {
+        validate::pause(jobtype, now)?;
+        if paused {
+            let done = sqlx::query(q::PAUSE_JOBTYPE)
+                .bind(jobtype)
+                .bind(now)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map("pause_jobtype", e))?;
+            Ok(done.rows_affected() > 0)
+        } else {
+            let row = sqlx::query(q::RESUME_JOBTYPE)
+                .bind(jobtype)
+                .bind(&self.channel)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map("pause_jobtype", e))?;
+            Ok(get::<i64>(&row, 0)? > 0)
+        }
+    }
+
+    async fn paused_jobtypes(&self) -> Result<Vec<String>> {
+        self.ids_query("paused_jobtypes", sqlx::query(q::PAUSED_JOBTYPES))
+            .await
     }
 
     async fn watch(&self) -> Result<WorkWatcher> {

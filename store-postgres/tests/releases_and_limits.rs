@@ -2,13 +2,16 @@
 //! with more payload, than one statement takes; handler versions stored
 //! before the limit columns existed; purges in batches; the store's own
 //! vacuums of `jobs`; connecting during another store's migration; the
-//! methods for tools and `Debug`; the schema the migrations leave.
+//! methods for tools and `Debug`; the schema the migrations leave; jobs
+//! stored before the management columns existed.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use jobstore_api::limits::MAX_OUTPUT;
-use jobstore_api::{Handler, HandlerLimits, JobRelease, JobResult, JobStore, NewJob, Release};
+use jobstore_api::{
+    Handler, HandlerLimits, JobQuery, JobRelease, JobResult, JobState, JobStore, NewJob, Release,
+};
 use jobstore_conformance::services::{postgres_url, unique_namespace};
 use jobstore_postgres::{PgStore, PgStoreOptions};
 
@@ -127,6 +130,55 @@ fn handlers_from_before_limits_read_back_without_limits() {
         let listed = store.list_handlers().await.unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].handler.limits, limits);
+    });
+}
+
+/// Jobs as stored before migration 6 (rows given only the columns of version
+/// 5) read back unmarked and with no result, and every management
+/// operation takes them: listing, marking for cancel, run again.
+#[test]
+fn jobs_from_before_management_read_back_unmarked() {
+    with_store(|store| async move {
+        sqlx::query(
+            "INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt) \
+             VALUES ('free', 'old', 'x', 0, 5, '', 0, 5), ('held', 'old', 'y', 0, 9e15, 'sys-a', 1, 5)",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let free = store.get_job("free").await.unwrap().unwrap();
+        assert!(!free.cancel_requested);
+        assert_eq!((free.result, free.done_dt), (None, None));
+        let page = store
+            .list_jobs(&JobQuery::new(JobState::Waiting).with_data(), T0)
+            .await
+            .unwrap();
+        assert_eq!(page.jobs.len(), 1);
+        assert_eq!(page.jobs[0].data, b"x");
+        let out = store.cancel_jobs(&["held".to_owned()], T0).await.unwrap();
+        assert_eq!(out.marked, ["held"]);
+        let claimed = store
+            .claim_jobs("old", 1, "sys-b", Duration::from_secs(60), T0)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 1);
+        assert!(!claimed[0].cancel_requested);
+        let result = JobResult::from_status(500);
+        store
+            .release_jobs(
+                &[JobRelease::new("free", Release::Archive(result.clone()))],
+                "sys-b",
+                T0,
+            )
+            .await
+            .unwrap();
+        let rerun = store
+            .rerun_jobs(&["free".to_owned()], Duration::ZERO, T0 + 1)
+            .await
+            .unwrap();
+        assert_eq!(rerun, ["free"]);
+        let again = store.get_job("free").await.unwrap().unwrap();
+        assert_eq!((again.lock.as_str(), again.result), ("", Some(result)));
     });
 }
 
@@ -473,14 +525,20 @@ column jobs.dt bigint not null
 column jobs.lock text not null default ''::text collate C
 column jobs.attempts integer not null default 0
 column jobs.create_dt bigint not null
+column jobs.cancel_requested boolean not null default false
+column jobs.code text null
+column jobs.status integer null
+column jobs.output bytea null
+column paused.jobtype text not null collate C
+column paused.dt bigint not null
 column sysids.sysid text not null collate C
 column sysids.token text not null
 column sysids.expires bigint not null
 archive archive_code_check: CHECK ((code = ANY (ARRAY['ok'::text, 'failed'::text, 'retry'::text, 'error'::text, 'cancelled'::text, 'timeout'::text])))
 archive archive_pkey: PRIMARY KEY (id)
-archive_counts: CREATE INDEX archive_counts ON archive USING btree (jobtype, code)
+archive_by_code: CREATE INDEX archive_by_code ON archive USING btree (code, done_dt, id)
+archive_by_type: CREATE INDEX archive_by_type ON archive USING btree (jobtype, code, done_dt, id)
 archive_pkey: CREATE UNIQUE INDEX archive_pkey ON archive USING btree (id)
-archive_purge: CREATE INDEX archive_purge ON archive USING btree (code, done_dt)
 handlers handlers_pkey: PRIMARY KEY (seq)
 handlers_newest: CREATE INDEX handlers_newest ON handlers USING btree (jobtype, dt DESC, seq DESC)
 handlers_pkey: CREATE UNIQUE INDEX handlers_pkey ON handlers USING btree (seq)
@@ -490,6 +548,8 @@ jobs jobs_pkey: PRIMARY KEY (id)
 jobs_free: CREATE INDEX jobs_free ON jobs USING btree (jobtype, priority DESC, dt, id) WHERE (lock = ''::text)
 jobs_leased: CREATE INDEX jobs_leased ON jobs USING btree (jobtype, dt) WHERE (lock <> ''::text)
 jobs_pkey: CREATE UNIQUE INDEX jobs_pkey ON jobs USING btree (id)
+paused paused_pkey: PRIMARY KEY (jobtype)
+paused_pkey: CREATE UNIQUE INDEX paused_pkey ON paused USING btree (jobtype)
 sysids sysids_pkey: PRIMARY KEY (sysid)
 sysids_pkey: CREATE UNIQUE INDEX sysids_pkey ON sysids USING btree (sysid)
 ";

@@ -1,0 +1,24 @@
+-- Edits free (waiting or scheduled) jobs, each as its own entry says, given
+-- as parallel arrays (each id once): $1 ids, $2 priorities, $3 dts, $4
+-- payloads; NULL leaves the field as it is. $5 now, $6 channel. Each job
+-- is found by primary key, locked and re-checked on its newest version
+-- (lock = ''), so a job claimed meanwhile is left alone. Returns the ids
+-- edited; notifies the channel once per jobtype with an edited job due at
+-- $5.
+WITH e AS (
+    SELECT *
+    FROM unnest($1::text[], $2::int4[], $3::int8[], $4::bytea[])
+        AS e (id, priority, dt, data)
+), edited AS (
+    UPDATE jobs j
+    SET priority = coalesce(e.priority, j.priority),
+        dt = coalesce(e.dt, j.dt),
+        data = coalesce(e.data, j.data)
+    FROM e
+    WHERE j.id = e.id AND j.lock = ''
+    RETURNING j.id, j.jobtype, j.dt
+), notified AS (
+    SELECT count(pg_notify($6, d.jobtype)) AS n
+    FROM (SELECT DISTINCT jobtype FROM edited WHERE dt <= $5) d
+)
+SELECT edited.id FROM edited, notified

@@ -1,0 +1,41 @@
+-- One page of running jobs (locked, dt > now) by lease expiry: dt, id.
+-- $1 jobtypes (text[], for an exact list; NULL otherwise), $2, $3 the
+-- jobtype range [from, to) when $1 is NULL (as in list_waiting.sql), $4
+-- rows to return (the page's limit + 1), $5, $6 the key to start after:
+-- the cursor's (dt, id) or (now + 1, ''), whichever is greater, so that
+-- (dt, id) > key also means dt > now, and the scan starts at the key; $7,
+-- $8 the created range [from, to), $9 whether to return payloads.
+--
+-- The jobtypes come from a skip scan of `jobs_leased`; per jobtype, its
+-- range of `jobs_leased` after the key, read in dt order (jobs of one dt,
+-- such as one claim's batch, sorted by id) and stopped by the LIMIT; the
+-- merge keeps $4.
+WITH RECURSIVE skip (jobtype) AS (
+    (SELECT jobtype FROM jobs
+     WHERE lock <> '' AND jobtype >= $2 AND jobtype < $3
+     ORDER BY jobtype LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.jobtype FROM jobs j
+            WHERE j.lock <> '' AND j.jobtype > s.jobtype AND j.jobtype < $3
+            ORDER BY j.jobtype LIMIT 1)
+    FROM skip s
+    WHERE s.jobtype IS NOT NULL
+), types (jobtype) AS (
+    SELECT unnest($1::text[])
+    UNION ALL
+    SELECT jobtype FROM skip WHERE jobtype IS NOT NULL
+)
+SELECT p.id, p.jobtype, p.data, p.priority, p.dt, p.lock, p.attempts, p.create_dt,
+       NULL::int8 AS done_dt, p.code, p.status, p.output, p.cancel_requested
+FROM types t
+CROSS JOIN LATERAL (
+    SELECT id, jobtype, CASE WHEN $9 THEN data ELSE '' END AS data, priority, dt, lock,
+           attempts, create_dt, code, status, output, cancel_requested
+    FROM jobs
+    WHERE jobtype = t.jobtype AND lock <> '' AND (dt, id) > ($5, $6)
+      AND create_dt >= $7 AND create_dt < $8
+    ORDER BY dt, id
+    LIMIT $4
+) p
+ORDER BY p.dt, p.id
+LIMIT $4

@@ -1,0 +1,27 @@
+-- Runs archived jobs again: moves each from `archive` back to `jobs`, free,
+-- with dt = $2 (now + delay), attempts 0, no cancel mark, and its result
+-- kept as the job's last result (code, status, output). $1 ids, $2 dt,
+-- $3 channel. Returns the ids run again; notifies the channel once per
+-- jobtype.
+--
+-- Each archived row is found by primary key and deleted (a purge deleting
+-- the same row at once makes one of the two find it gone: a job is purged
+-- or run again, never both). No ON CONFLICT: add_jobs never lets an id be
+-- in both tables (an add racing this insert waits for it, then finds the id
+-- in `archive` or in `jobs`), so a conflict would be an error, never a
+-- lost job.
+WITH gone AS (
+    DELETE FROM archive
+    WHERE id = ANY($1::text[])
+    RETURNING id, jobtype, data, priority, create_dt, code, status, output
+), back AS (
+    INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt,
+                      cancel_requested, code, status, output)
+    SELECT id, jobtype, data, priority, $2, '', 0, create_dt, false, code, status, output
+    FROM gone
+    RETURNING id, jobtype
+), notified AS (
+    SELECT count(pg_notify($3, d.jobtype)) AS n
+    FROM (SELECT DISTINCT jobtype FROM back) d
+)
+SELECT back.id FROM back, notified
