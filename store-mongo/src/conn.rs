@@ -34,6 +34,14 @@ pub(crate) const PURGE_INDEX: &str = "purge_codes";
 /// The name of the index of archived jobs' result codes.
 pub(crate) const CODES_INDEX: &str = "codes";
 
+/// The name of the listing index of free and locked jobs by due time:
+/// scheduled, running and expired jobs of each jobtype.
+pub(crate) const DUE_INDEX: &str = "list_due";
+
+/// The name of the listing index of archived jobs: by result code, newest
+/// first.
+pub(crate) const ARCHIVED_INDEX: &str = "list_archived";
+
 impl MongoStore {
     /// The store for `url` and `options`, without contacting the server
     /// (a `mongodb+srv://` URL is resolved through DNS, though).
@@ -81,6 +89,7 @@ impl MongoStore {
             handlers: coll("handlers"),
             sysids: coll("sysids"),
             counters: coll("counters"),
+            paused: coll("paused"),
             client,
             db: db.clone(),
             prefix,
@@ -121,6 +130,19 @@ impl MongoStore {
                     .options(
                         IndexOptions::builder()
                             .name(CODES_INDEX.to_owned())
+                            .partial_filter_expression(doc! { "result.code": { "$exists": true } })
+                            .build(),
+                    )
+                    .build(),
+                IndexModel::builder()
+                    .keys(doc! { "jobtype": 1, "lock": 1, "dt": 1, "id": 1 })
+                    .options(named(DUE_INDEX))
+                    .build(),
+                IndexModel::builder()
+                    .keys(doc! { "result.code": 1, "done_dt": -1, "id": -1, "jobtype": 1 })
+                    .options(
+                        IndexOptions::builder()
+                            .name(ARCHIVED_INDEX.to_owned())
                             .partial_filter_expression(doc! { "result.code": { "$exists": true } })
                             .build(),
                     )
@@ -377,7 +399,13 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(store.prefix(), "p_");
-        for coll in [&store.jobs, &store.handlers, &store.sysids, &store.counters] {
+        for coll in [
+            &store.jobs,
+            &store.handlers,
+            &store.sysids,
+            &store.counters,
+            &store.paused,
+        ] {
             assert!(
                 matches!(
                     coll.selection_criteria(),

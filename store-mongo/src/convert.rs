@@ -26,6 +26,9 @@ pub(crate) mod f {
     pub const OP_TOKS: &str = "op_toks";
     pub const VER: &str = "ver";
     pub const ADD_TOK: &str = "add_tok";
+    pub const CANCEL: &str = "cancel";
+    pub const PREV_RESULT: &str = "prev_result";
+    pub const WAKE: &str = "wake";
 }
 
 /// Bytes as BSON binary, subtype 0 (generic).
@@ -116,7 +119,9 @@ fn get_int<T: TryFrom<i64>>(d: &Document, field: &str, what: &str) -> Result<T> 
 /// A stored job.
 pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
     const W: &str = "job";
-    let result = match d.get(f::RESULT) {
+    // A job run again keeps its last result under `prev_result` until it
+    // is archived again.
+    let result = match d.get(f::RESULT).or_else(|| d.get(f::PREV_RESULT)) {
         None | Some(Bson::Null) => None,
         Some(Bson::Document(r)) => Some(JobResult {
             code: get_str(r, "code", "job result")?
@@ -138,8 +143,20 @@ pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
         create_dt: get_i64(d, f::CREATE_DT, W)?,
         done_dt: opt_i64(d, f::DONE_DT, W)?,
         result,
-        cancel_requested: false,
+        cancel_requested: get_flag(d, f::CANCEL, W)?,
     })
+}
+
+/// A flag: absent (or null) is `false`; a boolean, or an integer (what
+/// some tools and emulators store for `true`), non-zero being `true`.
+fn get_flag(d: &Document, field: &str, what: &str) -> Result<bool> {
+    match d.get(field) {
+        None | Some(Bson::Null) => Ok(false),
+        Some(Bson::Boolean(b)) => Ok(*b),
+        Some(Bson::Int32(v)) => Ok(*v != 0),
+        Some(Bson::Int64(v)) => Ok(*v != 0),
+        _ => Err(malformed(what, field)),
+    }
 }
 
 /// The document of a handler version.
@@ -246,6 +263,35 @@ mod tests {
         d.insert(f::DONE_DT, 7_i32);
         let job = job_from_doc(&d).unwrap();
         assert_eq!((job.result, job.done_dt), (Some(r), Some(7)));
+    }
+
+    #[test]
+    fn marks_and_kept_results_are_read() {
+        let mut d = new_job_doc(&NewJob::new("a", "t", ""), 1);
+        assert!(
+            !job_from_doc(&d).unwrap().cancel_requested,
+            "absent: unmarked"
+        );
+        for (mark, want) in [
+            (Bson::Boolean(true), true),
+            (Bson::Boolean(false), false),
+            (Bson::Int32(1), true),
+            (Bson::Int64(0), false),
+        ] {
+            d.insert(f::CANCEL, mark);
+            assert_eq!(job_from_doc(&d).unwrap().cancel_requested, want);
+        }
+        d.insert(f::CANCEL, "yes");
+        assert!(job_from_doc(&d).is_err());
+        d.remove(f::CANCEL);
+        // A job run again reads its last result from `prev_result`; an
+        // archived one from `result`.
+        let old = JobResult::from_status(404);
+        d.insert(f::PREV_RESULT, result_doc(&old));
+        assert_eq!(job_from_doc(&d).unwrap().result, Some(old));
+        let new = JobResult::from_status(200);
+        d.insert(f::RESULT, result_doc(&new));
+        assert_eq!(job_from_doc(&d).unwrap().result, Some(new));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 mod conn;
 mod convert;
 mod error;
+mod manage;
 mod options;
 mod store;
 

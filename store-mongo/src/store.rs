@@ -46,6 +46,8 @@ pub struct MongoStore {
     pub(crate) handlers: Collection<Document>,
     pub(crate) sysids: Collection<Document>,
     pub(crate) counters: Collection<Document>,
+    /// The paused jobtypes, one document each (`_id` the jobtype).
+    pub(crate) paused: Collection<Document>,
     pub(crate) hook: Option<RoundTripHook>,
     /// The write concern's `wtimeout`.
     pub(crate) wtimeout: Duration,
@@ -184,11 +186,17 @@ impl MongoStore {
         &self.client
     }
 
-    /// Drops the store's four collections, and with them every job,
-    /// handler and sysid of this namespace. Other collections of the
-    /// database are left alone.
+    /// Drops the store's five collections, and with them every job,
+    /// handler, sysid and paused jobtype of this namespace. Other
+    /// collections of the database are left alone.
     pub async fn drop_collections(&self) -> Result<()> {
-        for coll in [&self.jobs, &self.handlers, &self.sysids, &self.counters] {
+        for coll in [
+            &self.jobs,
+            &self.handlers,
+            &self.sysids,
+            &self.counters,
+            &self.paused,
+        ] {
             coll.drop()
                 .await
                 .map_err(|e| error::map("drop collection", e))?;
@@ -225,7 +233,7 @@ fn eligible(now: Millis) -> Document {
 }
 
 /// The ids, each once, in their first order.
-fn distinct(ids: &[String]) -> Vec<&str> {
+pub(crate) fn distinct(ids: &[String]) -> Vec<&str> {
     let mut seen = HashSet::with_capacity(ids.len());
     ids.iter()
         .map(String::as_str)
@@ -256,6 +264,19 @@ const OP_TOKS_KEPT: i32 = 16;
 /// [`OP_TOKS_KEPT`].
 fn push_op_token(token: &str) -> Document {
     doc! { f::OP_TOKS: { "$each": [token], "$slice": -OP_TOKS_KEPT } }
+}
+
+/// `update` that also appends `token` to `op_toks` and increments `ver`
+/// (merged into its own `$inc`, if any).
+pub(crate) fn stamped(mut update: Document, token: &str) -> Document {
+    let mut inc = match update.remove("$inc") {
+        Some(Bson::Document(inc)) => inc,
+        _ => Document::new(),
+    };
+    inc.insert(f::VER, 1_i64);
+    update.insert("$inc", inc);
+    update.insert("$push", push_op_token(token));
+    update
 }
 
 /// The jobs one claim round locked and has not handed out yet: while armed,
@@ -329,7 +350,7 @@ impl Drop for Unclaim {
 /// Most bytes of update statements in one release `update` command (a
 /// command document may not exceed 16 MiB): only lists with more than
 /// about this much result output need a second command.
-const RELEASE_COMMAND_BYTES: usize = 8 << 20;
+pub(crate) const RELEASE_COMMAND_BYTES: usize = 8 << 20;
 
 /// What a release does to a job; entries with equal outcomes share one
 /// update statement.
@@ -378,7 +399,18 @@ impl Outcome<'_> {
         };
         let mut inc = inc.unwrap_or_default();
         inc.insert(f::VER, 1_i64);
-        let update = doc! { "$set": set, "$push": push_op_token(token), "$inc": inc };
+        // Letting go clears the cancel mark; archiving replaces the result
+        // a job run again kept.
+        let unset = match self {
+            Outcome::Retry(_) | Outcome::Unget => doc! { f::CANCEL: "" },
+            Outcome::Archive(..) | Outcome::Delete => doc! { f::CANCEL: "", f::PREV_RESULT: "" },
+        };
+        let update = doc! {
+            "$set": set,
+            "$unset": unset,
+            "$push": push_op_token(token),
+            "$inc": inc,
+        };
         doc! {
             "q": { f::ID: { "$in": ids }, f::LOCK: owner },
             "u": update,
@@ -425,7 +457,7 @@ fn outcomes(releases: &[JobRelease], now: Millis) -> Vec<(Outcome<'_>, Vec<&str>
 
 /// Packs `statements` (each with its size bound) into commands of at most
 /// `limit` bytes each (a statement larger than `limit` goes alone).
-fn pack(statements: Vec<(Document, usize)>, limit: usize) -> Vec<Vec<Document>> {
+pub(crate) fn pack(statements: Vec<(Document, usize)>, limit: usize) -> Vec<Vec<Document>> {
     let runs: Vec<usize> = jobstore_api::batch::split_by_size(&statements, limit, |(_, len)| *len)
         .iter()
         .map(|run| run.len())
@@ -438,7 +470,11 @@ fn pack(statements: Vec<(Document, usize)>, limit: usize) -> Vec<Vec<Document>> 
 
 impl MongoStore {
     /// The ids among `ids` whose documents carry `token` in `op_toks`.
-    async fn ids_with_token(&self, ids: &[&str], token: &str) -> Result<HashSet<String>> {
+    pub(crate) async fn ids_with_token(
+        &self,
+        ids: &[&str],
+        token: &str,
+    ) -> Result<HashSet<String>> {
         self.ids_where(ids, f::OP_TOKS, token, "find").await
     }
 
@@ -467,27 +503,23 @@ impl MongoStore {
             .collect()
     }
 
-    /// One `update_many` over `ids` restricted by `filter`, appending a
-    /// fresh token to `op_toks`; returns the ids it changed, in `ids`
-    /// order, and the token (a second round trip, the read-back of the
-    /// token, only when it did not change them all).
-    async fn update_ids(
+    /// One `update_many` over `ids` restricted by `filter`, applying
+    /// `update` and appending a fresh token to `op_toks` (and `$inc ver`);
+    /// returns the ids it changed, in `ids` order (a second round trip,
+    /// the read-back of the token, only when it did not change them all).
+    pub(crate) async fn update_ids(
         &self,
         what: &'static str,
         ids: &[&str],
         mut filter: Document,
-        set: Document,
-        inc: Option<Document>,
-    ) -> Result<(Vec<String>, String)> {
+        update: Document,
+    ) -> Result<Vec<String>> {
         let token = new_token();
         if ids.is_empty() {
-            return Ok((Vec::new(), token));
+            return Ok(Vec::new());
         }
         filter.insert(f::ID, doc! { "$in": ids });
-        let mut update = doc! { "$set": set, "$push": push_op_token(&token) };
-        let mut inc = inc.unwrap_or_default();
-        inc.insert(f::VER, 1_i64);
-        update.insert("$inc", inc);
+        let update = stamped(update, &token);
         let send = || self.call(what, self.jobs.update_many(filter.clone(), update.clone()));
         let first = match send().await {
             Ok(r) => self.after_round_trip(what, 1).await.map(|()| r),
@@ -514,21 +546,74 @@ impl MongoStore {
                 ids.iter().copied().filter(|i| found.contains(*i)).collect()
             }
         };
-        Ok((changed.into_iter().map(str::to_owned).collect(), token))
+        Ok(changed.into_iter().map(str::to_owned).collect())
     }
 
-    /// Renew, release (but delete) or cancel: [`update_ids`](Self::update_ids)
-    /// over the distinct ids.
-    async fn change_ids(
+    /// Sends `commands` (each a list of update statements on the jobs
+    /// collection) as `update` commands with the store's write concern;
+    /// returns the jobs matched (`n`) and changed (`nModified`) by all
+    /// statements together. A failed statement fails the call.
+    async fn send_updates(
         &self,
         what: &'static str,
-        ids: &[String],
-        filter: Document,
-        set: Document,
-        inc: Option<Document>,
-    ) -> Result<Vec<String>> {
-        let ids = distinct(ids);
-        Ok(self.update_ids(what, &ids, filter, set, inc).await?.0)
+        commands: &[Vec<Document>],
+        ordered: bool,
+    ) -> Result<(u64, u64)> {
+        let count = |reply: &Document, field: &str| -> Result<u64> {
+            let n = match reply.get(field) {
+                None => 0,
+                Some(_) => convert::get_i64(reply, field, "update reply")?,
+            };
+            u64::try_from(n).map_err(|_| Error::backend_msg("negative match count from MongoDB"))
+        };
+        let (mut matched, mut modified) = (0_u64, 0_u64);
+        for command in commands {
+            let reply = self
+                .call(
+                    what,
+                    self.db
+                        .run_command(doc! {
+                            "update": self.jobs.name(),
+                            "updates": command,
+                            "ordered": ordered,
+                            "writeConcern": { "w": "majority", "wtimeout": self.wtimeout_ms() },
+                        })
+                        .selection_criteria(SelectionCriteria::ReadPreference(
+                            ReadPreference::Primary,
+                        )),
+                )
+                .await?;
+            error::check_write_reply(what, &reply)?;
+            matched += u64::try_from(convert::get_i64(&reply, "n", "update reply")?)
+                .map_err(|_| Error::backend_msg("negative match count from MongoDB"))?;
+            modified += count(&reply, "nModified")?;
+        }
+        Ok((matched, modified))
+    }
+
+    /// [`send_updates`](Self::send_updates), then the round-trip hook; a
+    /// failure that may have applied part of the statements sends them
+    /// once more and gives `None` (only a read-back can tell what
+    /// changed).
+    pub(crate) async fn send_updates_once_more(
+        &self,
+        what: &'static str,
+        commands: &[Vec<Document>],
+        ordered: bool,
+    ) -> Result<Option<(u64, u64)>> {
+        let first = match self.send_updates(what, commands, ordered).await {
+            Ok(n) => self.after_round_trip(what, 1).await.map(|()| n),
+            Err(e) => Err(e),
+        };
+        match first {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.is_retryable() => {
+                tracing::debug!(error = %e, "{what}: sending the update once more");
+                self.send_updates(what, commands, ordered).await?;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Lets go of the jobs locked by `owner`, each as its entry says (see
@@ -555,45 +640,12 @@ impl MongoStore {
             })
             .collect();
         let commands = pack(statements, RELEASE_COMMAND_BYTES);
-        let send = || async {
-            let mut matched = 0_u64;
-            for command in &commands {
-                let reply = self
-                    .call(
-                        WHAT,
-                        self.db
-                            .run_command(doc! {
-                                "update": self.jobs.name(),
-                                "updates": command,
-                                "ordered": false,
-                                "writeConcern": { "w": "majority", "wtimeout": self.wtimeout_ms() },
-                            })
-                            .selection_criteria(SelectionCriteria::ReadPreference(
-                                ReadPreference::Primary,
-                            )),
-                    )
-                    .await?;
-                error::check_write_reply(WHAT, &reply)?;
-                matched += u64::try_from(convert::get_i64(&reply, "n", "update reply")?)
-                    .map_err(|_| Error::backend_msg("negative match count from MongoDB"))?;
-            }
-            Ok::<_, Error>(matched)
-        };
-        let first = match send().await {
-            Ok(n) => self.after_round_trip(WHAT, 1).await.map(|()| n),
-            Err(e) => Err(e),
-        };
         // `None`: sent again after a failure that may have applied part of
         // the statements; only the token's read-back can tell.
-        let matched = match first {
-            Ok(n) => Some(n),
-            Err(e) if e.is_retryable() => {
-                tracing::debug!(error = %e, "release: sending the update once more");
-                send().await?;
-                None
-            }
-            Err(e) => return Err(e),
-        };
+        let matched = self
+            .send_updates_once_more(WHAT, &commands, false)
+            .await?
+            .map(|(n, _)| n);
         let ids: Vec<&str> = releases.iter().map(|r| r.id.as_str()).collect();
         let released: Vec<&str> = match matched {
             Some(0) => Vec::new(),
@@ -928,12 +980,12 @@ impl RoundOutcome {
 }
 
 /// The hint that pins a query to the claim index.
-fn claim_index() -> Hint {
+pub(crate) fn claim_index() -> Hint {
     Hint::Name(CLAIM_INDEX.to_owned())
 }
 
 /// A cursor batch size for `n` documents (at least 1).
-fn batch(n: usize) -> u32 {
+pub(crate) fn batch(n: usize) -> u32 {
     u32::try_from(n.max(1)).unwrap_or(u32::MAX)
 }
 
@@ -945,7 +997,9 @@ fn cap_i64() -> i64 {
 #[async_trait]
 impl JobStore for MongoStore {
     fn capabilities(&self) -> Capabilities {
-        let caps = Capabilities::new(self.max_payload()).with_waiting_count_cap(WAITING_COUNT_CAP);
+        let caps = Capabilities::new(self.max_payload())
+            .with_waiting_count_cap(WAITING_COUNT_CAP)
+            .with_management();
         if self.uses_change_streams() {
             caps.with_notifications()
         } else {
@@ -1013,23 +1067,11 @@ impl JobStore for MongoStore {
         // sub-pipeline each below and are left out there. (Not the
         // `distinct` command: its answer is an array of values, which some
         // servers and emulators hand back parsed, `"null"` as null.)
-        let docs: Vec<Document> = self
-            .read("list jobtypes", async {
-                self.jobs
-                    .aggregate([
-                        doc! { "$sort": { f::JOBTYPE: 1 } },
-                        doc! { "$group": { "_id": format!("${}", f::JOBTYPE) } },
-                    ])
-                    .hint(claim_index())
-                    .await?
-                    .try_collect()
-                    .await
-            })
-            .await?;
-        let jobtypes: Vec<String> = docs
-            .iter()
-            .map(|d| convert::get_str(d, "_id", "jobtype list"))
-            .collect::<Result<_>>()?;
+        let (jobtypes, paused) = futures::try_join!(self.jobtypes_in(None), self.paused_set())?;
+        let jobtypes: Vec<String> = jobtypes
+            .into_iter()
+            .filter(|t| !paused.contains(t))
+            .collect();
         let chunks: Vec<Vec<String>> = jobtypes
             .chunks(JOBTYPES_PER_COUNT)
             .map(<[String]>::to_vec)
@@ -1054,6 +1096,9 @@ impl JobStore for MongoStore {
         now: Millis,
     ) -> Result<Vec<Job>> {
         validate::claim(jobtype, limit, owner, lease, now)?;
+        if limit == 0 || self.is_paused(jobtype).await? {
+            return Ok(Vec::new());
+        }
         let until = now + duration_ms(lease);
         let mut claimed: Vec<(Candidate, Job)> = Vec::new();
         // Each round's jobs, given back if this future is dropped before
@@ -1117,22 +1162,9 @@ impl JobStore for MongoStore {
         lease: Duration,
         now: Millis,
     ) -> Result<Renewal> {
-        let got: Result<Vec<String>> = async {
-            validate::renew(ids, owner, lease, now)?;
-            self.change_ids(
-                "renew",
-                ids,
-                doc! { f::LOCK: owner },
-                doc! { f::DT: now + duration_ms(lease) },
-                None,
-            )
+        validate::renew(ids, owner, lease, now)?;
+        self.renew_owned(&distinct(ids), owner, now + duration_ms(lease))
             .await
-        }
-        .await;
-        Ok(Renewal {
-            renewed: got?,
-            cancelled: Vec::new(),
-        })
     }
 
     async fn release_jobs(
@@ -1160,22 +1192,8 @@ impl JobStore for MongoStore {
     }
 
     async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<CancelOutcome> {
-        let got: Result<Vec<String>> = async {
-            validate::cancel(ids, now)?;
-            let set = doc! {
-                f::LOCK: LOCK_DONE,
-                f::DONE_DT: now,
-                f::DT: now + ARCHIVE_HORIZON_MS,
-                f::RESULT: convert::result_doc(&JobResult::cancelled()),
-            };
-            self.change_ids("cancel", ids, doc! { f::LOCK: LOCK_FREE }, set, None)
-                .await
-        }
-        .await;
-        Ok(CancelOutcome {
-            cancelled: got?,
-            marked: Vec::new(),
-        })
+        validate::cancel(ids, now)?;
+        self.cancel_ids(&distinct(ids), now).await
     }
 
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {
@@ -1326,6 +1344,41 @@ impl JobStore for MongoStore {
         Ok(out)
     }
 
+    async fn list_jobs(&self, query: &JobQuery, now: Millis) -> Result<JobPage> {
+        validate::job_query(query, now)?;
+        self.list_page(query, now).await
+    }
+
+    async fn rerun_jobs(
+        &self,
+        ids: &[String],
+        delay: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::rerun(ids, delay, now)?;
+        self.rerun_ids(&distinct(ids), now + duration_ms(delay))
+            .await
+    }
+
+    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
+        validate::ids(ids)?;
+        self.delete_ids(&distinct(ids)).await
+    }
+
+    async fn edit_jobs(&self, edits: &[JobEdit], now: Millis) -> Result<Vec<String>> {
+        validate::edits(edits, &self.capabilities(), now)?;
+        self.edit_ids(edits, now).await
+    }
+
+    async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {
+        validate::pause(jobtype, now)?;
+        self.set_paused(jobtype, paused, now).await
+    }
+
+    async fn paused_jobtypes(&self) -> Result<Vec<String>> {
+        self.paused_list().await
+    }
+
     async fn watch(&self) -> Result<WorkWatcher> {
         if !self.uses_change_streams() {
             return Ok(WorkWatcher::polling(DEFAULT_POLL_INTERVAL));
@@ -1465,24 +1518,30 @@ impl JobStore for MongoStore {
     }
 }
 
-/// Aborts the change stream's task when the watcher is dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+/// Aborts the change streams' tasks when the watcher is dropped.
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
-        self.0.abort();
+        self.0.iter().for_each(tokio::task::JoinHandle::abort);
     }
 }
 
 impl MongoStore {
     /// A watcher fed by a change stream on the jobs collection: inserts and
-    /// updates that free a job (`lock = ""`: retry and unget releases),
-    /// each with its jobtype, projected so that no payload is ever sent.
+    /// updates that free a job (`lock = ""`: retry and unget releases, runs
+    /// again) or may make it due (`wake`: edits), each with its jobtype,
+    /// projected so that no payload is ever sent; and by one on the paused
+    /// jobtypes, whose deletes (resumes) name their jobtype.
     async fn change_stream(&self) -> Result<WorkWatcher> {
         let pipeline = [
             doc! { "$match": { "$or": [
                 { "operationType": "insert" },
                 { "operationType": "update", "updateDescription.updatedFields.lock": LOCK_FREE },
+                {
+                    "operationType": "update",
+                    format!("updateDescription.updatedFields.{}", f::WAKE): { "$exists": true },
+                },
             ] } },
             doc! { "$project": { "operationType": 1, "fullDocument.jobtype": 1 } },
         ];
@@ -1498,7 +1557,8 @@ impl MongoStore {
             )
             .await?;
         let (tx, rx) = tokio::sync::broadcast::channel(1024);
-        let task = tokio::spawn(async move {
+        let resumes = tx.clone();
+        let mut tasks = vec![tokio::spawn(async move {
             while let Some(event) = stream.next().await {
                 let notice = match event {
                     Ok(event) => event
@@ -1516,12 +1576,45 @@ impl MongoStore {
                     break;
                 }
             }
-            // Dropping `tx` closes the channel: the watcher polls from here.
-        });
+            // Dropping `tx` (and the resume stream's) closes the channel:
+            // the watcher polls from here.
+        })];
+        let paused = self
+            .call(
+                "watch paused",
+                self.paused
+                    .watch()
+                    .pipeline([doc! { "$match": { "operationType": "delete" } }]),
+            )
+            .await;
+        match paused {
+            Ok(mut stream) => tasks.push(tokio::spawn(async move {
+                while let Some(event) = stream.next().await {
+                    let notice = match event {
+                        Ok(event) => event
+                            .document_key
+                            .as_ref()
+                            .and_then(|d| d.get_str("_id").ok())
+                            .unwrap_or_default()
+                            .to_owned(),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "MongoDB change stream of paused jobtypes failed; resumes wake watchers at their next poll");
+                            break;
+                        }
+                    };
+                    if resumes.send(notice).is_err() {
+                        break;
+                    }
+                }
+            })),
+            Err(e) => {
+                tracing::warn!(error = %e, "MongoDB change stream of paused jobtypes refused; resumes wake watchers at their next poll");
+            }
+        }
         Ok(WorkWatcher::notified(
             rx,
             DEFAULT_POLL_INTERVAL,
-            Some(Box::new(AbortOnDrop(task))),
+            Some(Box::new(AbortOnDrop(tasks))),
         ))
     }
 

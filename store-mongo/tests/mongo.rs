@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use jobstore_api::limits::{MAX_ID_LEN, MAX_JOBTYPE_LEN, MAX_OUTPUT};
 use jobstore_api::{
-    ErrorKind, JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release, ResultCode,
+    ErrorKind, JobQuery, JobRelease, JobResult, JobState, JobStore, JobStoreExt, NewJob, Release,
+    ResultCode,
 };
 use jobstore_conformance::services;
 use jobstore_mongo::{DEFAULT_WTIMEOUT, MongoOptions, MongoStore};
@@ -845,6 +846,75 @@ async fn a_purge_of_less_than_a_slice_is_one_round() {
         let filter = find.get_document("filter").unwrap();
         let asked = filter.get_document("result.code").unwrap().get_array("$in");
         assert_eq!(asked.unwrap(), &vec!["ok".into(), "error".into()], "{find}");
+    };
+    then_drop(&s, outcome).await;
+}
+
+/// A page of jobs is one `find` on the index of its state's order, with
+/// the sort, `limit + 1` and no payload; a page of named jobtypes reads
+/// no jobtype list, a page of every jobtype one aggregation first. A
+/// cursor's page keeps the index and the sort.
+#[tokio::test]
+async fn a_page_is_one_find_on_its_index() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let (s, sent) = observed_store(&url, &ns).await;
+    let outcome = async {
+        let jobs: Vec<NewJob> = (0..6)
+            .map(|i| NewJob::new(format!("j{i}"), "t", "x"))
+            .collect();
+        s.add_jobs(&jobs, T0).await.unwrap();
+        let got = s.claim_jobs("t", 3, "o", MIN, T0).await.unwrap();
+        let ids: Vec<String> = got.into_iter().map(|j| j.id).collect();
+        let done = Release::Archive(JobResult::from_status(500));
+        s.release_all(&ids, "o", &done, T0).await.unwrap();
+        let cases = [
+            (
+                JobQuery::new(JobState::Archived).codes([ResultCode::Error]),
+                "list_archived",
+                vec!["find"],
+            ),
+            (
+                JobQuery::new(JobState::Waiting).jobtypes(["t"]),
+                "claim",
+                vec!["find"],
+            ),
+            (
+                JobQuery::new(JobState::Scheduled),
+                "list_due",
+                vec!["aggregate", "find"],
+            ),
+        ];
+        for (query, index, names) in cases {
+            let query = query.limit(2);
+            sent.lock().unwrap().clear();
+            let page = s.list_jobs(&query, T0).await.unwrap();
+            let log = std::mem::take(&mut *sent.lock().unwrap());
+            let got: Vec<&str> = log.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(got, names, "{query:?}");
+            let find = &log.last().unwrap().1;
+            assert_eq!(find.get_str("hint").ok(), Some(index), "{find}");
+            assert!(find.contains_key("sort"), "{find}");
+            let limit = find
+                .get_i64("limit")
+                .or(find.get_i32("limit").map(i64::from));
+            assert_eq!(limit.ok(), Some(3), "{find}");
+            let projection = find.get_document("projection").unwrap();
+            assert!(projection.contains_key("data"), "no payload: {find}");
+            if let Some(next) = page.next {
+                sent.lock().unwrap().clear();
+                s.list_jobs(&query.clone().after(Some(next)), T0)
+                    .await
+                    .unwrap();
+                let log = std::mem::take(&mut *sent.lock().unwrap());
+                let find = &log.last().unwrap().1;
+                assert_eq!(find.get_str("hint").ok(), Some(index), "{find}");
+                let filter = find.get_document("filter").unwrap();
+                assert!(filter.contains_key("$or"), "keyset: {find}");
+            }
+        }
     };
     then_drop(&s, outcome).await;
 }
