@@ -6,7 +6,7 @@
 -- entry. jsonb_each hands out each element as binary JSONB, which ->>
 -- reads without parsing the element's text again for every field.
 -- Returns the jobs changed with their new lock: '' means freed (to notify
--- its jobtype), '__done' archived.
+-- its jobtype), '__done' archived. Every kind clears the cancel mark.
 UPDATE jobs SET
     lock = CASE r.k WHEN 'a' THEN '__done' ELSE '' END,
     dt = CASE r.k WHEN 'a' THEN ?3 ELSE r.dt END,
@@ -14,7 +14,8 @@ UPDATE jobs SET
     done_dt = CASE r.k WHEN 'a' THEN ?2 ELSE done_dt END,
     result_code = CASE r.k WHEN 'a' THEN r.c ELSE result_code END,
     result_status = CASE r.k WHEN 'a' THEN r.s ELSE result_status END,
-    result_output = CASE r.k WHEN 'a' THEN unhex(r.o) ELSE result_output END
+    result_output = CASE r.k WHEN 'a' THEN unhex(r.o) ELSE result_output END,
+    cancel_requested = 0
 FROM (
     SELECT value ->> 'id' AS id, value ->> 'k' AS k, value ->> 'dt' AS dt,
            value ->> 'c' AS c, value ->> 's' AS s, value ->> 'o' AS o

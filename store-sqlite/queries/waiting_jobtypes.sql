@@ -2,6 +2,7 @@
 -- seek each), then counts at most ?2 eligible index entries per jobtype.
 -- Jobtypes with a count of 0 (only scheduled or running jobs) are dropped by
 -- the caller: filtering here would evaluate the count subquery twice.
+-- Paused jobtypes are left out (one probe of the paused table each).
 WITH RECURSIVE types (jobtype) AS (
     SELECT (SELECT MIN(jobtype) FROM jobs WHERE lock <> '__done')
     UNION ALL
@@ -15,3 +16,4 @@ SELECT types.jobtype AS jobtype,
             LIMIT ?2)) AS n
 FROM types
 WHERE types.jobtype IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM paused WHERE paused.jobtype = types.jobtype)

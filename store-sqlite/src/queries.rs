@@ -27,6 +27,21 @@ queries! {
     RESERVE_SYSID => "reserve_sysid.sql",
     RENEW_SYSID => "renew_sysid.sql",
     RELEASE_SYSID => "release_sysid.sql",
+    RERUN_JOBS => "rerun_jobs.sql",
+    DELETE_JOBS => "delete_jobs.sql",
+    DELETE_LOCKED => "delete_locked.sql",
+    EDIT_JOBS => "edit_jobs.sql",
+    PAUSE_JOBTYPE => "pause_jobtype.sql",
+    RESUME_JOBTYPE => "resume_jobtype.sql",
+    PAUSED_JOBTYPES => "paused_jobtypes.sql",
+    LIST_TYPES_EXACT => "list_types_exact.sql",
+    LIST_TYPES_RANGE => "list_types_range.sql",
+    LIST_WAITING => "list_waiting.sql",
+    LIST_SCHEDULED => "list_scheduled.sql",
+    LIST_RUNNING => "list_running.sql",
+    LIST_EXPIRED => "list_expired.sql",
+    LIST_ARCHIVED_CODE => "list_archived_code.sql",
+    LIST_ARCHIVED_TYPE => "list_archived_type.sql",
 }
 
 /// One row of the multi-row insert in [`ADD_JOBS`]: id, jobtype, priority,
@@ -40,4 +55,52 @@ pub(crate) const ADD_JOBS_PARAMS_PER_ROW: usize = 6;
 pub(crate) fn add_jobs(rows: usize) -> String {
     let values = vec![ADD_JOBS_ROW; rows].join(", ");
     ADD_JOBS.replace("{rows}", &values)
+}
+
+/// The columns a listing returns (`j` is the job row); the payload is
+/// read only when asked for, else an empty blob stands in for it.
+fn list_columns(with_data: bool) -> String {
+    let data = if with_data { "j.data" } else { "x'' AS data" };
+    format!(
+        "j.id, j.jobtype, j.priority, j.dt, j.lock, j.attempts, j.create_dt, j.done_dt, \
+         j.result_code, j.result_status, j.result_output, j.cancel_requested, {data}"
+    )
+}
+
+/// Which jobtypes a listing reads: a JSON array of them (`?11`), or the
+/// range `[?9, ?10)` walked over an index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListTypes {
+    Exact,
+    Range,
+}
+
+/// The listing statement of one shape: `template` (a `list_*.sql`),
+/// the jobtypes given or walked over `index`, whose partial-index
+/// condition is `rows` (the walk repeats it, as SQLite requires to use a
+/// partial index).
+pub(crate) fn list_jobs(
+    template: &str,
+    types: ListTypes,
+    (index, rows): (&str, &str),
+    with_data: bool,
+) -> String {
+    let types = match types {
+        ListTypes::Exact => strip_comments(LIST_TYPES_EXACT),
+        ListTypes::Range => strip_comments(LIST_TYPES_RANGE)
+            .replace("{index}", index)
+            .replace("{rows}", rows),
+    };
+    strip_comments(template)
+        .replace("{types}", &types)
+        .replace("{cols}", &list_columns(with_data))
+}
+
+/// A statement or fragment without its `--` comment lines (which name the
+/// placeholders), before fragments are spliced in.
+fn strip_comments(sql: &str) -> String {
+    sql.lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -12,10 +12,13 @@ use jobstore_api::batch::split_by_size;
 use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
-    Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode,
-    SysidLease, WaitingJobtype, WorkNotice, WorkWatcher, duration_ms, validate,
+    Job, JobCounts, JobRelease, JobResult, JobStore, LOCK_DONE, Millis, NewJob, Release, Result,
+    ResultCode, SysidLease, WaitingJobtype, WorkNotice, WorkWatcher, duration_ms, validate,
 };
-use jobstore_api::{CancelOutcome, Renewal};
+use jobstore_api::{
+    CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
+    SortKey,
+};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -25,7 +28,7 @@ use tokio::sync::broadcast;
 
 use crate::error;
 use crate::options::{Durability, Location, SqliteOptions};
-use crate::queries;
+use crate::queries::{self, ListTypes};
 
 /// Jobs per multi-row `INSERT` (6 parameters each, far below SQLite's
 /// limit of 32,766 parameters per statement).
@@ -308,6 +311,117 @@ fn keep_chunks(releases: &[JobRelease], now: Millis) -> Result<Vec<String>> {
         .collect()
 }
 
+/// Splits edits into JSON arrays of `{"id", "p", "dt", "d"}` objects (see
+/// `queries/edit_jobs.sql`; absent fields are null, payloads hex) of at
+/// most [`RELEASE_CHUNK_OUTPUT`] bytes of payload each (one for any
+/// ordinary batch).
+fn edit_chunks(edits: &[JobEdit]) -> Result<Vec<String>> {
+    use serde_json::json;
+    split_by_size(edits, RELEASE_CHUNK_OUTPUT, |e| {
+        e.data.as_ref().map_or(0, Vec::len)
+    })
+    .into_iter()
+    .filter(|run| !run.is_empty())
+    .map(|run| {
+        let entries: Vec<serde_json::Value> = run
+            .iter()
+            .map(|e| {
+                json!({
+                    "id": e.id,
+                    "p": e.priority,
+                    "dt": e.run_at,
+                    "d": e.data.as_deref().map(hex),
+                })
+            })
+            .collect();
+        serde_json::to_string(&entries).map_err(|e| Error::backend("encoding edits as JSON", e))
+    })
+    .collect()
+}
+
+/// How one [`JobQuery`] is read: the statement's shape and the values of
+/// its parameters (see `queries/list_*.sql`).
+struct ListPlan {
+    template: &'static str,
+    types: ListTypes,
+    /// The index the jobtypes are walked on, and its partial-index
+    /// condition.
+    rows: (&'static str, &'static str),
+    /// Waiting and expired: the cursor's priority (above every priority
+    /// without a cursor).
+    cursor_priority: i64,
+    /// The `(dt, id)` the ranges start after (ascending orders) or end
+    /// before (archived).
+    bound: (Millis, String),
+    low: String,
+    high: String,
+    exact: String,
+}
+
+impl ListPlan {
+    fn new(query: &JobQuery, now: Millis) -> Result<Self> {
+        let after: Option<&SortKey> = query.resume_after()?;
+        let (types, low, high, exact) = match &query.jobtypes {
+            JobtypeFilter::All => (ListTypes::Range, String::new(), "~".to_owned(), "[]".into()),
+            JobtypeFilter::Prefix(p) => (
+                ListTypes::Range,
+                p.clone(),
+                JobtypeFilter::prefix_bound(p),
+                "[]".into(),
+            ),
+            JobtypeFilter::Exact(list) => (
+                ListTypes::Exact,
+                String::new(),
+                String::new(),
+                ids_json(list)?,
+            ),
+        };
+        const LIVE: (&str, &str) = ("jobs_claim", "lock <> '__done'");
+        const LOCKED: (&str, &str) = ("jobs_locked", "lock NOT IN ('', '__done')");
+        const DONE: (&str, &str) = ("jobs_done_type", "lock = '__done'");
+        let key = |k: &SortKey| (k.dt, k.id.clone());
+        // After the cursor in claim order; without one, before everything.
+        let claim_order = || match after {
+            Some(k) => (i64::from(k.priority), key(k)),
+            None => (i64::MAX, (-1, String::new())),
+        };
+        // Due later than now: (dt, id) > (now + 1, ''), every id being
+        // longer than ''; the later of that and the cursor.
+        let later_than_now = || {
+            let floor = (now + 1, String::new());
+            (0, after.map(key).filter(|k| *k > floor).unwrap_or(floor))
+        };
+        let (template, rows, (cursor_priority, bound)) = match query.state {
+            JobState::Waiting => (queries::LIST_WAITING, LIVE, claim_order()),
+            JobState::Expired => (queries::LIST_EXPIRED, LOCKED, claim_order()),
+            JobState::Scheduled => (queries::LIST_SCHEDULED, LIVE, later_than_now()),
+            JobState::Running => (queries::LIST_RUNNING, LOCKED, later_than_now()),
+            JobState::Archived => {
+                // Archived before `archived.to`: (done_dt, id) < (to, '');
+                // the earlier of that and the cursor.
+                let ceiling = (query.archived.to.unwrap_or(i64::MAX), String::new());
+                let bound = after.map(key).filter(|k| *k < ceiling).unwrap_or(ceiling);
+                let template = if query.jobtypes == JobtypeFilter::All {
+                    queries::LIST_ARCHIVED_CODE
+                } else {
+                    queries::LIST_ARCHIVED_TYPE
+                };
+                (template, DONE, (0, bound))
+            }
+        };
+        Ok(ListPlan {
+            template,
+            types,
+            rows,
+            cursor_priority,
+            bound,
+            low,
+            high,
+            exact,
+        })
+    }
+}
+
 fn decode<T>(what: &str, r: std::result::Result<T, sqlx::Error>) -> Result<T> {
     r.map_err(|e| error::map(what, e))
 }
@@ -344,7 +458,7 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         create_dt: row.try_get("create_dt").map_err(d)?,
         done_dt: row.try_get("done_dt").map_err(d)?,
         result,
-        cancel_requested: false,
+        cancel_requested: row.try_get::<i64, _>("cancel_requested").map_err(d)? != 0,
     })
 }
 
@@ -404,6 +518,7 @@ impl JobStore for SqliteStore {
         Capabilities::new(Self::MAX_PAYLOAD)
             .with_waiting_count_cap(Self::WAITING_COUNT_CAP)
             .with_notifications()
+            .with_management()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -529,24 +644,25 @@ impl JobStore for SqliteStore {
         lease: Duration,
         now: Millis,
     ) -> Result<Renewal> {
-        let got: Result<Vec<String>> = async {
-            validate::renew(ids, owner, lease, now)?;
-            if ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            sqlx::query_scalar(queries::RENEW_LOCKS)
-                .bind(now + duration_ms(lease))
-                .bind(owner)
-                .bind(ids_json(ids)?)
-                .fetch_all(&self.inner.writer)
-                .await
-                .map_err(|e| error::map("renew_locks", e))
+        validate::renew(ids, owner, lease, now)?;
+        if ids.is_empty() {
+            return Ok(Renewal::default());
         }
-        .await;
-        Ok(Renewal {
-            renewed: got?,
-            cancelled: Vec::new(),
-        })
+        let rows: Vec<(String, i64)> = sqlx::query_as(queries::RENEW_LOCKS)
+            .bind(now + duration_ms(lease))
+            .bind(owner)
+            .bind(ids_json(ids)?)
+            .fetch_all(&self.inner.writer)
+            .await
+            .map_err(|e| error::map("renew_locks", e))?;
+        let mut renewal = Renewal::default();
+        for (id, marked) in rows {
+            if marked != 0 {
+                renewal.cancelled.push(id.clone());
+            }
+            renewal.renewed.push(id);
+        }
+        Ok(renewal)
     }
 
     async fn release_jobs(
@@ -638,24 +754,26 @@ impl JobStore for SqliteStore {
     }
 
     async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<CancelOutcome> {
-        let got: Result<Vec<String>> = async {
-            validate::cancel(ids, now)?;
-            if ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            sqlx::query_scalar(queries::CANCEL_JOBS)
-                .bind(now)
-                .bind(now + ARCHIVE_HORIZON_MS)
-                .bind(ids_json(ids)?)
-                .fetch_all(&self.inner.writer)
-                .await
-                .map_err(|e| error::map("cancel_jobs", e))
+        validate::cancel(ids, now)?;
+        if ids.is_empty() {
+            return Ok(CancelOutcome::default());
         }
-        .await;
-        Ok(CancelOutcome {
-            cancelled: got?,
-            marked: Vec::new(),
-        })
+        let rows: Vec<(String, String)> = sqlx::query_as(queries::CANCEL_JOBS)
+            .bind(now)
+            .bind(now + ARCHIVE_HORIZON_MS)
+            .bind(ids_json(ids)?)
+            .fetch_all(&self.inner.writer)
+            .await
+            .map_err(|e| error::map("cancel_jobs", e))?;
+        let mut outcome = CancelOutcome::default();
+        for (id, lock) in rows {
+            if lock == LOCK_DONE {
+                outcome.cancelled.push(id);
+            } else {
+                outcome.marked.push(id);
+            }
+        }
+        Ok(outcome)
     }
 
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {
@@ -725,6 +843,142 @@ impl JobStore for SqliteStore {
             }
         }
         Ok(by_type.into_values().collect())
+    }
+
+    async fn list_jobs(&self, query: &JobQuery, now: Millis) -> Result<JobPage> {
+        validate::job_query(query, now)?;
+        let plan = ListPlan::new(query, now)?;
+        let sql = queries::list_jobs(plan.template, plan.types, plan.rows, query.with_data);
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(now)
+            .bind(i64::try_from(query.limit + 1).unwrap_or(i64::MAX))
+            .bind(plan.cursor_priority)
+            .bind(plan.bound.0)
+            .bind(plan.bound.1)
+            .bind(query.created.from.unwrap_or(i64::MIN))
+            .bind(query.created.to.unwrap_or(i64::MAX))
+            .bind(query.archived.from.unwrap_or(i64::MIN))
+            .bind(plan.low)
+            .bind(plan.high)
+            .bind(plan.exact)
+            .bind(codes_json(&query.code_set())?)
+            .fetch_all(&self.inner.reader)
+            .await
+            .map_err(|e| error::map("list_jobs", e))?;
+        let jobs = rows.iter().map(job_from_row).collect::<Result<Vec<_>>>()?;
+        Ok(JobPage::from_sorted(query, jobs))
+    }
+
+    async fn rerun_jobs(
+        &self,
+        ids: &[String],
+        delay: Duration,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        validate::rerun(ids, delay, now)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(String, String)> = sqlx::query_as(queries::RERUN_JOBS)
+            .bind(now + duration_ms(delay))
+            .bind(ids_json(ids)?)
+            .fetch_all(&self.inner.writer)
+            .await
+            .map_err(|e| error::map("rerun_jobs", e))?;
+        let (rerun, jobtypes): (Vec<String>, Vec<String>) = rows.into_iter().unzip();
+        self.notify(jobtypes);
+        Ok(rerun)
+    }
+
+    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
+        validate::ids(ids)?;
+        if ids.is_empty() {
+            return Ok(DeleteOutcome::default());
+        }
+        let json = ids_json(ids)?;
+        let m = |e| error::map("delete_jobs", e);
+        let mut tx = self.begin_write("delete_jobs").await?;
+        let deleted: Vec<String> = sqlx::query_scalar(queries::DELETE_JOBS)
+            .bind(&json)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(m)?;
+        let running: Vec<String> = sqlx::query_scalar(queries::DELETE_LOCKED)
+            .bind(&json)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(m)?;
+        tx.commit().await.map_err(m)?;
+        Ok(DeleteOutcome { deleted, running })
+    }
+
+    async fn edit_jobs(&self, edits: &[JobEdit], now: Millis) -> Result<Vec<String>> {
+        validate::edits(edits, &self.capabilities(), now)?;
+        let chunks = edit_chunks(edits)?;
+        let m = |e| error::map("edit_jobs", e);
+        let edit_query = |json: String| {
+            sqlx::query_as::<_, (String, String, i64)>(queries::EDIT_JOBS).bind(json)
+        };
+        let rows = match chunks.len() {
+            0 => return Ok(Vec::new()),
+            1 => {
+                let json = chunks.into_iter().next().expect("one chunk");
+                edit_query(json)
+                    .fetch_all(&self.inner.writer)
+                    .await
+                    .map_err(m)?
+            }
+            _ => {
+                let mut tx = self.begin_write("edit_jobs").await?;
+                let mut rows = Vec::new();
+                for json in chunks {
+                    rows.extend(edit_query(json).fetch_all(&mut *tx).await.map_err(m)?);
+                }
+                tx.commit().await.map_err(m)?;
+                rows
+            }
+        };
+        let mut edited = Vec::with_capacity(rows.len());
+        let mut due = Vec::new();
+        for (id, jobtype, dt) in rows {
+            if dt <= now {
+                due.push(jobtype);
+            }
+            edited.push(id);
+        }
+        self.notify(due);
+        Ok(edited)
+    }
+
+    async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {
+        validate::pause(jobtype, now)?;
+        let m = |e| error::map("pause_jobtype", e);
+        let done = if paused {
+            sqlx::query(queries::PAUSE_JOBTYPE)
+                .bind(jobtype)
+                .bind(now)
+                .execute(&self.inner.writer)
+                .await
+                .map_err(m)?
+        } else {
+            sqlx::query(queries::RESUME_JOBTYPE)
+                .bind(jobtype)
+                .execute(&self.inner.writer)
+                .await
+                .map_err(m)?
+        };
+        let changed = done.rows_affected() > 0;
+        if changed && !paused {
+            self.notify([jobtype.to_owned()]);
+        }
+        Ok(changed)
+    }
+
+    async fn paused_jobtypes(&self) -> Result<Vec<String>> {
+        sqlx::query_scalar(queries::PAUSED_JOBTYPES)
+            .fetch_all(&self.inner.reader)
+            .await
+            .map_err(|e| error::map("paused_jobtypes", e))
     }
 
     async fn watch(&self) -> Result<WorkWatcher> {
@@ -876,6 +1130,101 @@ mod tests {
         assert_eq!(keep_chunks(&archived(256, max), 0).unwrap().len(), 1);
         assert_eq!(keep_chunks(&archived(257, max), 0).unwrap().len(), 2);
         assert_eq!(keep_chunks(&archived(1, 0), 0).unwrap().len(), 1);
+    }
+
+    /// Every listing shape reads the jobs through an index, in ranges
+    /// (never a scan of the jobs table), and its ranges are the ones the
+    /// README names; purges keep their range per code.
+    #[tokio::test]
+    async fn listings_and_purges_follow_their_indexes() {
+        use jobstore_api::{ResultCode, TimeRange};
+        let store = SqliteStore::connect("sqlite::memory:").await.unwrap();
+        let now = 1_000_000;
+        let mut cases = Vec::new();
+        for state in [
+            JobState::Waiting,
+            JobState::Scheduled,
+            JobState::Running,
+            JobState::Expired,
+            JobState::Archived,
+        ] {
+            let filters = [
+                JobQuery::new(state),
+                JobQuery::new(state).prefix("acme:"),
+                JobQuery::new(state).jobtypes(["a", "b"]),
+            ];
+            for q in filters {
+                cases.push(q.clone().created(TimeRange::new(Some(5), None)));
+                cases.push(q);
+            }
+        }
+        cases.push(
+            JobQuery::new(JobState::Archived)
+                .codes([ResultCode::Failed])
+                .archived(TimeRange::new(Some(10), Some(20))),
+        );
+        for q in cases {
+            let plan = ListPlan::new(&q, now).unwrap();
+            let sql = queries::list_jobs(plan.template, plan.types, plan.rows, false);
+            let explained: Vec<(i64, i64, i64, String)> =
+                sqlx::query_as(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+                    .bind(now)
+                    .bind(101_i64)
+                    .bind(plan.cursor_priority)
+                    .bind(plan.bound.0)
+                    .bind(plan.bound.1.clone())
+                    .bind(i64::MIN)
+                    .bind(i64::MAX)
+                    .bind(i64::MIN)
+                    .bind(plan.low.clone())
+                    .bind(plan.high.clone())
+                    .bind(plan.exact.clone())
+                    .bind("[\"ok\"]")
+                    .fetch_all(&store.inner.reader)
+                    .await
+                    .unwrap();
+            let text: Vec<&str> = explained.iter().map(|r| r.3.as_str()).collect();
+            let text = text.join("\n");
+            assert!(!text.contains("SCAN jobs"), "{q:?}:\n{text}");
+            let (index, range) = match q.state {
+                JobState::Waiting => (
+                    "jobs_claim",
+                    "(jobtype=? AND priority=? AND (dt,id)>(?,?) AND dt<?)",
+                ),
+                JobState::Scheduled => {
+                    ("jobs_claim", "(jobtype=? AND priority=? AND (dt,id)>(?,?))")
+                }
+                JobState::Running => ("jobs_locked", "(jobtype=? AND (dt,id)>(?,?))"),
+                JobState::Expired => ("jobs_locked", "(jobtype=? AND dt<?)"),
+                JobState::Archived if q.jobtypes == JobtypeFilter::All => (
+                    "jobs_done_code",
+                    "(result_code=? AND done_dt>? AND (done_dt,id)<(?,?))",
+                ),
+                JobState::Archived => (
+                    "jobs_done_type",
+                    "(jobtype=? AND result_code=? AND done_dt>? AND (done_dt,id)<(?,?))",
+                ),
+            };
+            let want = format!("SEARCH jobs USING INDEX {index} {range}");
+            assert!(text.contains(&want), "{q:?}: wants {want}:\n{text}");
+        }
+        let purge: Vec<(i64, i64, i64, String)> = sqlx::query_as(AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN {}",
+            queries::PURGE_ARCHIVED
+        )))
+        .bind(now)
+        .bind(10_i64)
+        .bind("[\"ok\"]")
+        .fetch_all(&store.inner.reader)
+        .await
+        .unwrap();
+        let text: Vec<&str> = purge.iter().map(|r| r.3.as_str()).collect();
+        assert!(
+            text.iter()
+                .any(|l| l.contains("INDEX jobs_done_code (result_code=? AND done_dt<?)")),
+            "{text:?}"
+        );
+        store.close().await;
     }
 
     /// A database that cannot run in WAL (here: in memory, whose mode stays

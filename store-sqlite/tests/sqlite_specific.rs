@@ -8,8 +8,8 @@ use std::time::Duration;
 use jobstore_api::limits::MAX_OUTPUT;
 use jobstore_api::limits::MAX_TIME;
 use jobstore_api::{
-    ErrorKind, Handler, HandlerLimits, JobRelease, JobResult, JobStore, JobStoreExt, NewJob,
-    Release,
+    ErrorKind, Handler, HandlerLimits, JobEdit, JobRelease, JobResult, JobStore, JobStoreExt,
+    NewJob, Release,
 };
 use jobstore_conformance::services::unique_namespace;
 use jobstore_sqlite::SqliteStore;
@@ -324,6 +324,68 @@ async fn release_with_more_output_than_one_statement_is_split() {
     assert_eq!((ungot.lock.as_str(), ungot.attempts), ("", 0));
 }
 
+/// Edits whose payloads add up to more than one statement's share are
+/// split (in one transaction) and land whole; an empty payload is a
+/// payload, not "leave it".
+#[tokio::test]
+async fn edits_with_more_payload_than_one_statement_are_split() {
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    let jobs: Vec<NewJob> = (0..4)
+        .map(|i| NewJob::new(format!("e{i}"), "t", "old"))
+        .collect();
+    store.add_jobs(&jobs, T0).await.unwrap();
+    let big = |i: usize| vec![i as u8; 7 << 20];
+    let mut edits: Vec<JobEdit> = (0..3)
+        .map(|i| JobEdit::new(format!("e{i}")).data(big(i)))
+        .collect();
+    edits.push(JobEdit::new("e3").data(Vec::new()).priority(4));
+    let mut edited = store.edit_jobs(&edits, T0 + 1).await.unwrap();
+    edited.sort();
+    assert_eq!(edited, ["e0", "e1", "e2", "e3"]);
+    for i in 0..3 {
+        let job = store.get_job(&format!("e{i}")).await.unwrap().unwrap();
+        assert_eq!(job.data, big(i), "e{i}");
+    }
+    let e3 = store.get_job("e3").await.unwrap().unwrap();
+    assert_eq!((e3.data.len(), e3.priority), (0, 4));
+}
+
+/// Jobs stored without naming the cancel mark (as every row written before
+/// migration 4) read back unmarked, and a claim and a renewal of them say
+/// so.
+#[tokio::test]
+async fn jobs_without_a_stored_mark_are_unmarked() {
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    let mut conn = db.connect().await;
+    sqlx::query(
+        "INSERT INTO jobs (id, jobtype, priority, dt, create_dt, data) \
+         VALUES ('old', 't', 0, 5, 5, x'01')",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    assert!(
+        !store
+            .get_job("old")
+            .await
+            .unwrap()
+            .unwrap()
+            .cancel_requested
+    );
+    let got = store.claim_jobs("t", 1, "owner", MIN, T0).await.unwrap();
+    assert!(!got[0].cancel_requested);
+    let ids = ["old".to_owned()];
+    let renewal = store.renew_locks(&ids, "owner", MIN, T0).await.unwrap();
+    assert_eq!((renewal.renewed.len(), renewal.cancelled.len()), (1, 0));
+    let out = store.cancel_jobs(&ids, T0).await.unwrap();
+    assert_eq!(out.marked, ids);
+    let renewal = store.renew_locks(&ids, "owner", MIN, T0).await.unwrap();
+    assert_eq!(renewal.cancelled, ids);
+}
+
 /// Handler versions stored before the limit columns existed (rows with
 /// only the first migration's columns) read back with no limits.
 #[tokio::test]
@@ -474,10 +536,15 @@ column jobs.result_code TEXT
 column jobs.result_status INTEGER
 column jobs.result_output BLOB
 column jobs.data BLOB not null
+column jobs.cancel_requested INTEGER not null default 0
+column paused.jobtype TEXT not null primary key
+column paused.dt INTEGER not null
 column sysids.sysid TEXT not null primary key
 column sysids.token TEXT not null
 column sysids.expires INTEGER not null
 CREATE INDEX handlers_newest ON handlers (jobtype, dt DESC, seq DESC)
 CREATE INDEX jobs_claim ON jobs (jobtype, priority DESC, dt, id) WHERE lock <> '__done'
-CREATE INDEX jobs_purge_code ON jobs (result_code, done_dt) WHERE lock = '__done'
+CREATE INDEX jobs_done_code ON jobs (result_code, done_dt, id) WHERE lock = '__done'
+CREATE INDEX jobs_done_type ON jobs (jobtype, result_code, done_dt, id) WHERE lock = '__done'
+CREATE INDEX jobs_locked ON jobs (jobtype, dt, id) WHERE lock NOT IN ('', '__done')
 ";

@@ -1,0 +1,16 @@
+-- ?1 JSON array of {"id", "p" priority, "dt" due time, "d" payload as hex}
+-- objects, each id once; a missing (null) field is left as it is. Edits
+-- free jobs only (waiting or scheduled). One primary-key lookup per entry.
+-- Returns the jobs edited with their new dt (the caller wakes watchers of
+-- the jobtypes of jobs now due).
+UPDATE jobs SET
+    priority = COALESCE(e.p, jobs.priority),
+    dt = COALESCE(e.dt, jobs.dt),
+    data = CASE WHEN e.d IS NULL THEN jobs.data ELSE unhex(e.d) END
+FROM (
+    SELECT value ->> 'id' AS id, value ->> 'p' AS p, value ->> 'dt' AS dt,
+           value ->> 'd' AS d
+    FROM jsonb_each(?1)
+) AS e
+WHERE jobs.id = e.id AND jobs.lock = ''
+RETURNING id, jobtype, dt

@@ -1,0 +1,30 @@
+-- Waiting jobs in claim order (priority DESC, dt, id). {types} lists the
+-- jobtypes; per jobtype the distinct live priorities are walked over the
+-- claim index (one seek each), and each (jobtype, priority) group is one
+-- range of the claim index in (dt, id) order, read after the cursor and
+-- at most ?2 entries deep; the groups are merged by the final sort.
+-- ?1 now, ?2 rows (limit + 1), ?3 ?4 ?5 cursor (priority, dt, id; no
+-- cursor: a priority above every other), ?6 ?7 created range.
+WITH RECURSIVE {types},
+prios (jt, p) AS (
+    SELECT jt, (SELECT MAX(priority) FROM jobs INDEXED BY jobs_claim WHERE lock <> '__done' AND jobtype = types.jt)
+    FROM types WHERE types.jt IS NOT NULL
+    UNION ALL
+    SELECT jt, (SELECT MAX(priority) FROM jobs INDEXED BY jobs_claim
+                WHERE lock <> '__done' AND jobtype = prios.jt AND priority < prios.p)
+    FROM prios WHERE prios.p IS NOT NULL
+)
+SELECT {cols}
+FROM prios AS g JOIN jobs AS j ON j.rowid IN (
+    SELECT rowid FROM jobs INDEXED BY jobs_claim
+    WHERE lock <> '__done' AND jobtype = g.jt AND priority = g.p
+        AND (dt, id) > (CASE WHEN g.p = ?3 THEN ?4 ELSE -1 END,
+                        CASE WHEN g.p = ?3 THEN ?5 ELSE '' END)
+        AND dt <= ?1 AND lock = ''
+        AND create_dt >= ?6 AND create_dt < ?7
+    ORDER BY dt, id
+    LIMIT ?2
+)
+WHERE g.p IS NOT NULL AND g.p <= ?3
+ORDER BY j.priority DESC, j.dt, j.id
+LIMIT ?2

@@ -1,0 +1,1 @@
+SELECT jobtype FROM paused ORDER BY jobtype

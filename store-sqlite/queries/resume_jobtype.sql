@@ -1,0 +1,2 @@
+-- ?1 jobtype. No row changed: it was not paused.
+DELETE FROM paused WHERE jobtype = ?1
