@@ -12,8 +12,9 @@ use serde::de::DeserializeOwned;
 use super::output;
 use super::{AddArgs, CancelArgs, HandlerCommand, JobArgs, StatsArgs};
 use crate::http::error::ErrorBody;
-use crate::http::jobs::{AddResponse, AllStats, CancelResponse, ClientStats, JobView};
+use crate::http::jobs::{AddResponse, AllStats, ClientStats, JobView};
 use crate::http::jobtype_handlers::{DeleteResponse, HandlerList, HandlerView};
+use crate::http::manage::CancelResponse;
 
 /// Where the daemon is, and how to speak to it.
 #[derive(Debug, Clone, Args)]
@@ -61,7 +62,16 @@ impl CliError {
         }
     }
 
-    /// Exit code 2.
+    /// Not found (exit code 3).
+    pub fn not_found(message: impl Into<String>) -> Self {
+        CliError {
+            code: 3,
+            message: message.into(),
+            status: None,
+        }
+    }
+
+    /// A usage error (exit code 2).
     pub fn usage(message: impl Into<String>) -> Self {
         CliError {
             code: 2,
@@ -169,7 +179,7 @@ impl Api {
     }
 }
 
-fn print_json<T: serde::Serialize>(value: &T) {
+pub(super) fn print_json<T: serde::Serialize>(value: &T) {
     println!(
         "{}",
         serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_owned())
@@ -455,11 +465,14 @@ pub async fn cancel(c: CancelArgs) -> Result<(), CliError> {
         for id in &v.cancelled {
             println!("cancelled      {id}");
         }
+        for id in &v.cancelling {
+            println!("cancelling     {id} (running: stopped at its next lease renewal)");
+        }
         for id in &v.not_cancelled {
-            println!("not cancelled  {id} (running, archived or unknown)");
+            println!("not cancelled  {id} (archived or unknown)");
         }
     }
-    if v.cancelled.is_empty() {
+    if v.cancelled.is_empty() && v.cancelling.is_empty() {
         return Err(CliError {
             code: 3,
             message: "nothing was cancelled".to_owned(),

@@ -8,6 +8,7 @@
 //! unavailable (5xx); 7 the daemon cannot be reached.
 
 mod client;
+mod manage;
 mod output;
 mod work;
 
@@ -18,6 +19,7 @@ use clap::{Args, Subcommand};
 
 use crate::config::ServeArgs;
 pub use client::{CliError, Remote};
+pub use manage::{FailuresArgs, JobsCommand, PauseArgs};
 
 /// The daemon's subcommands.
 #[derive(Debug, Subcommand)]
@@ -31,8 +33,19 @@ pub enum Command {
     Handler(HandlerCommand),
     /// Show a job: state, attempts, result and output.
     Job(JobArgs),
-    /// Cancel waiting or scheduled jobs.
+    /// Cancel jobs by id: waiting and scheduled ones at once, running ones
+    /// at their next lease renewal.
     Cancel(CancelArgs),
+    /// List, run again, delete, cancel or edit jobs (by ids or filters).
+    #[command(subcommand)]
+    Jobs(JobsCommand),
+    /// Pause a jobtype on every daemon of the store (adds still land).
+    Pause(PauseArgs),
+    /// Resume a paused jobtype.
+    Resume(PauseArgs),
+    /// A client's failed jobs grouped by jobtype, status and first line of
+    /// output.
+    Failures(FailuresArgs),
     /// Job counts by jobtype and state (one client, or every client with
     /// the admin token).
     Stats(StatsArgs),
@@ -208,6 +221,10 @@ pub async fn run_client(command: Command) -> Result<(), CliError> {
         Command::Handler(h) => client::handler(h).await,
         Command::Job(j) => client::job(j).await,
         Command::Cancel(c) => client::cancel(c).await,
+        Command::Jobs(j) => manage::jobs(j).await,
+        Command::Pause(p) => manage::pause(p, true).await,
+        Command::Resume(p) => manage::pause(p, false).await,
+        Command::Failures(f) => manage::failures(f).await,
         Command::Stats(s) => client::stats(s).await,
         Command::Work(w) => work::work(*w).await,
     }

@@ -4,6 +4,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use crate::http::jobs::{ClientStats, JobView};
 use crate::http::jobtype_handlers::{HandlerList, HandlerView};
+use crate::http::manage::FailureGroup;
 
 fn table() -> Table {
     let mut t = Table::new();
@@ -153,6 +154,81 @@ pub fn stats(clients: &[ClientStats]) -> Table {
                 archived,
             ]);
         }
+    }
+    t
+}
+
+fn first_line(s: &str, max: usize) -> String {
+    let line = s.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    if line.chars().count() > max {
+        format!("{}…", line.chars().take(max).collect::<String>())
+    } else {
+        line.to_owned()
+    }
+}
+
+/// Jobs, one row each.
+pub fn job_list(jobs: &[JobView]) -> Table {
+    let mut t = table();
+    t.set_header(vec![
+        "id", "type", "state", "pri", "tries", "when", "result",
+    ]);
+    for j in jobs {
+        let when = j.done.or(j.run_at).or(j.lease_expires).unwrap_or(j.created);
+        let result = j
+            .result
+            .as_ref()
+            .map(|r| {
+                let out = r
+                    .output
+                    .as_deref()
+                    .map(|o| first_line(o, 60))
+                    .unwrap_or_default();
+                format!("{} {} {out}", r.code, r.status)
+                    .trim_end()
+                    .to_owned()
+            })
+            .unwrap_or_default();
+        let state = if j.cancelling {
+            format!("{} (cancelling)", j.state)
+        } else {
+            j.state.clone()
+        };
+        t.add_row(vec![
+            j.id.clone(),
+            j.jobtype.clone(),
+            state,
+            j.priority.to_string(),
+            j.attempts.to_string(),
+            time(when),
+            result,
+        ]);
+    }
+    t
+}
+
+/// Failure groups, largest first.
+pub fn failures(groups: &[FailureGroup]) -> Table {
+    let mut t = table();
+    t.set_header(vec![
+        "count",
+        "type",
+        "code",
+        "status",
+        "first line",
+        "example",
+        "latest",
+    ]);
+    for g in groups {
+        t.add_row(vec![
+            g.count.to_string(),
+            g.jobtype.clone(),
+            g.code.clone(),
+            g.status.to_string(),
+            first_line(&g.message, 80),
+            g.example.clone(),
+            time(g.latest),
+        ]);
     }
     t
 }

@@ -16,6 +16,9 @@ pub(super) struct Held {
     pub aborted: bool,
     /// Finished and queued for release: the completer forgets it.
     pub releasing: bool,
+    /// Cancelled while it ran (the store marked it): its run is stopped
+    /// and it is archived as `cancelled`, whatever the run answered.
+    pub cancelled: bool,
     pub created: i64,
     pub limits: Limits,
 }

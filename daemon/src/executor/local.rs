@@ -263,6 +263,7 @@ impl Loop {
     fn start(&mut self, jobs: Vec<Job>, handler: Option<HandlerVersion>) {
         let limits = self.core.limits(handler.as_ref());
         let mut tasks = Vec::with_capacity(jobs.len());
+        let mut marked = Vec::new();
         {
             let mut held = lock(&self.held);
             for job in jobs {
@@ -273,11 +274,17 @@ impl Loop {
                         lost: lost.clone(),
                         aborted: false,
                         releasing: false,
+                        cancelled: job.cancel_requested,
                         created: job.create_dt,
                         limits,
                     },
                 );
-                tasks.push(Task {
+                let to = if job.cancel_requested {
+                    &mut marked
+                } else {
+                    &mut tasks
+                };
+                to.push(Task {
                     local_id: tenant::local_of(&job.id).to_owned(),
                     local_type: tenant::local_of(&job.jobtype).to_owned(),
                     client: tenant::tenant_of(&job.jobtype).to_owned(),
@@ -290,8 +297,13 @@ impl Loop {
                 });
             }
         }
-        self.running += tasks.len();
+        self.running += tasks.len() + marked.len();
         let done = self.done_tx.clone();
+        // Cancelled before this claim (their holder's lease ran out): never
+        // started, archived as cancelled.
+        for t in marked {
+            let _ = done.send((t, Finished::NotStarted));
+        }
         match handler {
             None => {
                 for t in tasks {
@@ -320,8 +332,8 @@ impl Loop {
         let now = now_millis();
         self.core.sched().jobs_stopped(&task.jobtype, 1, now);
         self.running = self.running.saturating_sub(1);
-        let (created, limits, aborted) = match lock(&self.held).get(&task.id) {
-            Some(h) => (h.created, h.limits, h.aborted),
+        let (created, limits, aborted, cancelled) = match lock(&self.held).get(&task.id) {
+            Some(h) => (h.created, h.limits, h.aborted, h.cancelled),
             None => {
                 // Lost and already forgotten by the renewer.
                 self.count("lost");
@@ -329,6 +341,13 @@ impl Loop {
             }
         };
         let (how, children, outcome) = match fin {
+            _ if cancelled => {
+                let output = match &fin {
+                    Finished::Done(o) => o.output.as_slice(),
+                    _ => &[],
+                };
+                (policy::cancelled(output), Vec::new(), "cancelled")
+            }
             Finished::Lost if aborted => (
                 Release::Retry {
                     delay: Duration::ZERO,

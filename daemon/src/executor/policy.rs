@@ -148,6 +148,15 @@ pub struct Dropped {
     pub reason: String,
 }
 
+/// The release of a job cancelled while it ran (or marked before a claim
+/// handed it out): archived as `cancelled`, with the run's output kept
+/// after a note saying so.
+pub fn cancelled(output: &[u8]) -> Release {
+    let mut out = b"[jobstore] cancelled while running\n".to_vec();
+    out.extend_from_slice(output);
+    Release::Archive(JobResult::cancelled().with_output(out))
+}
+
 /// The journal records of the jobs a run of `client` asked for
 /// (`outcome.children`, taken), by the rule in the module docs: the
 /// dropped ones are noted in the run's output (within the output cap)

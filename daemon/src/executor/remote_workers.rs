@@ -84,6 +84,9 @@ pub struct Fetched {
 pub struct Heartbeat {
     /// Still held, renewed until `lease_expires` (store ids).
     pub held: Vec<String>,
+    /// Cancelled while the worker ran them (store ids): archived as
+    /// `cancelled`; the worker stops them, and their finish is refused.
+    pub cancelled: Vec<String>,
     /// No longer held (store ids).
     pub lost: Vec<String>,
     /// When the renewed leases run out.
@@ -182,6 +185,30 @@ impl Executor {
                 }
             }
         }
+        // Jobs cancelled before this claim (their holder's lease ran out)
+        // are archived as cancelled, not handed out.
+        if jobs.iter().any(|j| j.cancel_requested) {
+            let (marked, kept): (Vec<Job>, Vec<Job>) =
+                jobs.into_iter().partition(|j| j.cancel_requested);
+            jobs = kept;
+            let batch = marked
+                .iter()
+                .map(|j| Completion {
+                    id: j.id.clone(),
+                    how: policy::cancelled(b""),
+                    children: Vec::new(),
+                    outcome: "cancelled",
+                })
+                .collect();
+            if let Err(e) = completer::complete(core, &req.owner, batch, Patience::Once).await {
+                tracing::warn!(error = %e, "fetch: cannot archive cancelled jobs; they are claimed again after their lease");
+            }
+            let now = now_millis();
+            let mut sched = core.sched();
+            for j in &marked {
+                sched.jobs_stopped(&j.jobtype, 1, now);
+            }
+        }
         let now = now_millis();
         let client = req.client.as_str();
         let replaced = core.registry.handed_out(
@@ -231,27 +258,31 @@ impl Executor {
     ) -> Result<Heartbeat, RemoteError> {
         let core = &self.core;
         let now = now_millis();
-        let renewed = core
-            .store
-            .renew_locks(ids, owner, lease, now)
-            .await?
-            .renewed;
+        let renewal = core.store.renew_locks(ids, owner, lease, now).await?;
         let expires = now + duration_ms(lease);
+        let cancelled = self.archive_cancelled(owner, &renewal.cancelled).await?;
+        let gone: HashSet<&str> = cancelled.iter().map(String::as_str).collect();
+        let renewed: Vec<String> = renewal
+            .renewed
+            .into_iter()
+            .filter(|id| !gone.contains(id.as_str()))
+            .collect();
         core.registry.renewed(&renewed, expires);
         let kept: HashSet<&str> = renewed.iter().map(String::as_str).collect();
         let lost: Vec<String> = ids
             .iter()
-            .filter(|id| !kept.contains(id.as_str()))
+            .filter(|id| !kept.contains(id.as_str()) && !gone.contains(id.as_str()))
             .cloned()
             .collect();
         self.settle(&lost, false, now);
-        if renewed.is_empty() {
+        if renewed.is_empty() && cancelled.is_empty() {
             return Err(RemoteError::NotHeld);
         }
         // Only a worker that holds something is recorded as seen.
         core.registry.seen(client.as_str(), worker, now);
         Ok(Heartbeat {
             held: renewed,
+            cancelled,
             lost,
             lease_expires: expires,
         })
@@ -368,6 +399,31 @@ impl Executor {
             }
         }
         Ok(known)
+    }
+
+    /// Archives as `cancelled` the jobs of `ids` held under `owner` (the
+    /// store marked them), in one release, and gives their slots back;
+    /// returns the ids archived.
+    async fn archive_cancelled(
+        &self,
+        owner: &str,
+        ids: &[String],
+    ) -> Result<Vec<String>, RemoteError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let batch = ids
+            .iter()
+            .map(|id| Completion {
+                id: id.clone(),
+                how: policy::cancelled(b""),
+                children: Vec::new(),
+                outcome: "cancelled",
+            })
+            .collect();
+        let done = completer::complete(&self.core, owner, batch, Patience::Once).await?;
+        self.settle(&done, true, now_millis());
+        Ok(done)
     }
 
     /// Jobs left their worker: their slots are given back.

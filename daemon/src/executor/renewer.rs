@@ -13,6 +13,8 @@ use crate::metrics::Metrics;
 
 /// Renews every third of `lease` until `stop`. A job the store does not
 /// renew is lost to this daemon: its run is stopped and it is forgotten.
+/// A job the store says was cancelled has its run stopped too, and is
+/// archived as `cancelled` when the run ends.
 pub(super) async fn run(
     store: Arc<dyn JobStore>,
     owner: String,
@@ -31,6 +33,16 @@ pub(super) async fn run(
         for chunk in ids.chunks(MAX_BATCH) {
             match store.renew_locks(chunk, &owner, lease, now_millis()).await {
                 Ok(renewal) => {
+                    if !renewal.cancelled.is_empty() {
+                        let mut held = lock(&held);
+                        for id in &renewal.cancelled {
+                            if let Some(h) = held.get_mut(id).filter(|h| !h.cancelled) {
+                                tracing::info!(id = %id, "job cancelled while running; stopping its run");
+                                h.cancelled = true;
+                                h.lost.cancel();
+                            }
+                        }
+                    }
                     let renewed = renewal.renewed;
                     if renewed.len() == chunk.len() {
                         continue;

@@ -168,7 +168,16 @@ pub async fn metrics(
     paths(
         super::jobs::add,
         super::jobs::get,
-        super::jobs::cancel,
+        super::manage::cancel,
+        super::manage::list,
+        super::manage::list_all,
+        super::manage::rerun,
+        super::manage::delete,
+        super::manage::edit,
+        super::manage::pause,
+        super::manage::resume,
+        super::manage::paused,
+        super::manage::failures,
         super::jobs::client_stats,
         super::jobs::all_stats,
         super::jobtype_handlers::set,
@@ -188,6 +197,7 @@ pub async fn metrics(
     modifiers(&Security),
     tags(
         (name = "jobs", description = "Add, query and cancel jobs"),
+        (name = "manage", description = "List, run again, delete, edit jobs; pause jobtypes; failure groups"),
         (name = "handlers", description = "How a jobtype runs"),
         (name = "workers", description = "Remote workers: fetch, heartbeat, finish, update"),
         (name = "admin", description = "Health, metrics, stats")

@@ -146,6 +146,9 @@ impl From<jobstore_api::Error> for ApiError {
                 err
             }
             ErrorKind::Unavailable => ApiError::unavailable(message),
+            ErrorKind::Unsupported => {
+                ApiError::new(StatusCode::NOT_IMPLEMENTED, "unsupported", message)
+            }
             _ => ApiError::internal(message),
         }
     }

@@ -1,4 +1,5 @@
-//! Jobs: add (through the journal), get, cancel, stats.
+//! Jobs: add (through the journal), get, stats. Cancelling and the
+//! other management routes are in [`manage`](super::manage).
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -357,9 +358,14 @@ pub struct JobView {
     /// The payload as base64, when it is not UTF-8.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_base64: Option<String>,
-    /// The result, once archived.
+    /// The result once archived; a job run again keeps its last result
+    /// until it is archived again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<ResultView>,
+    /// Cancelled while running: its run is stopped at its holder's next
+    /// lease renewal, then it is archived as `cancelled`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelling: bool,
 }
 
 /// An archived job's result.
@@ -402,6 +408,7 @@ pub fn job_view(job: &Job, now: Millis) -> JobView {
         done: job.done_dt,
         data,
         data_base64,
+        cancelling: job.cancel_requested,
         result: job.result.as_ref().map(|r| {
             let (output, output_base64) = if r.output.is_empty() {
                 (None, None)
@@ -456,86 +463,6 @@ pub async fn get(
             tenant.client
         ))),
     }
-}
-
-/// The ids to cancel.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CancelRequest {
-    /// Job ids, as the add answered them.
-    #[schema(min_items = 1)]
-    pub ids: Vec<String>,
-}
-
-/// What a cancel did.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct CancelResponse {
-    /// Cancelled: they were waiting or scheduled, and are now archived as
-    /// `cancelled`.
-    pub cancelled: Vec<String>,
-    /// Not cancelled: running (let them finish), already archived, or
-    /// unknown.
-    pub not_cancelled: Vec<String>,
-}
-
-/// Cancels waiting or scheduled jobs. Body: `{"ids": […]}`, or one id per line.
-#[utoipa::path(
-    post,
-    path = "/{client}/jobs/cancel",
-    tag = "jobs",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
-    request_body(content((CancelRequest = "application/json"), (String = "text/plain"))),
-    responses(
-        (status = 200, body = CancelResponse),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)
-    ),
-    security(("bearer" = []), ())
-)]
-pub async fn cancel(
-    State(state): State<AppState>,
-    tenant: Tenant,
-    headers: HeaderMap,
-    RawBody(body): RawBody,
-) -> ApiResult<Json<CancelResponse>> {
-    let locals: Vec<String> = if is_json(&headers) {
-        serde_json::from_slice::<CancelRequest>(&body)
-            .map_err(|e| ApiError::invalid(format!("the body is not a cancel request: {e}")))?
-            .ids
-    } else {
-        std::str::from_utf8(&body)
-            .map_err(|_| ApiError::invalid("the body is not UTF-8"))?
-            .lines()
-            .map(|l| l.trim_end_matches('\r'))
-            .filter(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect()
-    };
-    if locals.is_empty() {
-        return Err(ApiError::invalid("no ids to cancel"));
-    }
-    let mut seen = HashSet::new();
-    let mut ids = Vec::with_capacity(locals.len());
-    for (i, local) in locals.iter().enumerate() {
-        let id = tenant
-            .client
-            .job_id(local)
-            .map_err(|e| ApiError::from(e).item(i + 1).at(&format!("id {}", i + 1)))?;
-        if seen.insert(id.clone()) {
-            ids.push(id);
-        }
-    }
-    let cancelled = state.store.cancel_jobs(&ids, now_millis()).await?.cancelled;
-    let done: HashSet<&str> = cancelled.iter().map(String::as_str).collect();
-    let strip = |id: &str| tenant.client.strip(id).unwrap_or(id).to_owned();
-    Ok(Json(CancelResponse {
-        not_cancelled: ids
-            .iter()
-            .filter(|id| !done.contains(id.as_str()))
-            .map(|id| strip(id))
-            .collect(),
-        cancelled: cancelled.iter().map(|id| strip(id)).collect(),
-    }))
 }
 
 /// Counts of one jobtype's jobs.

@@ -10,6 +10,7 @@ pub mod error;
 pub mod extract;
 pub mod jobs;
 pub mod jobtype_handlers;
+pub mod manage;
 pub mod serve;
 pub mod workers;
 
@@ -80,7 +81,16 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/{client}/jobs/finish", post(workers::finish)),
         ("/{client}/jobs/{id}/update", post(workers::update)),
         ("/{client}/workers", get(workers::list)),
-        ("/{client}/jobs/cancel", post(jobs::cancel)),
+        ("/{client}/jobs/cancel", post(manage::cancel)),
+        ("/{client}/jobs", get(manage::list)),
+        ("/{client}/jobs/rerun", post(manage::rerun)),
+        ("/{client}/jobs/delete", post(manage::delete)),
+        ("/{client}/jobs/edit", post(manage::edit)),
+        ("/{client}/jobtypes/{type}/pause", post(manage::pause)),
+        ("/{client}/jobtypes/{type}/resume", post(manage::resume)),
+        ("/{client}/paused", get(manage::paused)),
+        ("/{client}/failures", get(manage::failures)),
+        ("/jobs", get(manage::list_all)),
         ("/{client}/jobs/{id}", get(jobs::get)),
         ("/{client}/stats", get(jobs::client_stats)),
         (

@@ -271,8 +271,12 @@ pub struct HeartbeatRequest {
 pub struct HeartbeatResponse {
     /// Still held, renewed until `lease_expires`.
     pub held: Vec<String>,
-    /// No longer held (finished, cancelled, or taken by another worker
-    /// after the lease ran out): stop working on these.
+    /// Cancelled by an operator while running: archived as `cancelled`;
+    /// stop working on these (their finish is refused).
+    #[serde(default)]
+    pub cancelled: Vec<String>,
+    /// No longer held (finished, cancelled before this lease, or taken by
+    /// another worker after the lease ran out): stop working on these.
     pub lost: Vec<String>,
     /// When the renewed leases run out (epoch ms).
     pub lease_expires: Millis,
@@ -345,6 +349,7 @@ pub async fn heartbeat(
         .map_err(|e| remote_error(e, "heartbeat"))?;
     Ok(Json(HeartbeatResponse {
         held: local_ids(&beat.held),
+        cancelled: local_ids(&beat.cancelled),
         lost: local_ids(&beat.lost),
         lease_expires: beat.lease_expires,
     }))
