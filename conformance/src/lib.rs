@@ -297,6 +297,9 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(cancel_racing_release);
         __jobstore_conformance_test!(pause_and_resume_jobtype);
         __jobstore_conformance_test!(watch_wakes_on_resume);
+        __jobstore_conformance_test!(history_records_every_change);
+        __jobstore_conformance_test!(history_keeps_the_newest_events);
+        __jobstore_conformance_test!(tags_round_trip_and_filter_lists);
 
         #[test]
         fn namespace_isolation() {

@@ -15,7 +15,9 @@ use jobstore_api::*;
 
 use crate::Ctx;
 
+mod history;
 mod manage;
+pub use history::*;
 pub use manage::*;
 
 /// The `now` every test starts from: 2023-11-14T22:13:20Z.
@@ -70,6 +72,25 @@ async fn claim(
         .claim_jobs(jobtype, limit, owner, MIN, now)
         .await
         .expect("claim_jobs")
+}
+
+/// The history of a job just added at `at`: one `Added` event in a store
+/// that keeps history, nothing in one that does not.
+fn added_at(s: &dyn JobStore, at: Millis) -> Vec<JobEvent> {
+    if s.capabilities().history {
+        vec![JobEvent::new(at, "", 0, EventKind::Added)]
+    } else {
+        vec![]
+    }
+}
+
+/// `job` with `event` appended to its history, in a store that keeps
+/// history (unchanged in one that does not).
+fn with_event(s: &dyn JobStore, mut job: Job, event: JobEvent) -> Job {
+    if s.capabilities().history {
+        jobstore_api::history::push_event(&mut job.history, event);
+    }
+    job
 }
 
 fn assert_kind<T: std::fmt::Debug>(result: Result<T>, kind: ErrorKind, what: &str) {
@@ -136,6 +157,8 @@ pub async fn add_get_round_trip(c: Ctx) {
             done_dt: None,
             result: None,
             cancel_requested: false,
+            tags: vec![],
+            history: added_at(s, T0),
         }
     );
     assert_eq!(job.state(T0), JobState::Waiting);
@@ -1779,9 +1802,17 @@ pub async fn cancel_leaves_locked_and_archived(c: Ctx) {
     assert_eq!(sorted(got.marked.clone()), want_marked);
     let want: Vec<Job> = before
         .into_iter()
-        .map(|j| Job {
-            cancel_requested: marks && j.lock == OWNER,
-            ..j
+        .map(|j| {
+            if marks && j.lock == OWNER {
+                let ev = JobEvent::new(now, "", j.attempts, EventKind::CancelRequested);
+                let marked = Job {
+                    cancel_requested: true,
+                    ..j
+                };
+                with_event(s, marked, ev)
+            } else {
+                j
+            }
         })
         .collect();
     assert_eq!(after, want);
@@ -3179,25 +3210,50 @@ pub async fn state_matrix(c: Ctx, op: &str) {
             for st in owned {
                 let b = &before[st];
                 let after = s.get_job(st).await.unwrap();
+                let ev = |attempt, what| JobEvent::new(now, OWNER, attempt, what);
                 let want = match op {
-                    "retry" => Some(Job {
-                        lock: LOCK_FREE.into(),
-                        dt: now + 5 * SEC,
-                        ..b.clone()
-                    }),
-                    "unget" => Some(Job {
-                        lock: LOCK_FREE.into(),
-                        dt: now,
-                        attempts: b.attempts - 1,
-                        ..b.clone()
-                    }),
-                    "archive" => Some(Job {
-                        lock: LOCK_DONE.into(),
-                        dt: now + ARCHIVE_HORIZON_MS,
-                        done_dt: Some(now),
-                        result: Some(result.clone()),
-                        ..b.clone()
-                    }),
+                    "retry" => Some(with_event(
+                        s,
+                        Job {
+                            lock: LOCK_FREE.into(),
+                            dt: now + 5 * SEC,
+                            ..b.clone()
+                        },
+                        ev(
+                            b.attempts,
+                            EventKind::Retried {
+                                delay_ms: 5_000,
+                                status: None,
+                            },
+                        ),
+                    )),
+                    "unget" => Some(with_event(
+                        s,
+                        Job {
+                            lock: LOCK_FREE.into(),
+                            dt: now,
+                            attempts: b.attempts - 1,
+                            ..b.clone()
+                        },
+                        ev(b.attempts - 1, EventKind::HandedBack),
+                    )),
+                    "archive" => Some(with_event(
+                        s,
+                        Job {
+                            lock: LOCK_DONE.into(),
+                            dt: now + ARCHIVE_HORIZON_MS,
+                            done_dt: Some(now),
+                            result: Some(result.clone()),
+                            ..b.clone()
+                        },
+                        ev(
+                            b.attempts,
+                            EventKind::Archived {
+                                code: result.code,
+                                status: result.status,
+                            },
+                        ),
+                    )),
                     _ => None,
                 };
                 assert_eq!(after, want, "{op} of {st}");
@@ -3226,11 +3282,13 @@ pub async fn state_matrix(c: Ctx, op: &str) {
             if s.capabilities().cancel_running {
                 assert_eq!(sorted(got.marked), ids(&locked), "marked");
                 for st in locked {
+                    let b = &before[st];
                     let want = Job {
                         cancel_requested: true,
-                        ..before[st].clone()
+                        ..b.clone()
                     };
-                    assert_eq!(get(s, st).await, want, "marked {st}");
+                    let ev = JobEvent::new(now, "", b.attempts, EventKind::CancelRequested);
+                    assert_eq!(get(s, st).await, with_event(s, want, ev), "marked {st}");
                 }
             } else {
                 assert!(got.marked.is_empty());
@@ -3244,7 +3302,8 @@ pub async fn state_matrix(c: Ctx, op: &str) {
                     result: Some(JobResult::cancelled()),
                     ..before[st].clone()
                 };
-                assert_eq!(get(s, st).await, want, "cancelled {st}");
+                let ev = JobEvent::new(now, "", 0, EventKind::Cancelled);
+                assert_eq!(get(s, st).await, with_event(s, want, ev), "cancelled {st}");
             }
             assert_untouched(s, &before, &["archived"], op).await;
         }
@@ -3258,7 +3317,12 @@ pub async fn state_matrix(c: Ctx, op: &str) {
                 done_dt: None,
                 ..before["archived"].clone()
             };
-            assert_eq!(get(s, "archived").await, want, "run again");
+            let ev = JobEvent::new(now, "", 0, EventKind::Rerun { delay_ms: 0 });
+            assert_eq!(
+                get(s, "archived").await,
+                with_event(s, want, ev),
+                "run again"
+            );
             assert_untouched(s, &before, &all_but(&["archived"]), op).await;
         }
         "remove" if s.capabilities().edit_jobs => {
@@ -3286,7 +3350,8 @@ pub async fn state_matrix(c: Ctx, op: &str) {
                     data: b"edited".to_vec(),
                     ..before[st].clone()
                 };
-                assert_eq!(get(s, st).await, want, "edited {st}");
+                let ev = JobEvent::new(now, "", 0, EventKind::Edited);
+                assert_eq!(get(s, st).await, with_event(s, want, ev), "edited {st}");
             }
             assert_untouched(s, &before, &all_but(&free), op).await;
         }

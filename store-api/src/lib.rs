@@ -2,6 +2,7 @@
 
 pub mod batch;
 pub mod error;
+pub mod history;
 pub mod layer;
 pub mod limits;
 mod manage;
@@ -12,6 +13,7 @@ pub mod validate;
 mod watch;
 
 pub use error::{BoxError, Error, ErrorKind, Result};
+pub use history::{EventKind, JobEvent};
 pub use manage::*;
 pub use memory::MemoryStore;
 pub use store::{JobStore, JobStoreExt};

@@ -38,3 +38,12 @@ pub const MAX_PAGE: usize = 1_000;
 
 /// Most jobtypes named in one [`JobtypeFilter::Exact`](crate::JobtypeFilter::Exact).
 pub const MAX_QUERY_JOBTYPES: usize = 100;
+
+/// Most events a job keeps in its history (the newest).
+pub const MAX_HISTORY: usize = 20;
+
+/// Most tags on one job.
+pub const MAX_TAGS: usize = 8;
+
+/// Longest tag, in bytes.
+pub const MAX_TAG_LEN: usize = 64;

@@ -103,6 +103,10 @@ pub struct JobQuery {
     pub cursor: Option<Cursor>,
     /// Whether to return payloads; when `false`, every job's `data` is empty.
     pub with_data: bool,
+    /// Only jobs with this tag. The order's index is followed and jobs
+    /// without the tag are passed over, so a page may read more jobs than
+    /// it returns (see [`JobStore::list_jobs`](crate::JobStore::list_jobs)).
+    pub tag: Option<String>,
 }
 
 impl JobQuery {
@@ -117,7 +121,14 @@ impl JobQuery {
             limit: 100,
             cursor: None,
             with_data: false,
+            tag: None,
         }
+    }
+
+    /// Only jobs tagged `tag`.
+    pub fn tag(mut self, tag: impl Into<String>) -> Self {
+        self.tag = Some(tag.into());
+        self
     }
 
     /// Only these jobtypes.
@@ -179,6 +190,7 @@ impl JobQuery {
         let state_ok = state == self.state;
         let code = job.result.as_ref().map_or(ResultCode::Ok, |r| r.code);
         state_ok
+            && self.tag.as_ref().is_none_or(|t| job.tags.contains(t))
             && self.jobtypes.matches(&job.jobtype)
             && self.created.contains(job.create_dt)
             && (self.state != JobState::Archived
@@ -244,9 +256,10 @@ impl JobQuery {
         };
         jobtypes.push(state_name(self.state).to_owned());
         let text = format!(
-            "{}|{}|{:?}|{:?}|{:?}|{:?}",
+            "{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}",
             jobtypes.join(","),
             codes.join(","),
+            self.tag,
             self.created.from,
             self.created.to,
             self.archived.from,
@@ -574,6 +587,8 @@ mod tests {
             done_dt: Some(7),
             result: None,
             cancel_requested: false,
+            tags: vec![],
+            history: vec![],
         };
         let c = q.cursor_after(&job);
         let back: Cursor = c.to_string().parse().unwrap();

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use tokio::sync::broadcast;
 
 use crate::error::{Error, Result};
+use crate::history::{EventKind, JobEvent};
 use crate::limits::DEFAULT_POLL_INTERVAL;
 use crate::manage::*;
 use crate::store::JobStore;
@@ -71,6 +72,7 @@ impl JobStore for MemoryStore {
         Capabilities::new(Self::MAX_PAYLOAD)
             .with_notifications()
             .with_management()
+            .with_tags_and_history()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -96,6 +98,8 @@ impl JobStore for MemoryStore {
                     done_dt: None,
                     result: None,
                     cancel_requested: false,
+                    tags: job.tags.clone(),
+                    history: vec![JobEvent::new(now, "", 0, EventKind::Added)],
                 },
             );
             outcome.new.push(job.id.clone());
@@ -163,6 +167,7 @@ impl JobStore for MemoryStore {
             job.lock = owner.to_owned();
             job.dt = now + duration_ms(lease);
             job.attempts += 1;
+            record(job, now, owner, EventKind::Claimed);
             claimed.push(job.clone());
         }
         Ok(claimed)
@@ -200,7 +205,7 @@ impl JobStore for MemoryStore {
         let mut inner = self.lock();
         let mut released = Vec::new();
         let mut freed_jobtypes = Vec::new();
-        for JobRelease { id, how } in releases {
+        for JobRelease { id, how, status } in releases {
             let Some(job) = inner.jobs.get_mut(id).filter(|j| j.lock == owner) else {
                 continue;
             };
@@ -209,12 +214,19 @@ impl JobStore for MemoryStore {
                 Release::Retry { delay } => {
                     job.lock = LOCK_FREE.to_owned();
                     job.dt = now + duration_ms(*delay);
+                    let delay_ms = duration_ms(*delay) as u64;
+                    let what = EventKind::Retried {
+                        delay_ms,
+                        status: *status,
+                    };
+                    record(job, now, owner, what);
                     freed_jobtypes.push(job.jobtype.clone());
                 }
                 Release::Unget => {
                     job.lock = LOCK_FREE.to_owned();
                     job.dt = now;
                     job.attempts = job.attempts.saturating_sub(1);
+                    record(job, now, owner, EventKind::HandedBack);
                     freed_jobtypes.push(job.jobtype.clone());
                 }
                 Release::Archive(result) => {
@@ -222,6 +234,11 @@ impl JobStore for MemoryStore {
                     job.done_dt = Some(now);
                     job.result = Some(result.clone());
                     job.dt = now + ARCHIVE_HORIZON_MS;
+                    let what = EventKind::Archived {
+                        code: result.code,
+                        status: result.status,
+                    };
+                    record(job, now, owner, what);
                 }
                 Release::Delete => {
                     inner.jobs.remove(id);
@@ -261,9 +278,11 @@ impl JobStore for MemoryStore {
                 job.done_dt = Some(now);
                 job.result = Some(JobResult::cancelled());
                 job.dt = now + ARCHIVE_HORIZON_MS;
+                record(job, now, "", EventKind::Cancelled);
                 outcome.cancelled.push(id.clone());
             } else if is_locked(&job.lock) {
                 job.cancel_requested = true;
+                record(job, now, "", EventKind::CancelRequested);
                 outcome.marked.push(id.clone());
             }
         }
@@ -339,6 +358,8 @@ impl JobStore for MemoryStore {
                 job.dt = now + duration_ms(delay);
                 job.attempts = 0;
                 job.done_dt = None;
+                let delay_ms = duration_ms(delay) as u64;
+                record(job, now, "", EventKind::Rerun { delay_ms });
                 rerun.push(id.clone());
                 jobtypes.push(job.jobtype.clone());
             }
@@ -385,6 +406,7 @@ impl JobStore for MemoryStore {
             if let Some(data) = &edit.data {
                 job.data = data.clone();
             }
+            record(job, now, "", EventKind::Edited);
             if job.dt <= now {
                 due.push(job.jobtype.clone());
             }
@@ -524,6 +546,12 @@ impl JobStore for MemoryStore {
         }
         Ok(false)
     }
+}
+
+/// Appends an event to the job's history (its attempts as they are now).
+fn record(job: &mut Job, now: Millis, by: &str, what: EventKind) {
+    let event = JobEvent::new(now, by, job.attempts, what);
+    crate::history::push_event(&mut job.history, event);
 }
 
 /// The result code an archived job counts and purges under (every archive

@@ -52,6 +52,29 @@ use crate::watch::WorkWatcher;
 /// schema, database) share nothing. Errors are distinct kinds with the cause
 /// attached; a store never panics on any input.
 ///
+/// **History** (stores that declare [`Capabilities::history`]). Every job
+/// keeps its newest [`MAX_HISTORY`](crate::limits::MAX_HISTORY)
+/// [`JobEvent`]s, oldest first, each with the operation's `now`, who
+/// (`by`: the owner for claims and releases, empty otherwise), the job's
+/// attempts after the change, and what happened. Each job an operation
+/// changes gets exactly one event, in the same atomic change:
+/// [`add_jobs`](JobStore::add_jobs) `Added` (an existing id gets none);
+/// [`claim_jobs`](JobStore::claim_jobs) `Claimed`;
+/// [`release_jobs`](JobStore::release_jobs) `Retried { delay_ms, status }`
+/// (the entry's [`JobRelease::status`]), `HandedBack`, or
+/// `Archived { code, status }` (a delete leaves nothing);
+/// [`cancel_jobs`](JobStore::cancel_jobs) `Cancelled` for a free job,
+/// `CancelRequested` for each marking of a locked one;
+/// [`rerun_jobs`](JobStore::rerun_jobs) `Rerun { delay_ms }`;
+/// [`edit_jobs`](JobStore::edit_jobs) `Edited`. Renewals, payload updates
+/// and purges record nothing. Events are part of the job: a job listed or
+/// read carries them.
+///
+/// **Tags** (stores that declare [`Capabilities::tags`]): a job keeps the
+/// [`NewJob::tags`] it was added with, unchanged, and
+/// [`JobQuery::tag`] selects the jobs carrying one. A store without tags
+/// refuses a tagged add with `Unsupported`.
+///
 /// **Wrappers.** A store that wraps another (metrics, fault injection, a
 /// test gate) implements [`StoreLayer`](crate::layer::StoreLayer) instead
 /// of this trait: it writes only the methods it changes, or one hook

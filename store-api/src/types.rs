@@ -51,6 +51,12 @@ pub struct NewJob {
     pub priority: i32,
     /// When the job first becomes eligible; `None` means at insert (`now`).
     pub run_at: Option<Millis>,
+    /// Labels to find the job by ([`JobQuery::tag`](crate::JobQuery::tag)):
+    /// at most [`MAX_TAGS`](crate::limits::MAX_TAGS), each 1 to
+    /// [`MAX_TAG_LEN`](crate::limits::MAX_TAG_LEN) bytes of
+    /// `A-Z a-z 0-9 _ . : -`, none twice. A store without
+    /// [`Capabilities::tags`] refuses tagged jobs with `Unsupported`.
+    pub tags: Vec<String>,
 }
 
 impl NewJob {
@@ -66,6 +72,7 @@ impl NewJob {
             data: data.into(),
             priority: 0,
             run_at: None,
+            tags: Vec::new(),
         }
     }
 
@@ -80,6 +87,16 @@ impl NewJob {
         self.run_at = Some(dt);
         self
     }
+
+    /// Sets the tags.
+    pub fn tags<I, S>(mut self, tags: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
 }
 
 impl fmt::Debug for NewJob {
@@ -90,6 +107,7 @@ impl fmt::Debug for NewJob {
             .field("data_len", &self.data.len())
             .field("priority", &self.priority)
             .field("run_at", &self.run_at)
+            .field("tags", &self.tags)
             .finish()
     }
 }
@@ -132,6 +150,13 @@ pub struct Job {
     /// when its holder lets go of it.
     #[serde(default)]
     pub cancel_requested: bool,
+    /// The tags it was added with.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The newest [`MAX_HISTORY`](crate::limits::MAX_HISTORY) events, oldest
+    /// first (empty in a store without [`Capabilities::history`]).
+    #[serde(default)]
+    pub history: Vec<crate::history::JobEvent>,
 }
 
 impl Job {
@@ -172,6 +197,8 @@ impl fmt::Debug for Job {
             .field("done_dt", &self.done_dt)
             .field("result", &self.result)
             .field("cancel_requested", &self.cancel_requested)
+            .field("tags", &self.tags)
+            .field("history_len", &self.history.len())
             .finish()
     }
 }
@@ -340,12 +367,25 @@ pub struct JobRelease {
     pub id: String,
     /// What becomes of it.
     pub how: Release,
+    /// The status of the run this release ends, when there was one: kept
+    /// in the history of a retry (an archive's status is its result's).
+    pub status: Option<u16>,
 }
 
 impl JobRelease {
     /// Lets go of job `id` as `how` says.
     pub fn new(id: impl Into<String>, how: Release) -> Self {
-        JobRelease { id: id.into(), how }
+        JobRelease {
+            id: id.into(),
+            how,
+            status: None,
+        }
+    }
+
+    /// Records the status of the run the release ends.
+    pub fn status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self
     }
 }
 
@@ -519,6 +559,10 @@ pub struct Capabilities {
     /// Whether [`JobStore::pause_jobtype`](crate::JobStore::pause_jobtype)
     /// and [`paused_jobtypes`](crate::JobStore::paused_jobtypes) are offered.
     pub pause: bool,
+    /// Whether jobs keep tags ([`NewJob::tags`], [`JobQuery::tag`](crate::JobQuery::tag)).
+    pub tags: bool,
+    /// Whether jobs keep their history ([`Job::history`]).
+    pub history: bool,
 }
 
 impl Capabilities {
@@ -532,7 +576,16 @@ impl Capabilities {
             edit_jobs: false,
             cancel_running: false,
             pause: false,
+            tags: false,
+            history: false,
         }
+    }
+
+    /// Declares tags and history.
+    pub const fn with_tags_and_history(mut self) -> Self {
+        self.tags = true;
+        self.history = true;
+        self
     }
 
     /// Declares every management operation: listing, run again, delete,

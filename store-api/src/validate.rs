@@ -123,6 +123,10 @@ pub fn new_jobs(jobs: &[NewJob], caps: &Capabilities, now: Millis) -> Result<()>
         if let Some(dt) = job.run_at {
             time("run_at", dt)?;
         }
+        tags(&job.tags)?;
+        if !caps.tags && !job.tags.is_empty() {
+            return Err(Error::unsupported("tags on new jobs"));
+        }
         if !seen.insert(job.id.as_str()) {
             return Err(Error::invalid(format!(
                 "job id {:?} appears twice in one batch",
@@ -378,6 +382,9 @@ pub fn job_query(query: &JobQuery, now: Millis) -> Result<()> {
     }
     range("created", &query.created)?;
     range("archived", &query.archived)?;
+    if let Some(t) = &query.tag {
+        tag(t)?;
+    }
     query.resume_after()?;
     Ok(())
 }
@@ -444,4 +451,40 @@ pub fn edits(edits: &[JobEdit], caps: &Capabilities, now: Millis) -> Result<()> 
 pub fn pause(jobtype_: &str, now: Millis) -> Result<()> {
     jobtype(jobtype_)?;
     time("now", now)
+}
+
+/// A tag: 1..=[`MAX_TAG_LEN`] bytes of `[A-Za-z0-9_.:-]`.
+pub fn tag(tag: &str) -> Result<()> {
+    if tag.is_empty() || tag.len() > MAX_TAG_LEN {
+        return Err(Error::invalid(format!(
+            "tag {tag:?} is {} bytes long; tags are 1..={MAX_TAG_LEN} bytes",
+            tag.len()
+        )));
+    }
+    if let Some(c) = tag
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')))
+    {
+        return Err(Error::invalid(format!(
+            "tag {tag:?} contains {c:?}; allowed are A-Z a-z 0-9 _ . : -"
+        )));
+    }
+    Ok(())
+}
+
+/// A job's tags: at most [`MAX_TAGS`], each valid, none twice.
+pub fn tags(list: &[String]) -> Result<()> {
+    if list.len() > MAX_TAGS {
+        return Err(Error::invalid(format!(
+            "tags lists {} tags, the limit is {MAX_TAGS}",
+            list.len()
+        )));
+    }
+    for (i, t) in list.iter().enumerate() {
+        tag(t)?;
+        if list[..i].contains(t) {
+            return Err(Error::invalid(format!("tags lists {t:?} twice")));
+        }
+    }
+    Ok(())
 }

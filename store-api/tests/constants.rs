@@ -82,6 +82,8 @@ fn job_debug_shows_the_payload_length_only() {
         done_dt: None,
         result: None,
         cancel_requested: false,
+        tags: vec![],
+        history: vec![],
     };
     let shown = format!("{job:?}");
     assert!(!shown.contains("secret"), "{shown}");

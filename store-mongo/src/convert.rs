@@ -144,6 +144,8 @@ pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
         done_dt: opt_i64(d, f::DONE_DT, W)?,
         result,
         cancel_requested: get_flag(d, f::CANCEL, W)?,
+        tags: Vec::new(),
+        history: Vec::new(),
     })
 }
 

@@ -435,6 +435,8 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         done_dt: get(row, 8)?,
         result,
         cancel_requested: get(row, 12)?,
+        tags: Vec::new(),
+        history: Vec::new(),
     })
 }
 

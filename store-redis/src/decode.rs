@@ -122,6 +122,8 @@ pub(crate) fn job_from_hash(
         done_dt,
         result,
         cancel_requested,
+        tags: Vec::new(),
+        history: Vec::new(),
     })
 }
 

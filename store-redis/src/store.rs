@@ -307,6 +307,8 @@ impl JobStore for RedisStore {
                 done_dt: None,
                 result: None,
                 cancel_requested: is_marked(&x),
+                tags: Vec::new(),
+                history: Vec::new(),
             });
         }
         {

@@ -459,6 +459,8 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         done_dt: row.try_get("done_dt").map_err(d)?,
         result,
         cancel_requested: row.try_get::<i64, _>("cancel_requested").map_err(d)? != 0,
+        tags: Vec::new(),
+        history: Vec::new(),
     })
 }
 

@@ -899,14 +899,12 @@ pub async fn cancel_marks_locked_jobs(c: Ctx) {
     }
     assert_eq!(sorted(out.marked.clone()), ids(&["exp", "run"]));
     let run = get(s, "run").await;
-    assert_eq!(
-        run,
-        Job {
-            cancel_requested: true,
-            ..before_run.clone()
-        },
-        "only the mark changes"
-    );
+    let ev = JobEvent::new(now, "", 1, EventKind::CancelRequested);
+    let marked = Job {
+        cancel_requested: true,
+        ..before_run.clone()
+    };
+    assert_eq!(run, with_event(s, marked, ev), "only the mark changes");
     assert!(!before_run.cancel_requested);
     // Marking again lists it again.
     let again = s.cancel_jobs(&ids(&["run"]), now).await.unwrap();

@@ -1,0 +1,182 @@
+//! A job's history ([`JobEvent`]) and its tags: what stores keep beside
+//! a job so an operator can see what happened to it and find it again.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::types::{Millis, ResultCode};
+
+/// How many events a job keeps: the newest
+/// [`MAX_HISTORY`](crate::limits::MAX_HISTORY), oldest first.
+pub use crate::limits::MAX_HISTORY;
+
+/// One thing that happened to a job. Stores record them as the contract
+/// says (see [`JobStore`](crate::JobStore)); lease renewals are not events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobEvent {
+    /// When (the operation's `now`).
+    pub at: Millis,
+    /// Who: the owner (a daemon's sysid, or a remote worker's lease token)
+    /// for claims and releases; empty for operations of nobody in
+    /// particular (add, cancel, run again, edit).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub by: String,
+    /// The job's attempts after the event.
+    pub attempt: u32,
+    /// What happened.
+    #[serde(flatten)]
+    pub what: EventKind,
+}
+
+/// What a [`JobEvent`] records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    /// Added.
+    Added,
+    /// Claimed (handed out) by `by`.
+    Claimed,
+    /// Released for retry: due again after `delay_ms`; `status` is the
+    /// run's status when the releaser gave it ([`JobRelease::status`](crate::JobRelease::status)).
+    Retried {
+        /// The retry delay.
+        delay_ms: u64,
+        /// The status of the run that asked for the retry.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+    },
+    /// Handed back unstarted ([`Release::Unget`](crate::Release::Unget)).
+    HandedBack,
+    /// Archived with this result.
+    Archived {
+        /// The result code.
+        code: ResultCode,
+        /// The result status.
+        status: u16,
+    },
+    /// Marked for cancelling while locked.
+    CancelRequested,
+    /// Cancelled while free (archived as `cancelled`).
+    Cancelled,
+    /// Run again, due after `delay_ms`.
+    Rerun {
+        /// The delay.
+        delay_ms: u64,
+    },
+    /// Edited (priority, due time or payload).
+    Edited,
+}
+
+impl JobEvent {
+    /// An event.
+    pub fn new(at: Millis, by: impl Into<String>, attempt: u32, what: EventKind) -> Self {
+        JobEvent {
+            at,
+            by: by.into(),
+            attempt,
+            what,
+        }
+    }
+
+    /// The event as the compact JSON text stores keep (one object).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_owned())
+    }
+
+    /// An event from its JSON text; a malformed one is a `Backend` error.
+    pub fn from_json(text: &str) -> Result<Self> {
+        serde_json::from_str(text)
+            .map_err(|e| Error::backend(format!("malformed job event {text:?}"), e))
+    }
+}
+
+/// Appends `event` to `history`, keeping the newest [`MAX_HISTORY`].
+pub fn push_event(history: &mut Vec<JobEvent>, event: JobEvent) {
+    history.push(event);
+    if history.len() > MAX_HISTORY {
+        let extra = history.len() - MAX_HISTORY;
+        history.drain(..extra);
+    }
+}
+
+/// A history from a JSON array of events (how SQL and document stores
+/// keep it); empty text or `null` is an empty history.
+pub fn history_from_json(text: &str) -> Result<Vec<JobEvent>> {
+    let text = text.trim();
+    if text.is_empty() || text == "null" {
+        return Ok(Vec::new());
+    }
+    serde_json::from_str(text).map_err(|e| Error::backend("malformed job history", e))
+}
+
+/// Tags from a JSON array of strings; empty text or `null` is no tags.
+pub fn tags_from_json(text: &str) -> Result<Vec<String>> {
+    let text = text.trim();
+    if text.is_empty() || text == "null" {
+        return Ok(Vec::new());
+    }
+    serde_json::from_str(text).map_err(|e| Error::backend("malformed job tags", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_through_json() {
+        let events = [
+            JobEvent::new(1, "", 0, EventKind::Added),
+            JobEvent::new(2, "sys-a", 1, EventKind::Claimed),
+            JobEvent::new(
+                3,
+                "sys-a",
+                1,
+                EventKind::Retried {
+                    delay_ms: 500,
+                    status: Some(503),
+                },
+            ),
+            JobEvent::new(
+                4,
+                "sys-a",
+                1,
+                EventKind::Retried {
+                    delay_ms: 0,
+                    status: None,
+                },
+            ),
+            JobEvent::new(
+                5,
+                "sys-a",
+                2,
+                EventKind::Archived {
+                    code: ResultCode::Failed,
+                    status: 404,
+                },
+            ),
+            JobEvent::new(6, "", 0, EventKind::Rerun { delay_ms: 10 }),
+        ];
+        for e in &events {
+            assert_eq!(&JobEvent::from_json(&e.to_json()).unwrap(), e);
+        }
+        assert_eq!(
+            events[4].to_json(),
+            r#"{"at":5,"by":"sys-a","attempt":2,"event":"archived","code":"failed","status":404}"#
+        );
+        let all = serde_json::to_string(&events).unwrap();
+        assert_eq!(history_from_json(&all).unwrap(), events.to_vec());
+        assert!(history_from_json("").unwrap().is_empty());
+        assert!(JobEvent::from_json("{").is_err());
+    }
+
+    #[test]
+    fn history_keeps_the_newest() {
+        let mut h = Vec::new();
+        for i in 0..30 {
+            push_event(&mut h, JobEvent::new(i, "", 0, EventKind::Edited));
+        }
+        assert_eq!(h.len(), MAX_HISTORY);
+        assert_eq!(h[0].at, 10);
+        assert_eq!(h[19].at, 29);
+    }
+}
