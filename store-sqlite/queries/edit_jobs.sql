@@ -2,11 +2,14 @@
 -- objects, each id once; a missing (null) field is left as it is. Edits
 -- free jobs only (waiting or scheduled). One primary-key lookup per entry.
 -- Returns the jobs edited with their new dt (the caller wakes watchers of
--- the jobtypes of jobs now due).
+-- the jobtypes of jobs now due). ?2 the Edited event (a JSON object; its
+-- attempt is set here), appended to the history, the oldest dropped past 20.
 UPDATE jobs SET
     priority = COALESCE(e.p, jobs.priority),
     dt = COALESCE(e.dt, jobs.dt),
-    data = CASE WHEN e.d IS NULL THEN jobs.data ELSE unhex(e.d) END
+    data = CASE WHEN e.d IS NULL THEN jobs.data ELSE unhex(e.d) END,
+    history = json_insert(CASE WHEN json_array_length(history) >= 20 THEN json_remove(history, '$[0]') ELSE history END,
+                      '$[#]', json_set(?2, '$.attempt', jobs.attempts))
 FROM (
     SELECT value ->> 'id' AS id, value ->> 'p' AS p, value ->> 'dt' AS dt,
            value ->> 'd' AS d

@@ -3,13 +3,14 @@
 -- the bound ?4 ?5 (the earlier of the cursor and (archived.to, '')) and
 -- from ?8 (archived.from) up, at most ?2 entries; merged by the final
 -- sort. ?6 ?7 created range.
+-- {tag}: with a tag, only jobs whose tags hold ?13 (checked along the range).
 WITH codes (code) AS (SELECT value FROM json_each(?12))
 SELECT {cols}
 FROM codes AS g JOIN jobs AS j ON j.rowid IN (
     SELECT rowid FROM jobs INDEXED BY jobs_done_code
     WHERE lock = '__done' AND result_code = g.code
         AND (done_dt, id) < (?4, ?5) AND done_dt >= ?8
-        AND create_dt >= ?6 AND create_dt < ?7
+        AND create_dt >= ?6 AND create_dt < ?7 {tag}
     ORDER BY done_dt DESC, id DESC
     LIMIT ?2
 )

@@ -3,6 +3,7 @@
 -- bound on: ?4 ?5 is the later of the cursor and (now + 1, ''), so every
 -- row read is due later than now; merged by the final sort. ?2 rows
 -- (limit + 1), ?6 ?7 created range.
+-- {tag}: with a tag, only jobs whose tags hold ?13 (checked along the range).
 WITH RECURSIVE {types},
 prios (jt, p) AS (
     SELECT jt, (SELECT MAX(priority) FROM jobs INDEXED BY jobs_claim WHERE lock <> '__done' AND jobtype = types.jt)
@@ -17,7 +18,7 @@ FROM prios AS g JOIN jobs AS j ON j.rowid IN (
     SELECT rowid FROM jobs INDEXED BY jobs_claim
     WHERE lock <> '__done' AND jobtype = g.jt AND priority = g.p
         AND (dt, id) > (?4, ?5) AND lock = ''
-        AND create_dt >= ?6 AND create_dt < ?7
+        AND create_dt >= ?6 AND create_dt < ?7 {tag}
     ORDER BY dt, id
     LIMIT ?2
 )

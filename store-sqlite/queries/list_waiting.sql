@@ -5,6 +5,7 @@
 -- at most ?2 entries deep; the groups are merged by the final sort.
 -- ?1 now, ?2 rows (limit + 1), ?3 ?4 ?5 cursor (priority, dt, id; no
 -- cursor: a priority above every other), ?6 ?7 created range.
+-- {tag}: with a tag, only jobs whose tags hold ?13 (checked along the range).
 WITH RECURSIVE {types},
 prios (jt, p) AS (
     SELECT jt, (SELECT MAX(priority) FROM jobs INDEXED BY jobs_claim WHERE lock <> '__done' AND jobtype = types.jt)
@@ -21,7 +22,7 @@ FROM prios AS g JOIN jobs AS j ON j.rowid IN (
         AND (dt, id) > (CASE WHEN g.p = ?3 THEN ?4 ELSE -1 END,
                         CASE WHEN g.p = ?3 THEN ?5 ELSE '' END)
         AND dt <= ?1 AND lock = ''
-        AND create_dt >= ?6 AND create_dt < ?7
+        AND create_dt >= ?6 AND create_dt < ?7 {tag}
     ORDER BY dt, id
     LIMIT ?2
 )

@@ -45,11 +45,11 @@ queries! {
 }
 
 /// One row of the multi-row insert in [`ADD_JOBS`]: id, jobtype, priority,
-/// dt, create_dt, data.
-pub(crate) const ADD_JOBS_ROW: &str = "(?, ?, ?, ?, ?, ?)";
+/// dt, create_dt, data, tags, history.
+pub(crate) const ADD_JOBS_ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// Parameters bound per row of [`ADD_JOBS`].
-pub(crate) const ADD_JOBS_PARAMS_PER_ROW: usize = 6;
+pub(crate) const ADD_JOBS_PARAMS_PER_ROW: usize = 8;
 
 /// The insert for `rows` jobs.
 pub(crate) fn add_jobs(rows: usize) -> String {
@@ -63,7 +63,8 @@ fn list_columns(with_data: bool) -> String {
     let data = if with_data { "j.data" } else { "x'' AS data" };
     format!(
         "j.id, j.jobtype, j.priority, j.dt, j.lock, j.attempts, j.create_dt, j.done_dt, \
-         j.result_code, j.result_status, j.result_output, j.cancel_requested, {data}"
+         j.result_code, j.result_status, j.result_output, j.cancel_requested, j.tags, j.history, \
+         {data}"
     )
 }
 
@@ -75,15 +76,26 @@ pub(crate) enum ListTypes {
     Range,
 }
 
+/// The condition a listing adds to each of its ranges: with a tag, the
+/// row's tags hold `?13`; without, `?13` (then NULL) is only named.
+fn tag_filter(tagged: bool) -> &'static str {
+    if tagged {
+        "AND EXISTS (SELECT 1 FROM json_each(jobs.tags) WHERE value = ?13)"
+    } else {
+        "AND ?13 IS NULL"
+    }
+}
+
 /// The listing statement of one shape: `template` (a `list_*.sql`),
 /// the jobtypes given or walked over `index`, whose partial-index
 /// condition is `rows` (the walk repeats it, as SQLite requires to use a
-/// partial index).
+/// partial index); `tagged`: only the jobs carrying the tag `?13`.
 pub(crate) fn list_jobs(
     template: &str,
     types: ListTypes,
     (index, rows): (&str, &str),
     with_data: bool,
+    tagged: bool,
 ) -> String {
     let types = match types {
         ListTypes::Exact => strip_comments(LIST_TYPES_EXACT),
@@ -94,6 +106,7 @@ pub(crate) fn list_jobs(
     strip_comments(template)
         .replace("{types}", &types)
         .replace("{cols}", &list_columns(with_data))
+        .replace("{tag}", tag_filter(tagged))
 }
 
 /// A statement or fragment without its `--` comment lines (which name the

@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jobstore_api::batch::split_by_size;
+use jobstore_api::history::{MAX_HISTORY, history_from_json, tags_from_json};
 use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
-    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
-    Job, JobCounts, JobRelease, JobResult, JobStore, LOCK_DONE, Millis, NewJob, Release, Result,
-    ResultCode, SysidLease, WaitingJobtype, WorkNotice, WorkWatcher, duration_ms, validate,
+    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, EventKind, Handler, HandlerLimits,
+    HandlerVersion, Job, JobCounts, JobEvent, JobRelease, JobResult, JobStore, LOCK_DONE, Millis,
+    NewJob, Release, Result, ResultCode, SysidLease, WaitingJobtype, WorkNotice, WorkWatcher,
+    duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -30,10 +32,20 @@ use crate::error;
 use crate::options::{Durability, Location, SqliteOptions};
 use crate::queries::{self, ListTypes};
 
-/// Jobs per multi-row `INSERT` (6 parameters each, far below SQLite's
+/// Jobs per multi-row `INSERT` (8 parameters each, far below SQLite's
 /// limit of 32,766 parameters per statement).
 const ADD_CHUNK: usize = 1_000;
 const _: () = assert!(ADD_CHUNK * queries::ADD_JOBS_PARAMS_PER_ROW <= 32_766);
+
+/// The statements that append an event keep the newest 20 (the number is
+/// written in `queries/*.sql`).
+const _: () = assert!(MAX_HISTORY == 20);
+
+/// An event as the statements append it: a JSON object whose `attempt`
+/// the statement sets from the row where it depends on it.
+fn event(now: Millis, by: &str, what: EventKind) -> String {
+    JobEvent::new(now, by, 0, what).to_json()
+}
 
 /// Most result output (raw bytes; twice as much as hex) in one release
 /// `UPDATE`: a longer list is split into several statements in one
@@ -273,21 +285,36 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The JSON object of one release entry that keeps its job (see
-/// `queries/release_keep.sql`); `None` for a delete.
-fn keep_entry(r: &JobRelease, now: Millis) -> Option<serde_json::Value> {
+/// `queries/release_keep.sql`), with its event by `owner`; `None` for a
+/// delete.
+fn keep_entry(r: &JobRelease, owner: &str, now: Millis) -> Option<serde_json::Value> {
     use serde_json::json;
+    let event = |what| serde_json::to_value(JobEvent::new(now, owner, 0, what)).ok();
     Some(match &r.how {
         Release::Retry { delay } => {
-            json!({ "id": r.id, "k": "r", "dt": now + duration_ms(*delay) })
+            let what = EventKind::Retried {
+                delay_ms: u64::try_from(duration_ms(*delay)).unwrap_or(0),
+                status: r.status,
+            };
+            json!({ "id": r.id, "k": "r", "dt": now + duration_ms(*delay), "e": event(what) })
         }
-        Release::Unget => json!({ "id": r.id, "k": "u", "dt": now }),
-        Release::Archive(result) => json!({
-            "id": r.id,
-            "k": "a",
-            "c": result.code.as_str(),
-            "s": result.status,
-            "o": hex(&result.output),
-        }),
+        Release::Unget => {
+            json!({ "id": r.id, "k": "u", "dt": now, "e": event(EventKind::HandedBack) })
+        }
+        Release::Archive(result) => {
+            let what = EventKind::Archived {
+                code: result.code,
+                status: result.status,
+            };
+            json!({
+                "id": r.id,
+                "k": "a",
+                "c": result.code.as_str(),
+                "s": result.status,
+                "o": hex(&result.output),
+                "e": event(what),
+            })
+        }
         Release::Delete => return None,
     })
 }
@@ -295,12 +322,12 @@ fn keep_entry(r: &JobRelease, now: Millis) -> Option<serde_json::Value> {
 /// Splits the entries that keep their job into JSON arrays of at most
 /// [`RELEASE_CHUNK_OUTPUT`] bytes of output each (one for any ordinary
 /// list).
-fn keep_chunks(releases: &[JobRelease], now: Millis) -> Result<Vec<String>> {
+fn keep_chunks(releases: &[JobRelease], owner: &str, now: Millis) -> Result<Vec<String>> {
     split_by_size(releases, RELEASE_CHUNK_OUTPUT, |r| r.how.output_len())
         .into_iter()
         .map(|run| {
             run.iter()
-                .filter_map(|r| keep_entry(r, now))
+                .filter_map(|r| keep_entry(r, owner, now))
                 .collect::<Vec<_>>()
         })
         .filter(|entries| !entries.is_empty())
@@ -459,8 +486,8 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         done_dt: row.try_get("done_dt").map_err(d)?,
         result,
         cancel_requested: row.try_get::<i64, _>("cancel_requested").map_err(d)? != 0,
-        tags: Vec::new(),
-        history: Vec::new(),
+        tags: tags_from_json(&row.try_get::<String, _>("tags").map_err(d)?)?,
+        history: history_from_json(&row.try_get::<String, _>("history").map_err(d)?)?,
     })
 }
 
@@ -521,6 +548,7 @@ impl JobStore for SqliteStore {
             .with_waiting_count_cap(Self::WAITING_COUNT_CAP)
             .with_notifications()
             .with_management()
+            .with_tags_and_history()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -528,19 +556,26 @@ impl JobStore for SqliteStore {
         if jobs.is_empty() {
             return Ok(AddOutcome::default());
         }
+        let history = format!("[{}]", event(now, "", EventKind::Added));
+        let tags = jobs
+            .iter()
+            .map(|j| serde_json::to_string(&j.tags).map_err(|e| Error::backend("encoding tags", e)))
+            .collect::<Result<Vec<_>>>()?;
         let mut tx = self.begin_write("add_jobs").await?;
         let mut inserted: HashSet<String> = HashSet::with_capacity(jobs.len());
-        for chunk in jobs.chunks(ADD_CHUNK) {
+        for (chunk, tags) in jobs.chunks(ADD_CHUNK).zip(tags.chunks(ADD_CHUNK)) {
             let mut q =
                 sqlx::query_scalar::<_, String>(AssertSqlSafe(queries::add_jobs(chunk.len())));
-            for job in chunk {
+            for (job, tags) in chunk.iter().zip(tags) {
                 q = q
                     .bind(job.id.as_str())
                     .bind(job.jobtype.as_str())
                     .bind(job.priority)
                     .bind(job.run_at.unwrap_or(now))
                     .bind(now)
-                    .bind(job.data.as_slice());
+                    .bind(job.data.as_slice())
+                    .bind(tags.as_str())
+                    .bind(history.as_str());
             }
             let new = q
                 .fetch_all(&mut *tx)
@@ -624,6 +659,7 @@ impl JobStore for SqliteStore {
             .bind(owner)
             .bind(now + duration_ms(lease))
             .bind(ids_json(&picked)?)
+            .bind(event(now, owner, EventKind::Claimed))
             .fetch_all(&mut *tx)
             .await
             .map_err(|e| error::map("claim_jobs", e))?;
@@ -674,7 +710,7 @@ impl JobStore for SqliteStore {
         now: Millis,
     ) -> Result<Vec<String>> {
         validate::release(releases, owner, now)?;
-        let keep = keep_chunks(releases, now)?;
+        let keep = keep_chunks(releases, owner, now)?;
         let deletes: Vec<&str> = releases
             .iter()
             .filter(|r| matches!(r.how, Release::Delete))
@@ -764,6 +800,8 @@ impl JobStore for SqliteStore {
             .bind(now)
             .bind(now + ARCHIVE_HORIZON_MS)
             .bind(ids_json(ids)?)
+            .bind(event(now, "", EventKind::Cancelled))
+            .bind(event(now, "", EventKind::CancelRequested))
             .fetch_all(&self.inner.writer)
             .await
             .map_err(|e| error::map("cancel_jobs", e))?;
@@ -850,7 +888,13 @@ impl JobStore for SqliteStore {
     async fn list_jobs(&self, query: &JobQuery, now: Millis) -> Result<JobPage> {
         validate::job_query(query, now)?;
         let plan = ListPlan::new(query, now)?;
-        let sql = queries::list_jobs(plan.template, plan.types, plan.rows, query.with_data);
+        let sql = queries::list_jobs(
+            plan.template,
+            plan.types,
+            plan.rows,
+            query.with_data,
+            query.tag.is_some(),
+        );
         let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(now)
             .bind(i64::try_from(query.limit + 1).unwrap_or(i64::MAX))
@@ -864,6 +908,7 @@ impl JobStore for SqliteStore {
             .bind(plan.high)
             .bind(plan.exact)
             .bind(codes_json(&query.code_set())?)
+            .bind(query.tag.as_deref())
             .fetch_all(&self.inner.reader)
             .await
             .map_err(|e| error::map("list_jobs", e))?;
@@ -884,6 +929,13 @@ impl JobStore for SqliteStore {
         let rows: Vec<(String, String)> = sqlx::query_as(queries::RERUN_JOBS)
             .bind(now + duration_ms(delay))
             .bind(ids_json(ids)?)
+            .bind(event(
+                now,
+                "",
+                EventKind::Rerun {
+                    delay_ms: u64::try_from(duration_ms(delay)).unwrap_or(0),
+                },
+            ))
             .fetch_all(&self.inner.writer)
             .await
             .map_err(|e| error::map("rerun_jobs", e))?;
@@ -918,8 +970,11 @@ impl JobStore for SqliteStore {
         validate::edits(edits, &self.capabilities(), now)?;
         let chunks = edit_chunks(edits)?;
         let m = |e| error::map("edit_jobs", e);
+        let edited_event = event(now, "", EventKind::Edited);
         let edit_query = |json: String| {
-            sqlx::query_as::<_, (String, String, i64)>(queries::EDIT_JOBS).bind(json)
+            sqlx::query_as::<_, (String, String, i64)>(queries::EDIT_JOBS)
+                .bind(json)
+                .bind(edited_event.clone())
         };
         let rows = match chunks.len() {
             0 => return Ok(Vec::new()),
@@ -1129,9 +1184,9 @@ mod tests {
         let max = jobstore_api::limits::MAX_OUTPUT;
         // 256 outputs of the maximum are exactly one chunk's worth.
         assert_eq!(RELEASE_CHUNK_OUTPUT / max, 256);
-        assert_eq!(keep_chunks(&archived(256, max), 0).unwrap().len(), 1);
-        assert_eq!(keep_chunks(&archived(257, max), 0).unwrap().len(), 2);
-        assert_eq!(keep_chunks(&archived(1, 0), 0).unwrap().len(), 1);
+        assert_eq!(keep_chunks(&archived(256, max), "o", 0).unwrap().len(), 1);
+        assert_eq!(keep_chunks(&archived(257, max), "o", 0).unwrap().len(), 2);
+        assert_eq!(keep_chunks(&archived(1, 0), "o", 0).unwrap().len(), 1);
     }
 
     /// Every listing shape reads the jobs through an index, in ranges
@@ -1165,9 +1220,12 @@ mod tests {
                 .codes([ResultCode::Failed])
                 .archived(TimeRange::new(Some(10), Some(20))),
         );
+        let tagged: Vec<JobQuery> = cases.iter().map(|q| q.clone().tag("eu")).collect();
+        cases.extend(tagged);
         for q in cases {
             let plan = ListPlan::new(&q, now).unwrap();
-            let sql = queries::list_jobs(plan.template, plan.types, plan.rows, false);
+            let sql =
+                queries::list_jobs(plan.template, plan.types, plan.rows, false, q.tag.is_some());
             let explained: Vec<(i64, i64, i64, String)> =
                 sqlx::query_as(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
                     .bind(now)
@@ -1182,6 +1240,7 @@ mod tests {
                     .bind(plan.high.clone())
                     .bind(plan.exact.clone())
                     .bind("[\"ok\"]")
+                    .bind(q.tag.clone())
                     .fetch_all(&store.inner.reader)
                     .await
                     .unwrap();
@@ -1226,6 +1285,31 @@ mod tests {
                 .any(|l| l.contains("INDEX jobs_done_code (result_code=? AND done_dt<?)")),
             "{text:?}"
         );
+        // Counts read the live jobs through their partial indexes and the
+        // counts table, never the archive.
+        let counts: Vec<(i64, i64, i64, String)> = sqlx::query_as(AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN {}",
+            queries::JOB_COUNTS
+        )))
+        .bind(now)
+        .fetch_all(&store.inner.reader)
+        .await
+        .unwrap();
+        let text: Vec<&str> = counts.iter().map(|r| r.3.as_str()).collect();
+        let jobs: Vec<&str> = text
+            .iter()
+            .copied()
+            .filter(|l| l.contains(" jobs"))
+            .collect();
+        assert_eq!(
+            jobs,
+            [
+                "SCAN jobs USING INDEX jobs_claim",
+                "SCAN jobs USING INDEX jobs_locked"
+            ],
+            "{text:?}"
+        );
+        assert!(text.contains(&"SCAN counts"), "{text:?}");
         store.close().await;
     }
 

@@ -459,7 +459,7 @@ async fn purge_runs_in_bounded_batches() {
     jobstore_conformance::checks::purge_is_exact_across_batches(&store, 7).await;
 }
 
-/// The tables, columns and indexes the migrations leave. No query of the
+/// The tables, columns, indexes and triggers the migrations leave. No query of the
 /// store fails or reads differently without a `NOT NULL` or with an index
 /// in another order, so this pins them where the API cannot: a change to
 /// the schema shows here, and belongs in a new migration.
@@ -494,7 +494,7 @@ async fn the_schema_is_the_one_the_migrations_describe() {
     }
     let indexes: Vec<(String,)> = sqlx::query_as(
         "SELECT sql FROM sqlite_schema
-         WHERE type = 'index' AND sql IS NOT NULL ORDER BY name",
+         WHERE type IN ('index', 'trigger') AND sql IS NOT NULL ORDER BY type, name",
     )
     .fetch_all(&mut conn)
     .await
@@ -509,6 +509,9 @@ async fn the_schema_is_the_one_the_migrations_describe() {
 }
 
 const EXPECTED_SCHEMA: &str = "\
+column counts.jobtype TEXT not null primary key
+column counts.code TEXT not null primary key
+column counts.n INTEGER not null
 column handlers.seq INTEGER primary key
 column handlers.jobtype TEXT not null
 column handlers.dt INTEGER not null
@@ -537,6 +540,8 @@ column jobs.result_status INTEGER
 column jobs.result_output BLOB
 column jobs.data BLOB not null
 column jobs.cancel_requested INTEGER not null default 0
+column jobs.history TEXT not null default '[]'
+column jobs.tags TEXT not null default '[]'
 column paused.jobtype TEXT not null primary key
 column paused.dt INTEGER not null
 column sysids.sysid TEXT not null primary key
@@ -547,4 +552,80 @@ CREATE INDEX jobs_claim ON jobs (jobtype, priority DESC, dt, id) WHERE lock <> '
 CREATE INDEX jobs_done_code ON jobs (result_code, done_dt, id) WHERE lock = '__done'
 CREATE INDEX jobs_done_type ON jobs (jobtype, result_code, done_dt, id) WHERE lock = '__done'
 CREATE INDEX jobs_locked ON jobs (jobtype, dt, id) WHERE lock NOT IN ('', '__done')
+CREATE TRIGGER jobs_counts_delete AFTER DELETE ON jobs WHEN OLD.lock = '__done' BEGIN UPDATE counts SET n = n - 1 WHERE jobtype = OLD.jobtype AND code = COALESCE(OLD.result_code, 'ok'); END
+CREATE TRIGGER jobs_counts_enter AFTER UPDATE OF lock, result_code, jobtype ON jobs WHEN NEW.lock = '__done' BEGIN INSERT INTO counts (jobtype, code, n) VALUES (NEW.jobtype, COALESCE(NEW.result_code, 'ok'), 1) ON CONFLICT (jobtype, code) DO UPDATE SET n = n + 1; END
+CREATE TRIGGER jobs_counts_insert AFTER INSERT ON jobs WHEN NEW.lock = '__done' BEGIN INSERT INTO counts (jobtype, code, n) VALUES (NEW.jobtype, COALESCE(NEW.result_code, 'ok'), 1) ON CONFLICT (jobtype, code) DO UPDATE SET n = n + 1; END
+CREATE TRIGGER jobs_counts_leave AFTER UPDATE OF lock, result_code, jobtype ON jobs WHEN OLD.lock = '__done' BEGIN UPDATE counts SET n = n - 1 WHERE jobtype = OLD.jobtype AND code = COALESCE(OLD.result_code, 'ok'); END
 ";
+
+/// A database of the schema before histories and tags (migrations 1 to 4)
+/// is upgraded by `connect`: its jobs read back with no tags and no
+/// history, its archive is counted, and the counts follow the changes from
+/// then on.
+#[tokio::test]
+async fn jobs_stored_before_histories_read_empty_and_are_counted() {
+    use jobstore_api::{JobCounts, ResultCode};
+    let db = TempDb::new();
+    let dir = std::env::temp_dir().join(unique_namespace());
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"));
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.as_str() < "20261128000005" {
+            std::fs::copy(&path, dir.join(&name)).unwrap();
+        }
+    }
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db.0)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .unwrap();
+    let old = sqlx::migrate::Migrator::new(dir.as_path()).await.unwrap();
+    old.run(&mut conn).await.unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO jobs (id, jobtype, priority, dt, lock, create_dt, done_dt, result_code, data)
+         VALUES ('live', 't', 0, 0, '', 0, NULL, NULL, x''),
+                ('ok', 't', 0, 0, '__done', 0, 5, 'ok', x''),
+                ('failed', 't', 0, 0, '__done', 0, 5, 'failed', x'')",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    let live = store.get_job("live").await.unwrap().unwrap();
+    assert!(live.tags.is_empty() && live.history.is_empty(), "{live:?}");
+    let counts = |waiting, archived: &[(ResultCode, u64)]| {
+        vec![JobCounts {
+            jobtype: "t".into(),
+            waiting,
+            archived: archived.iter().copied().collect(),
+            ..JobCounts::default()
+        }]
+    };
+    assert_eq!(
+        store.job_counts(T0).await.unwrap(),
+        counts(1, &[(ResultCode::Ok, 1), (ResultCode::Failed, 1)])
+    );
+    let got = store.claim_jobs("t", 1, "owner", MIN, T0).await.unwrap();
+    assert_eq!(got[0].history.len(), 1, "{:?}", got[0].history);
+    let failed = vec!["failed".to_owned()];
+    assert_eq!(store.rerun_jobs(&failed, MIN, T0).await.unwrap(), failed);
+    assert_eq!(
+        store.purge_archived(T0, &[ResultCode::Ok]).await.unwrap(),
+        1
+    );
+    let fail = Release::Archive(JobResult::from_status(500));
+    store
+        .release_all(&["live".to_owned()], "owner", &fail, T0 + 1)
+        .await
+        .unwrap();
+    let mut want = counts(0, &[(ResultCode::Error, 1)]);
+    want[0].scheduled = 1;
+    assert_eq!(store.job_counts(T0 + 2).await.unwrap(), want);
+    store.close().await;
+}
