@@ -5,24 +5,30 @@
 -- Each row is locked first (FOR UPDATE, which reads its newest version),
 -- so the free/locked decision and the change are made on the same version:
 -- a job claimed or released meanwhile is decided as it is now. The two
--- data-modifying CTEs touch disjoint rows.
+-- data-modifying CTEs touch disjoint rows. Each job changed gets one
+-- event in the same row change: `cancelled` (in the row the archive
+-- receives) or `cancel_requested` (every marking).
 WITH l AS (
     SELECT id, lock FROM jobs WHERE id = ANY($1::text[]) FOR UPDATE
 ), done AS (
     DELETE FROM jobs j
     USING l
     WHERE j.id = l.id AND l.lock = ''
-    RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt
+    RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt, j.tags, j.history
 ), marked AS (
     UPDATE jobs j
-    SET cancel_requested = true
+    SET cancel_requested = true,
+        history = jobstore_push_event(j.history, jsonb_build_object(
+            'at', $2::int8, 'attempt', j.attempts, 'event', 'cancel_requested'))
     FROM l
     WHERE j.id = l.id AND l.lock <> ''
     RETURNING j.id
 ), archived AS (
     INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt,
-                         done_dt, code, status, output)
-    SELECT id, jobtype, data, priority, $3, attempts, create_dt, $2, 'cancelled', 0, ''
+                         done_dt, code, status, output, tags, history)
+    SELECT id, jobtype, data, priority, $3, attempts, create_dt, $2, 'cancelled', 0, '',
+           tags, jobstore_push_event(history, jsonb_build_object(
+               'at', $2::int8, 'attempt', attempts, 'event', 'cancelled'))
     FROM done
     -- add_jobs never lets an archived id back into jobs; should one get
     -- there anyway, the newer result replaces the older instead of failing.
@@ -31,7 +37,8 @@ WITH l AS (
         priority = EXCLUDED.priority, dt = EXCLUDED.dt,
         attempts = EXCLUDED.attempts, create_dt = EXCLUDED.create_dt,
         done_dt = EXCLUDED.done_dt, code = EXCLUDED.code,
-        status = EXCLUDED.status, output = EXCLUDED.output
+        status = EXCLUDED.status, output = EXCLUDED.output,
+        tags = EXCLUDED.tags, history = EXCLUDED.history
 )
 SELECT id, 'c' AS what FROM done
 UNION ALL

@@ -15,7 +15,9 @@
 -- `paused`) claims nothing: the NOT EXISTS is uncorrelated, so it is one
 -- primary-key probe of `paused` per branch, evaluated once before the
 -- branch reads (or locks) anything. The claimed jobs come back with their
--- cancel mark and, for a job run again, its last result.
+-- cancel mark and, for a job run again, its last result. Each claimed job
+-- gets a `claimed` event (by $4, its attempts after the claim), appended
+-- to its history in the same update (see jobstore_push_event).
 WITH picked AS (
     SELECT * FROM (
         SELECT ctid AS tid, id, priority, dt
@@ -40,13 +42,17 @@ WITH picked AS (
     LIMIT $3
 ), claimed AS (
     UPDATE jobs j
-    SET lock = $4, dt = $5, attempts = j.attempts + 1
+    SET lock = $4, dt = $5, attempts = j.attempts + 1,
+        history = jobstore_push_event(j.history, jsonb_build_object(
+            'at', $2::int8, 'by', $4::text, 'attempt', j.attempts + 1, 'event', 'claimed'))
     FROM picked p
     WHERE j.ctid = p.tid AND j.id = p.id
     RETURNING j.id, j.jobtype, j.data, j.priority, j.dt, j.lock, j.attempts, j.create_dt,
-              j.code, j.status, j.output, j.cancel_requested, p.dt AS was_dt
+              j.code, j.status, j.output, j.cancel_requested, j.tags, j.history,
+              p.dt AS was_dt
 )
 SELECT id, jobtype, data, priority, dt, lock, attempts, create_dt,
-       NULL::int8 AS done_dt, code, status, output, cancel_requested
+       NULL::int8 AS done_dt, code, status, output, cancel_requested, tags,
+       history::text
 FROM claimed
 ORDER BY priority DESC, was_dt, id

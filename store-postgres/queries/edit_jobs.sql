@@ -2,7 +2,8 @@
 -- as parallel arrays (each id once): $1 ids, $2 priorities, $3 dts, $4
 -- payloads; NULL leaves the field as it is. $5 now, $6 channel. Each job
 -- is found by primary key, locked and re-checked on its newest version
--- (lock = ''), so a job claimed meanwhile is left alone. Returns the ids
+-- (lock = ''), so a job claimed meanwhile is left alone. Each job edited
+-- gets an `edited` event in the same row change. Returns the ids
 -- edited; notifies the channel once per jobtype with an edited job due at
 -- $5.
 WITH e AS (
@@ -13,7 +14,9 @@ WITH e AS (
     UPDATE jobs j
     SET priority = coalesce(e.priority, j.priority),
         dt = coalesce(e.dt, j.dt),
-        data = coalesce(e.data, j.data)
+        data = coalesce(e.data, j.data),
+        history = jobstore_push_event(j.history, jsonb_build_object(
+            'at', $5::int8, 'attempt', j.attempts, 'event', 'edited'))
     FROM e
     WHERE j.id = e.id AND j.lock = ''
     RETURNING j.id, j.jobtype, j.dt

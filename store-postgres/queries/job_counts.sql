@@ -1,6 +1,8 @@
 -- Counts by jobtype and state (live jobs) or result code (archive).
 -- state is 'waiting', 'scheduled', 'running' or 'archived' (then code is set).
--- $1 now.
+-- $1 now. Live jobs are counted; archived ones are read from
+-- `archive_counts` (kept by triggers on `archive`), one row per (jobtype,
+-- code), whatever the size of the archive.
 SELECT jobtype,
        CASE WHEN dt <= $1 THEN 'waiting'
             WHEN lock = '' THEN 'scheduled'
@@ -10,6 +12,6 @@ SELECT jobtype,
 FROM jobs
 GROUP BY 1, 2
 UNION ALL
-SELECT jobtype, 'archived', code, count(*)
-FROM archive
-GROUP BY jobtype, code
+SELECT jobtype, 'archived', code, n
+FROM archive_counts
+WHERE n > 0

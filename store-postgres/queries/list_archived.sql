@@ -6,7 +6,8 @@
 -- whichever is smaller, or (2^63 - 1, '') (so (done_dt, id) < key also
 -- means done_dt < archived.to, and the backward scan starts at the key),
 -- $7, $8 the created range [from, to), $9 whether to return payloads, $10
--- the result codes, $11 the start of the archived range (done_dt >= $11).
+-- the result codes, $11 the start of the archived range (done_dt >= $11),
+-- $12 the tag a job must carry (NULL: any job).
 --
 -- The jobtypes: the exact list, or a skip scan of the range over
 -- `archive_by_type`. Per (jobtype, code), one range of `archive_by_type`
@@ -29,16 +30,18 @@ WITH RECURSIVE skip (jobtype) AS (
     SELECT jobtype FROM skip WHERE jobtype IS NOT NULL
 )
 SELECT p.id, p.jobtype, p.data, p.priority, p.dt, '__done' AS lock, p.attempts, p.create_dt,
-       p.done_dt, p.code, p.status, p.output, false AS cancel_requested
+       p.done_dt, p.code, p.status, p.output, false AS cancel_requested,
+       p.tags, p.history::text
 FROM types t
 CROSS JOIN unnest($10::text[]) AS c (code)
 CROSS JOIN LATERAL (
     SELECT id, jobtype, CASE WHEN $9 THEN data ELSE '' END AS data, priority, dt,
-           attempts, create_dt, done_dt, code, status, output
+           attempts, create_dt, done_dt, code, status, output, tags, history
     FROM archive
     WHERE jobtype = t.jobtype AND code = c.code AND (done_dt, id) < ($5, $6)
       AND done_dt >= $11
       AND create_dt >= $7 AND create_dt < $8
+      AND ($12::text IS NULL OR $12 = ANY (tags))
     ORDER BY done_dt DESC, id DESC
     LIMIT $4
 ) p

@@ -19,15 +19,18 @@ WITH RECURSIVE skip (jobtype) AS (
     SELECT jobtype FROM skip WHERE jobtype IS NOT NULL
 )
 SELECT p.id, p.jobtype, p.data, p.priority, p.dt, p.lock, p.attempts, p.create_dt,
-       NULL::int8 AS done_dt, p.code, p.status, p.output, p.cancel_requested
+       NULL::int8 AS done_dt, p.code, p.status, p.output, p.cancel_requested,
+       p.tags, p.history::text
 FROM types t
 CROSS JOIN LATERAL (
     SELECT id, jobtype, CASE WHEN $11 THEN data ELSE '' END AS data, priority, dt, lock,
-           attempts, create_dt, code, status, output, cancel_requested
+           attempts, create_dt, code, status, output, cancel_requested,
+           tags, history
     FROM jobs
     WHERE jobtype = t.jobtype AND lock <> '' AND dt <= $4
       AND (priority < $6::int8 OR (priority = $6::int8 AND (dt, id) > ($7, $8)))
       AND create_dt >= $9 AND create_dt < $10
+      AND ($12::text IS NULL OR $12 = ANY (tags))
     ORDER BY priority DESC, dt, id
     LIMIT $5
 ) p

@@ -4,7 +4,9 @@
 -- rows to return (the page's limit + 1), $5, $6 the key to start after:
 -- the cursor's (dt, id) or (now + 1, ''), whichever is greater, so that
 -- (dt, id) > key also means dt > now, and the scan starts at the key; $7,
--- $8 the created range [from, to), $9 whether to return payloads.
+-- $8 the created range [from, to), $9 whether to return payloads, $10
+-- the tag a job must carry (NULL: any job; jobs without it are passed
+-- over along the index order).
 --
 -- The jobtypes come from a skip scan of `jobs_leased`; per jobtype, its
 -- range of `jobs_leased` after the key, read in dt order (jobs of one dt,
@@ -26,14 +28,17 @@ WITH RECURSIVE skip (jobtype) AS (
     SELECT jobtype FROM skip WHERE jobtype IS NOT NULL
 )
 SELECT p.id, p.jobtype, p.data, p.priority, p.dt, p.lock, p.attempts, p.create_dt,
-       NULL::int8 AS done_dt, p.code, p.status, p.output, p.cancel_requested
+       NULL::int8 AS done_dt, p.code, p.status, p.output, p.cancel_requested,
+       p.tags, p.history::text
 FROM types t
 CROSS JOIN LATERAL (
     SELECT id, jobtype, CASE WHEN $9 THEN data ELSE '' END AS data, priority, dt, lock,
-           attempts, create_dt, code, status, output, cancel_requested
+           attempts, create_dt, code, status, output, cancel_requested,
+           tags, history
     FROM jobs
     WHERE jobtype = t.jobtype AND lock <> '' AND (dt, id) > ($5, $6)
       AND create_dt >= $7 AND create_dt < $8
+      AND ($10::text IS NULL OR $10 = ANY (tags))
     ORDER BY dt, id
     LIMIT $4
 ) p

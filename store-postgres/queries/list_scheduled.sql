@@ -37,15 +37,18 @@ WITH RECURSIVE skip (jobtype) AS (
     WHERE p.priority IS NOT NULL
 )
 SELECT s.id, s.jobtype, s.data, s.priority, s.dt, s.lock, s.attempts, s.create_dt,
-       NULL::int8 AS done_dt, s.code, s.status, s.output, s.cancel_requested
+       NULL::int8 AS done_dt, s.code, s.status, s.output, s.cancel_requested,
+       s.tags, s.history::text
 FROM prios p
 CROSS JOIN LATERAL (
     SELECT id, jobtype, CASE WHEN $9 THEN data ELSE '' END AS data, priority, dt, lock,
-           attempts, create_dt, code, status, output, cancel_requested
+           attempts, create_dt, code, status, output, cancel_requested,
+           tags, history
     FROM jobs
     WHERE jobtype = p.jobtype AND lock = '' AND priority = p.priority
       AND (dt, id) > ($5, $6)
       AND create_dt >= $7 AND create_dt < $8
+      AND ($10::text IS NULL OR $10 = ANY (tags))
     ORDER BY dt, id
     LIMIT $4
 ) s

@@ -7,7 +7,8 @@
 --   $4 now, $5 rows to return (the page's limit + 1),
 --   $6 the cursor's priority (int8; 2^31, above every priority, for a first
 --      page), $7 its dt, $8 its id (-1 and '' for a first page),
---   $9, $10 the created range [from, to), $11 whether to return payloads.
+--   $9, $10 the created range [from, to), $11 whether to return payloads,
+--   $12 the tag a job must carry (NULL: any job).
 --
 -- The jobtypes: the exact list, or a skip scan of the range over
 -- `jobs_free` (one index descent per jobtype). Per jobtype, two ranges of
@@ -32,22 +33,27 @@ WITH RECURSIVE skip (jobtype) AS (
     SELECT jobtype FROM skip WHERE jobtype IS NOT NULL
 )
 SELECT p.id, p.jobtype, p.data, p.priority, p.dt, p.lock, p.attempts, p.create_dt,
-       NULL::int8 AS done_dt, p.code, p.status, p.output, p.cancel_requested
+       NULL::int8 AS done_dt, p.code, p.status, p.output, p.cancel_requested,
+       p.tags, p.history::text
 FROM types t
 CROSS JOIN LATERAL (
     (SELECT id, jobtype, CASE WHEN $11 THEN data ELSE '' END AS data, priority, dt, lock,
-            attempts, create_dt, code, status, output, cancel_requested
+            attempts, create_dt, code, status, output, cancel_requested,
+            tags, history
      FROM jobs
      WHERE jobtype = t.jobtype AND lock = '' AND priority = $6::int8 AND (dt, id) > ($7, $8)
        AND dt <= $4 AND create_dt >= $9 AND create_dt < $10
+       AND ($12::text IS NULL OR $12 = ANY (tags))
      ORDER BY dt, id
      LIMIT $5)
     UNION ALL
     (SELECT id, jobtype, CASE WHEN $11 THEN data ELSE '' END, priority, dt, lock,
-            attempts, create_dt, code, status, output, cancel_requested
+            attempts, create_dt, code, status, output, cancel_requested,
+            tags, history
      FROM jobs
      WHERE jobtype = t.jobtype AND lock = '' AND priority < $6::int8
        AND dt <= $4 AND create_dt >= $9 AND create_dt < $10
+       AND ($12::text IS NULL OR $12 = ANY (tags))
      ORDER BY priority DESC, dt, id
      LIMIT $5)
 ) p

@@ -2,7 +2,9 @@
 -- statement. The entries come as parallel arrays, one element per job
 -- (each id once): $1 ids, $3 kinds ('r' retry, 'u' unget, 'a' archive,
 -- 'd' delete), $4 new dt (retry: now + delay, unget: now; NULL otherwise),
--- $5 result codes, $6 statuses, $7 outputs (archive; NULL otherwise).
+-- $5 result codes (archive; NULL otherwise), $6 statuses (archive: the
+-- result's; retry: the run's, or NULL), $7 outputs (archive; NULL
+-- otherwise).
 -- $8 now (done_dt), $9 now + 1000 years (dt of archived jobs), $10 channel.
 --
 -- Retry and unget update the job in place (clearing its cancel mark) and
@@ -11,6 +13,12 @@
 -- re-checked on its newest version (`lock = $2`) before it changes. The
 -- two data-modifying CTEs touch disjoint rows: an id is listed once, with
 -- one kind. Returns the ids released.
+--
+-- Every job changed gets one event (by $2, at $8), appended to its history
+-- in the same row change: `retried` (delay_ms = dt - now, and the run's
+-- status if given), `handed_back` (attempts after the decrement) or
+-- `archived` (code, status), the last in the row the archive receives. A
+-- delete records nothing.
 WITH r AS (
     SELECT *
     FROM unnest($1::text[], $3::text[], $4::int8[], $5::text[], $6::int4[], $7::bytea[])
@@ -20,7 +28,14 @@ WITH r AS (
     SET lock = '',
         dt = r.dt,
         cancel_requested = false,
-        attempts = CASE WHEN r.kind = 'u' THEN greatest(j.attempts - 1, 0) ELSE j.attempts END
+        attempts = CASE WHEN r.kind = 'u' THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+        history = jobstore_push_event(j.history, CASE WHEN r.kind = 'u'
+            THEN jsonb_build_object('at', $8::int8, 'by', $2::text,
+                                    'attempt', greatest(j.attempts - 1, 0), 'event', 'handed_back')
+            ELSE jsonb_strip_nulls(jsonb_build_object('at', $8::int8, 'by', $2::text,
+                                    'attempt', j.attempts, 'event', 'retried',
+                                    'delay_ms', r.dt - $8::int8, 'status', r.status))
+            END)
     FROM r
     WHERE j.id = r.id AND r.kind IN ('r', 'u') AND j.lock = $2
     RETURNING j.id, j.jobtype
@@ -29,11 +44,14 @@ WITH r AS (
     USING r
     WHERE j.id = r.id AND r.kind IN ('a', 'd') AND j.lock = $2
     RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt,
-              r.kind, r.code, r.status, r.output
+              j.tags, j.history, r.kind, r.code, r.status, r.output
 ), archived AS (
     INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt,
-                         done_dt, code, status, output)
-    SELECT id, jobtype, data, priority, $9, attempts, create_dt, $8, code, status, output
+                         done_dt, code, status, output, tags, history)
+    SELECT id, jobtype, data, priority, $9, attempts, create_dt, $8, code, status, output,
+           tags, jobstore_push_event(history, jsonb_build_object(
+               'at', $8::int8, 'by', $2::text, 'attempt', attempts, 'event', 'archived',
+               'code', code, 'status', status))
     FROM gone
     WHERE kind = 'a'
     -- add_jobs never lets an archived id back into jobs; should one get
@@ -43,7 +61,8 @@ WITH r AS (
         priority = EXCLUDED.priority, dt = EXCLUDED.dt,
         attempts = EXCLUDED.attempts, create_dt = EXCLUDED.create_dt,
         done_dt = EXCLUDED.done_dt, code = EXCLUDED.code,
-        status = EXCLUDED.status, output = EXCLUDED.output
+        status = EXCLUDED.status, output = EXCLUDED.output,
+        tags = EXCLUDED.tags, history = EXCLUDED.history
 ), notified AS (
     SELECT count(pg_notify($10, d.jobtype)) AS n
     FROM (SELECT DISTINCT jobtype FROM freed) d

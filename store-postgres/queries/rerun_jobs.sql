@@ -1,8 +1,9 @@
 -- Runs archived jobs again: moves each from `archive` back to `jobs`, free,
 -- with dt = $2 (now + delay), attempts 0, no cancel mark, and its result
--- kept as the job's last result (code, status, output). $1 ids, $2 dt,
--- $3 channel. Returns the ids run again; notifies the channel once per
--- jobtype.
+-- kept as the job's last result (code, status, output), its tags, and its
+-- history with a `rerun` event (delay_ms = dt - now, attempt 0). $1 ids,
+-- $2 dt, $3 channel, $4 now. Returns the ids run again; notifies the
+-- channel once per jobtype.
 --
 -- Each archived row is found by primary key and deleted (a purge deleting
 -- the same row at once makes one of the two find it gone: a job is purged
@@ -13,11 +14,13 @@
 WITH gone AS (
     DELETE FROM archive
     WHERE id = ANY($1::text[])
-    RETURNING id, jobtype, data, priority, create_dt, code, status, output
+    RETURNING id, jobtype, data, priority, create_dt, code, status, output, tags, history
 ), back AS (
     INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt,
-                      cancel_requested, code, status, output)
-    SELECT id, jobtype, data, priority, $2, '', 0, create_dt, false, code, status, output
+                      cancel_requested, code, status, output, tags, history)
+    SELECT id, jobtype, data, priority, $2, '', 0, create_dt, false, code, status, output,
+           tags, jobstore_push_event(history, jsonb_build_object(
+               'at', $4::int8, 'attempt', 0, 'event', 'rerun', 'delay_ms', $2::int8 - $4::int8))
     FROM gone
     RETURNING id, jobtype
 ), notified AS (

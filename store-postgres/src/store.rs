@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jobstore_api::batch::split_by_size;
+use jobstore_api::history::history_from_json;
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
@@ -170,12 +171,15 @@ impl PgStore {
         let data: Vec<&[u8]> = jobs.iter().map(|j| j.data.as_slice()).collect();
         let prio: Vec<i32> = jobs.iter().map(|j| j.priority).collect();
         let dts: Vec<i64> = jobs.iter().map(|j| j.run_at.unwrap_or(now)).collect();
+        // Validated tags never contain a space: one text per job.
+        let tags: Vec<String> = jobs.iter().map(|j| j.tags.join(" ")).collect();
         let rows = sqlx::query(q::ADD_JOBS)
             .bind(ids)
             .bind(types)
             .bind(data)
             .bind(prio)
             .bind(dts)
+            .bind(tags)
             .bind(now)
             .bind(&self.channel)
             .fetch_all(&self.pool)
@@ -209,7 +213,13 @@ impl PgStore {
             kinds.push(kind);
             dts.push(dt);
             codes.push(result.map(|r| r.code.as_str()));
-            statuses.push(result.map(|r| i32::from(r.status)));
+            // An archive's status is its result's; a retry's is the run's
+            // (for its history event).
+            let status = match result {
+                Some(result) => Some(result.status),
+                None => r.status,
+            };
+            statuses.push(status.map(i32::from));
             outputs.push(result.map(|r| r.output.as_slice()));
         }
         sqlx::query(q::RELEASE_JOBS)
@@ -239,6 +249,7 @@ impl PgStore {
         let created_from = query.created.from.unwrap_or(i64::MIN);
         let created_to = query.created.to.unwrap_or(i64::MAX);
         let cursor_id = key.map_or("", |k| k.id.as_str()).to_owned();
+        let tag = query.tag.as_deref();
         // The jobtypes: an exact list, or a range of them ([from, to),
         // compared bytewise: the columns use the "C" collation).
         let (types, from, to): (Option<Vec<String>>, String, String) = match &query.jobtypes {
@@ -269,6 +280,7 @@ impl PgStore {
                     .bind(created_from)
                     .bind(created_to)
                     .bind(query.with_data)
+                    .bind(tag)
             }
             JobState::Scheduled | JobState::Running => {
                 // After the cursor and after now: (dt, id) > (now + 1, "")
@@ -293,6 +305,7 @@ impl PgStore {
                     .bind(created_from)
                     .bind(created_to)
                     .bind(query.with_data)
+                    .bind(tag)
             }
             JobState::Archived => {
                 let codes: Vec<&'static str> =
@@ -319,6 +332,7 @@ impl PgStore {
                         .bind(created_to)
                         .bind(query.with_data)
                         .bind(done_from)
+                        .bind(tag)
                 } else {
                     sqlx::query(q::LIST_ARCHIVED)
                         .bind(types)
@@ -332,6 +346,7 @@ impl PgStore {
                         .bind(query.with_data)
                         .bind(codes)
                         .bind(done_from)
+                        .bind(tag)
                 }
             }
         };
@@ -402,8 +417,9 @@ where
 
 /// A job from the columns every statement returning jobs selects (see
 /// `queries/get_job.sql`): id, jobtype, data, priority, dt, lock, attempts,
-/// create_dt, done_dt, code, status, output, cancel_requested. A result is
-/// read when `code` is set: an archived job's, or a live job's last one.
+/// create_dt, done_dt, code, status, output, cancel_requested, tags,
+/// history (JSON text). A result is read when `code` is set: an archived
+/// job's, or a live job's last one.
 fn job_from_row(row: &PgRow) -> Result<Job> {
     let attempts: i32 = get(row, 6)?;
     let code: Option<String> = get(row, 9)?;
@@ -435,8 +451,8 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         done_dt: get(row, 8)?,
         result,
         cancel_requested: get(row, 12)?,
-        tags: Vec::new(),
-        history: Vec::new(),
+        tags: get(row, 13)?,
+        history: history_from_json(&get::<String>(row, 14)?)?,
     })
 }
 
@@ -496,6 +512,7 @@ impl JobStore for PgStore {
             .with_waiting_count_cap(Self::WAITING_COUNT_CAP)
             .with_notifications()
             .with_management()
+            .with_tags_and_history()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -767,7 +784,8 @@ impl JobStore for PgStore {
             sqlx::query(q::RERUN_JOBS)
                 .bind(ids)
                 .bind(now + duration_ms(delay))
-                .bind(&self.channel),
+                .bind(&self.channel)
+                .bind(now),
         )
         .await
     }

@@ -3,7 +3,9 @@
 //! before the limit columns existed; purges in batches; the store's own
 //! vacuums of `jobs`; connecting during another store's migration; the
 //! methods for tools and `Debug`; the schema the migrations leave; jobs
-//! stored before the management columns existed.
+//! stored before the management columns existed; jobs stored before
+//! history and tags; the maintained archive counts under concurrent
+//! archives, reruns, deletes and purges.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -180,6 +182,123 @@ fn jobs_from_before_management_read_back_unmarked() {
         let again = store.get_job("free").await.unwrap().unwrap();
         assert_eq!((again.lock.as_str(), again.result), ("", Some(result)));
     });
+}
+
+/// Jobs as stored before migration 7 (no history, no tags), live and
+/// archived, read back with neither, are counted, and record events from
+/// their next change on.
+#[test]
+fn jobs_from_before_history_read_back_without_events() {
+    with_store(|store| async move {
+        sqlx::query(
+            "INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt) \
+             VALUES ('live', 'old', 'x', 0, 5, '', 0, 5)",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt, \
+                                  done_dt, code, status, output) \
+             VALUES ('done', 'old', 'y', 0, 9e15, 1, 5, 6, 'failed', 500, '')",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        for id in ["live", "done"] {
+            let job = store.get_job(id).await.unwrap().unwrap();
+            assert!(job.history.is_empty() && job.tags.is_empty(), "{job:?}");
+        }
+        let counts = store.job_counts(T0).await.unwrap();
+        assert_eq!(counts.len(), 1);
+        assert_eq!(counts[0].waiting, 1);
+        assert_eq!(counts[0].archived.values().sum::<u64>(), 1);
+        let claimed = store
+            .claim_jobs("old", 1, "sys-a", Duration::from_secs(60), T0)
+            .await
+            .unwrap();
+        assert_eq!(claimed[0].history.len(), 1);
+        assert_eq!(claimed[0].history[0].by, "sys-a");
+    });
+}
+
+/// `archive_counts` equals a count of the archive after archives, cancels,
+/// reruns, deletes and purges run concurrently on several connections.
+#[test]
+fn archive_counts_stay_exact_under_concurrency() {
+    with_store_opts(
+        |o| o.max_connections(6),
+        |store| async move {
+            let store = std::sync::Arc::new(store);
+            let n = 400;
+            let jobs: Vec<NewJob> = (0..n)
+                .map(|i| NewJob::new(format!("c{i:03}"), ["a", "b"][i % 2], ""))
+                .collect();
+            store.add_jobs(&jobs, T0).await.unwrap();
+            let mut tasks = Vec::new();
+            for w in 0..4 {
+                let s = store.clone();
+                tasks.push(tokio::spawn(async move {
+                    let owner = format!("sys-{w}");
+                    for round in 0..20 {
+                        let t = T0 + round;
+                        for jt in ["a", "b"] {
+                            let got = s
+                                .claim_jobs(jt, 5, &owner, Duration::from_secs(60), t)
+                                .await
+                                .unwrap();
+                            let ids: Vec<String> = got.into_iter().map(|j| j.id).collect();
+                            let result =
+                                JobResult::from_status(if round % 2 == 0 { 0 } else { 500 });
+                            let how = Release::Archive(result);
+                            let releases: Vec<JobRelease> = ids
+                                .iter()
+                                .map(|id| JobRelease::new(id.clone(), how.clone()))
+                                .collect();
+                            s.release_jobs(&releases, &owner, t).await.unwrap();
+                            match round % 4 {
+                                1 => {
+                                    s.rerun_jobs(&ids[..ids.len().min(2)], Duration::ZERO, t)
+                                        .await
+                                        .unwrap();
+                                }
+                                3 => {
+                                    s.delete_jobs(&ids[..ids.len().min(1)]).await.unwrap();
+                                }
+                                _ => {}
+                            }
+                        }
+                        if round % 5 == 4 {
+                            let codes = [jobstore_api::ResultCode::Ok];
+                            s.purge_archived(t, &codes).await.unwrap();
+                        }
+                    }
+                }));
+            }
+            let cancel: Vec<String> = (300..n).map(|i| format!("c{i:03}")).collect();
+            store.cancel_jobs(&cancel, T0 + 5).await.unwrap();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            let diff: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM ( \
+                   (SELECT jobtype, code, count(*) AS n FROM archive GROUP BY 1, 2 \
+                    EXCEPT SELECT jobtype, code, n FROM archive_counts) \
+                   UNION ALL \
+                   (SELECT jobtype, code, n FROM archive_counts \
+                    EXCEPT SELECT jobtype, code, count(*) FROM archive GROUP BY 1, 2)) d",
+            )
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+            assert_eq!(diff, 0, "archive_counts differs from the archive");
+            let archived: i64 = sqlx::query_scalar("SELECT count(*) FROM archive")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+            assert!(archived > 0);
+        },
+    );
 }
 
 /// An add with more payload than one statement takes (32 MiB) is split
@@ -502,6 +621,11 @@ column archive.done_dt bigint not null
 column archive.code text not null
 column archive.status integer not null
 column archive.output bytea not null
+column archive.history jsonb not null default '[]'::jsonb
+column archive.tags ARRAY not null default '{}'::text[]
+column archive_counts.jobtype text not null collate C
+column archive_counts.code text not null
+column archive_counts.n bigint not null
 column handlers.seq bigint not null default nextval('handlers_seq_seq'::regclass)
 column handlers.jobtype text not null collate C
 column handlers.dt bigint not null
@@ -529,6 +653,8 @@ column jobs.cancel_requested boolean not null default false
 column jobs.code text null
 column jobs.status integer null
 column jobs.output bytea null
+column jobs.history jsonb not null default '[]'::jsonb
+column jobs.tags ARRAY not null default '{}'::text[]
 column paused.jobtype text not null collate C
 column paused.dt bigint not null
 column sysids.sysid text not null collate C
@@ -538,6 +664,8 @@ archive archive_code_check: CHECK ((code = ANY (ARRAY['ok'::text, 'failed'::text
 archive archive_pkey: PRIMARY KEY (id)
 archive_by_code: CREATE INDEX archive_by_code ON archive USING btree (code, done_dt, id)
 archive_by_type: CREATE INDEX archive_by_type ON archive USING btree (jobtype, code, done_dt, id)
+archive_counts archive_counts_pkey: PRIMARY KEY (jobtype, code)
+archive_counts_pkey: CREATE UNIQUE INDEX archive_counts_pkey ON archive_counts USING btree (jobtype, code)
 archive_pkey: CREATE UNIQUE INDEX archive_pkey ON archive USING btree (id)
 handlers handlers_pkey: PRIMARY KEY (seq)
 handlers_newest: CREATE INDEX handlers_newest ON handlers USING btree (jobtype, dt DESC, seq DESC)
