@@ -3,22 +3,25 @@
 -- Free jobs (waiting or scheduled) become archived "cancelled"; locked
 -- jobs (running, or expired and not taken again) get the cancel mark
 -- (x = "1"), which their holder learns at its next renewal or a claimer
--- with the job. Returns pairs: id, "c" (cancelled) or "m" (marked).
+-- with the job. Each gets its event in its history (h): cancelled or
+-- cancel_requested (every marking). Returns pairs: id, "c" (cancelled) or "m" (marked).
 local pre = ARGV[1]
+local head = event_head(ARGV[2], '')
 -- Every job hash is read before the first write, and each job's hash is
 -- written before its sets change (into done, then out of ready/sched), so
 -- a script failing midway never leaves a job outside every set.
 local out, fields = {}, {}
 local cancelled = 0
 for i = 4, #ARGV do
-  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt')
+  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt', 'a', 'h')
 end
 for i = 4, #ARGV do
   local id = ARGV[i]
   local f = fields[i]
   if f[1] == '' then
+    local h = push_event(f[4], head .. (f[3] or '0') .. ',"event":"cancelled"}')
     redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[3], 'dd', ARGV[2],
-      'rc', 'cancelled', 'rs', '0', 'ro', '')
+      'rc', 'cancelled', 'rs', '0', 'ro', '', 'h', h)
     redis.call('ZADD', KEYS[3], ARGV[2], id)
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[1], rmember(tonumber(f[2]), id))
@@ -26,7 +29,8 @@ for i = 4, #ARGV do
     out[#out + 1] = id
     out[#out + 1] = 'c'
   elseif f[1] and f[1] ~= DONE then
-    redis.call('HSET', pre .. id, 'x', MARK)
+    local h = push_event(f[4], head .. (f[3] or '0') .. ',"event":"cancel_requested"}')
+    redis.call('HSET', pre .. id, 'x', MARK, 'h', h)
     out[#out + 1] = id
     out[#out + 1] = 'm'
   end

@@ -1,11 +1,13 @@
 -- KEYS ready, sched, lock, paused. ARGV: job key prefix, now, limit, owner,
 -- lease expiry, promotion slice, now as 15 zero-padded digits.
--- Returns groups of 6: id, data, priority, create_dt, attempts, cancel
--- mark (x, or false).
+-- Returns groups of 8: id, data, priority, create_dt, attempts, cancel
+-- mark (x, or false), history (h, with the claim's event), tags (t, or
+-- false).
 local pre, now, limit, owner, exp = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local slice = tonumber(ARGV[6])
 local nowp = ARGV[7]
 local READY, SCHED, LOCK = KEYS[1], KEYS[2], KEYS[3]
+local head = event_head(ARGV[2], owner)
 
 -- A paused jobtype hands out nothing (and promotes nothing).
 if redis.call('EXISTS', KEYS[4]) == 1 then
@@ -33,7 +35,7 @@ while got < limit and putback <= slice do
   end
   local fields = {}
   for i = 1, #members do
-    fields[i] = redis.call('HMGET', pre .. string.sub(members[i], 16), 'l', 'd', 'p', 'c', 'a', 'x')
+    fields[i] = redis.call('HMGET', pre .. string.sub(members[i], 16), 'l', 'd', 'p', 'c', 'a', 'x', 'h', 't')
   end
   local locked, sched_back, lock_back = {}, {}, {}
   for i = 1, #members do
@@ -56,7 +58,8 @@ while got < limit and putback <= slice do
     else
       local a = tonumber(f[5]) + 1
       -- a Lua number goes to Redis as its shortest decimal form
-      redis.call('HSET', pre .. id, 'l', owner, 'dt', exp, 'a', a)
+      local h = push_event(f[7], head .. fmt(a) .. ',"event":"claimed"}')
+      redis.call('HSET', pre .. id, 'l', owner, 'dt', exp, 'a', a, 'h', h)
       locked[#locked + 1] = exp
       locked[#locked + 1] = id
       out[#out + 1] = id
@@ -65,6 +68,8 @@ while got < limit and putback <= slice do
       out[#out + 1] = f[4]
       out[#out + 1] = a
       out[#out + 1] = f[6]
+      out[#out + 1] = h
+      out[#out + 1] = f[8]
       got = got + 1
     end
   end

@@ -100,3 +100,34 @@ local function rank_after(key, score, member)
 end
 -- A per-job cancel mark is the hash field x = "1"; a release clears it.
 local MARK = '1'
+-- A job's history is the hash field h: its event count as 2 digits, then
+-- "\n" and the JSON text of each event, oldest first, at most HISTORY
+-- (jobstore_api::limits::MAX_HISTORY) events. Event JSON holds no raw
+-- newline (cjson escapes control characters). A hash without h (stored
+-- before histories existed) has none.
+local HISTORY = 20
+-- `h` (the field's value, or false) with `event` appended, the oldest
+-- dropped past HISTORY.
+local function push_event(h, event)
+  if not h or string.len(h) < 3 then
+    return '01\n' .. event
+  end
+  local n = tonumber(string.sub(h, 1, 2)) or 0
+  if n >= HISTORY then
+    local p = string.find(h, '\n', 4, true)
+    if p then
+      return string.format('%02d', n) .. string.sub(h, p) .. '\n' .. event
+    end
+    return '01\n' .. event
+  end
+  return string.format('%02d', n + 1) .. string.sub(h, 3) .. '\n' .. event
+end
+-- The start of an event's JSON up to its attempt: `at` (a decimal number
+-- as a string) and `by` (left out when empty, as JobEvent::to_json does).
+-- The caller appends the attempt and the rest (`,"event":...}`).
+local function event_head(at, by)
+  if by == '' then
+    return '{"at":' .. at .. ',"attempt":'
+  end
+  return '{"at":' .. at .. ',"by":' .. cjson.encode(by) .. ',"attempt":'
+end

@@ -4,8 +4,8 @@
 -- "r" running, "a" archived), now, now (15 digits), n (how many jobs at
 -- most), "1" with payloads, promotion slice, "1" if a cursor follows,
 -- cursor priority, cursor dt, cursor id, created from, created to,
--- archived from, archived to (times; '' leaves that end open), then the
--- result codes of an archived query.
+-- archived from, archived to (times; '' leaves that end open), the tag
+-- ('' for any job), then the result codes of an archived query.
 -- Reads, in the state's order, the first n jobs of this jobtype after the
 -- cursor that are in the state at `now` and pass the ranges:
 --   waiting, expired: ready (score -priority, member <dt><id>: the order
@@ -17,9 +17,11 @@
 --   archived: each code's set (score done_dt, member id) backwards from
 --     the cursor, within the archived range; also the old set of every
 --     code, filtered by code.
+-- With a tag, jobs without it (field t, the JSON array of the job's tags)
+-- are passed over like those of another state.
 -- Returns {1} when promotion is not finished (call again), else 0 and
--- groups of 12 per job: id, data ('' without payloads), p, dt, l, a, c,
--- dd, rc, rs, ro, x (false where missing). Only the sentinel of
+-- groups of 14 per job: id, data ('' without payloads), p, dt, l, a, c,
+-- dd, rc, rs, ro, x, h, t (false where missing). Only the sentinel of
 -- rank_after is written besides the promotion, and removed at once.
 local pre, state, now, nowp = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local n, with_data, slice = tonumber(ARGV[5]), ARGV[6] == '1', tonumber(ARGV[7])
@@ -35,13 +37,21 @@ local cfrom, cto, afrom, ato = bound(ARGV[12]), bound(ARGV[13]), bound(ARGV[14])
 local READY, SCHED, LOCK = KEYS[1], KEYS[2], KEYS[3]
 local DONES = done_sets(4)
 local OLD = KEYS[10]
-local FIELDS = { 'p', 'dt', 'l', 'a', 'c', 'dd', 'rc', 'rs', 'ro', 'x' }
+local FIELDS = { 'p', 'dt', 'l', 'a', 'c', 'dd', 'rc', 'rs', 'ro', 'x', 'h', 't' }
+-- tags are [A-Za-z0-9_.:-]: the quoted tag occurs in the JSON array text
+-- exactly when the job carries it
+local tag = ARGV[16] ~= '' and ('"' .. ARGV[16] .. '"') or nil
 local out = { 0 }
 
 local function read(id)
   return redis.call('HMGET', pre .. id, unpack(FIELDS))
 end
-local function created_ok(c)
+-- the created range and the tag, of the fields `f`
+local function selected(f)
+  if tag and not (f[12] and string.find(f[12], tag, 1, true)) then
+    return false
+  end
+  local c = f[5]
   if not c then
     return false
   end
@@ -83,7 +93,7 @@ if state == 'w' or state == 'e' then
         local f = read(id)
         local l = f[3]
         local ok = (state == 'w' and l == '') or (state == 'e' and locked(l))
-        if ok and created_ok(f[5]) then
+        if ok and selected(f) then
           emit(id, f)
           got = got + 1
           if got >= n then
@@ -111,7 +121,7 @@ elseif state == 's' or state == 'r' then
       local f = read(ids[k])
       local l = f[3]
       local ok = (state == 's' and l == '') or (state == 'r' and locked(l))
-      if ok and tonumber(f[2]) > t and created_ok(f[5]) then
+      if ok and tonumber(f[2]) > t and selected(f) then
         emit(ids[k], f)
         got = got + 1
         if got >= n then
@@ -126,7 +136,7 @@ elseif state == 's' or state == 'r' then
   end
 else
   local codes = {}
-  for i = 16, #ARGV do
+  for i = 17, #ARGV do
     codes[ARGV[i]] = true
   end
   -- newest first: backwards from the last member before the cursor
@@ -154,7 +164,7 @@ else
       local ids = redis.call('ZRANGE', src, first, hi - 1)
       for k = #ids, 1, -1 do
         local f = read(ids[k])
-        if f[3] == DONE and created_ok(f[5]) and (not by_code or codes[f[7]]) then
+        if f[3] == DONE and selected(f) and (not by_code or codes[f[7]]) then
           emit(ids[k], f)
           got = got + 1
           if got >= n then
@@ -165,7 +175,7 @@ else
       hi = first
     end
   end
-  for i = 16, #ARGV do
+  for i = 17, #ARGV do
     local src = DONES[ARGV[i]]
     if src == nil then
       return redis.error_reply('JSBAD unknown result code')

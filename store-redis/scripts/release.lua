@@ -2,21 +2,26 @@
 -- code (see done_sets). ARGV: job key prefix, owner, now
 -- (15 digits), channel, jobtype, archive dt (now + 1000 years), then one
 -- group per job (each id once): id, kind, and that kind's own values:
---   'r' retry:   new dt (15 digits)
+--   'r' retry:   new dt (15 digits), delay in ms, the run's status ('' for
+--                none)
 --   'u' unget:   -
 --   'a' archive: result code, status, output
 --   'd' delete:  -
--- Only jobs with l == owner are touched; each loses its cancel mark (x).
+-- Only jobs with l == owner are touched; each loses its cancel mark (x),
+-- and each but a deleted one gets its event in its history (h).
 -- Returns pairs: id, reservation token (for deletes, '' otherwise), for
 -- every job released.
 local pre, owner, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local READY, SCHED, LOCK, CODES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local DONES = done_sets(5)
 -- how many values follow id and kind, per kind
-local VALUES = { r = 1, u = 0, a = 3, d = 0 }
+local VALUES = { r = 3, u = 0, a = 3, d = 0 }
+local head = event_head(fmt(now), owner)
 -- per released job: id, kind, ARGV index of its values, and (but for
--- archives, which need only the owner check) dt, priority, attempts
+-- archives, which need only the owner check) dt, priority, attempts; the
+-- history of each
 local ids, kinds, at, dts, prios, atts, marks, out = {}, {}, {}, {}, {}, {}, {}, {}
+local hists = {}
 local i, n = 7, #ARGV
 -- Every job is read before anything is written (see README, "Scripts that
 -- fail midway").
@@ -32,18 +37,19 @@ while i <= n do
   if kind == 'a' then
     -- dt is read by unlock, and only for an expired lease a claim had
     -- moved to ready
-    local f = redis.call('HMGET', pre .. id, 'l', 'x')
+    local f = redis.call('HMGET', pre .. id, 'l', 'x', 'a', 'h')
     if f[1] == owner then
       local k = #ids + 1
       ids[k], kinds[k], at[k], dts[k], marks[k] = id, kind, i + 2, false, f[2]
+      atts[k], hists[k] = f[3] or '0', f[4]
       out[#out + 1] = id
       out[#out + 1] = ''
     end
   else
-    local f = redis.call('HMGET', pre .. id, 'l', 'dt', 'p', 'a', 'g', 'x')
+    local f = redis.call('HMGET', pre .. id, 'l', 'dt', 'p', 'a', 'g', 'x', 'h')
     if f[1] == owner then
       local k = #ids + 1
-      ids[k], kinds[k], at[k], marks[k] = id, kind, i + 2, f[6]
+      ids[k], kinds[k], at[k], marks[k], hists[k] = id, kind, i + 2, f[6], f[7]
       dts[k], prios[k], atts[k] = tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
       out[#out + 1] = id
       out[#out + 1] = kind == 'd' and (f[5] or '') or ''
@@ -64,7 +70,12 @@ for k = 1, #ids do
   end
   if kind == 'r' then
     local dt = tonumber(ARGV[a])
-    redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[a])
+    local e = ',"event":"retried","delay_ms":' .. ARGV[a + 1]
+    if ARGV[a + 2] ~= '' then
+      e = e .. ',"status":' .. ARGV[a + 2]
+    end
+    local h = push_event(hists[k], head .. fmt(atts[k]) .. e .. '}')
+    redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[a], 'h', h)
     if dt <= now then
       ready[#ready + 1] = fmt(-prios[k])
       ready[#ready + 1] = rmember(dt, id)
@@ -78,7 +89,8 @@ for k = 1, #ids do
     if left < 0 then
       left = 0
     end
-    redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[3], 'a', fmt(left))
+    local h = push_event(hists[k], head .. fmt(left) .. ',"event":"handed_back"}')
+    redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[3], 'a', fmt(left), 'h', h)
     ready[#ready + 1] = fmt(-prios[k])
     ready[#ready + 1] = rmember(now, id)
     freed = true
@@ -86,8 +98,10 @@ for k = 1, #ids do
     -- ro is written even when empty: a job run again keeps its last
     -- result, whose output must not outlive the next archive
     local code = ARGV[a]
+    local h = push_event(hists[k], head .. atts[k] .. ',"event":"archived","code":"' .. code
+      .. '","status":' .. ARGV[a + 1] .. '}')
     redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6], 'dd', ARGV[3],
-      'rc', code, 'rs', ARGV[a + 1], 'ro', ARGV[a + 2])
+      'rc', code, 'rs', ARGV[a + 1], 'ro', ARGV[a + 2], 'h', h)
     done[code] = done[code] or {}
     local buf = done[code]
     buf[#buf + 1] = ARGV[3]

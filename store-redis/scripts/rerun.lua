@@ -3,24 +3,26 @@
 -- prefix, now (15 digits), new dt (15 digits), channel, jobtype, ids...
 -- Each archived job becomes free again: l = '', dt = new dt, a = 0, no
 -- done_dt (its result fields stay); into ready (due) or sched, out of its
--- archive set, one less in codes. Publishes the jobtype if any ran again.
+-- archive set, one less in codes; the event rerun in its history (h). Publishes the jobtype if any ran again.
 -- Returns the ids run again.
 local pre, nowp, dtp = ARGV[1], ARGV[2], ARGV[3]
 local READY, SCHED, CODES = KEYS[1], KEYS[2], KEYS[3]
 local DONES = done_sets(4)
 local OLD = KEYS[10]
+local event = event_head(fmt(tonumber(nowp)), '') .. '0,"event":"rerun","delay_ms":'
+  .. fmt(tonumber(dtp) - tonumber(nowp)) .. '}'
 -- Every job is read before the first write; each job goes into its new
 -- set before it leaves its archive set.
 local fields = {}
 for i = 6, #ARGV do
-  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'p', 'rc')
+  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'p', 'rc', 'h')
 end
 local out, per = {}, {}
 for i = 6, #ARGV do
   local id, f = ARGV[i], fields[i]
   if f[1] == DONE then
     local key = pre .. id
-    redis.call('HSET', key, 'l', '', 'dt', dtp, 'a', '0')
+    redis.call('HSET', key, 'l', '', 'dt', dtp, 'a', '0', 'h', push_event(f[4], event))
     redis.call('HDEL', key, 'dd')
     if dtp <= nowp then
       redis.call('ZADD', READY, fmt(-tonumber(f[2])), dtp .. id)

@@ -243,6 +243,10 @@ impl RedisStore {
                 inv.arg(job.priority)
                     .arg(-i64::from(job.priority))
                     .arg(padded(job.run_at.unwrap_or(now)));
+                match old {
+                    Some(_) => inv.arg(""),
+                    None => inv.arg(tags_json(&job.tags)),
+                };
             }
             let n = entries.len();
             let mut c = self.conn();
@@ -282,4 +286,13 @@ pub(crate) enum Added {
     /// Not created: this add's reservation was taken over by another add
     /// (which creates the job), so it is reported existing.
     Fenced,
+}
+
+/// The tags of a new job as stored (hash field `t`): their JSON array, or
+/// `""` for none (the field is then left out).
+fn tags_json(tags: &[String]) -> String {
+    if tags.is_empty() {
+        return String::new();
+    }
+    serde_json::to_string(tags).unwrap_or_default()
 }

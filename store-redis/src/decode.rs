@@ -4,7 +4,8 @@
 
 use std::collections::HashMap;
 
-use jobstore_api::{Error, Handler, HandlerVersion, Job, JobResult, Result, ResultCode};
+use jobstore_api::history::tags_from_json;
+use jobstore_api::{Error, Handler, HandlerVersion, Job, JobEvent, JobResult, Result, ResultCode};
 use redis::{FromRedisValue, Value};
 
 use crate::error::malformed;
@@ -28,6 +29,29 @@ pub(crate) fn pairs(v: Vec<String>, what: &str) -> Result<Vec<(String, String)>>
         out.push((a, b));
     }
     Ok(out)
+}
+
+/// A job's history from its hash field `h` (see `lib.lua`): the event
+/// count as 2 digits, then `\n` and the JSON text of each event, oldest
+/// first. Absent or empty is no history.
+pub(crate) fn history(h: Option<&[u8]>) -> Result<Vec<JobEvent>> {
+    let Some(h) = h.filter(|h| !h.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let text = std::str::from_utf8(h).map_err(|_| malformed("job history"))?;
+    let events = text.get(2..).ok_or_else(|| malformed("job history"))?;
+    let Some(events) = events.strip_prefix('\n') else {
+        return Err(malformed("job history"));
+    };
+    events.split('\n').map(JobEvent::from_json).collect()
+}
+
+/// A job's tags from its hash field `t` (the JSON array); absent is none.
+pub(crate) fn tags(t: Option<&[u8]>) -> Result<Vec<String>> {
+    match t {
+        None => Ok(Vec::new()),
+        Some(t) => tags_from_json(std::str::from_utf8(t).map_err(|_| malformed("job tags"))?),
+    }
 }
 
 pub(crate) fn int(v: &Value, what: &str) -> Result<i64> {
@@ -94,6 +118,8 @@ pub(crate) fn job_from_hash(
     let attempts = num(take("a"), "attempts")?;
     let create_dt = num(take("c"), "create_dt")?;
     let cancel_requested = take("x").is_some_and(|x| x == MARK.as_bytes());
+    let history = history(take("h").as_deref())?;
+    let tags = tags(take("t").as_deref())?;
     let done_dt = take("dd").map(|v| parse_int(&v, "done_dt")).transpose()?;
     let result = match take("rc") {
         None => None,
@@ -122,8 +148,8 @@ pub(crate) fn job_from_hash(
         done_dt,
         result,
         cancel_requested,
-        tags: Vec::new(),
-        history: Vec::new(),
+        tags,
+        history,
     })
 }
 
@@ -180,6 +206,26 @@ mod tests {
         assert_eq!(parse_score(b"1.7e+12", "x").unwrap(), 1_700_000_000_000);
         assert!(parse_score(b"1.5", "x").is_err());
         assert!(parse_score(b"inf", "x").is_err());
+    }
+
+    /// The packed history field reads back as its events; a hash without
+    /// it (or without tags) reads as none; anything else is malformed.
+    #[test]
+    fn histories_and_tags_decode_from_their_fields() {
+        use jobstore_api::{EventKind, JobEvent};
+        let one = JobEvent::new(1, "", 0, EventKind::Added).to_json();
+        let two = JobEvent::new(2, "s\"x", 1, EventKind::Claimed).to_json();
+        let h = format!("02\n{one}\n{two}");
+        let got = super::history(Some(h.as_bytes())).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1].by, "s\"x");
+        assert!(super::history(None).unwrap().is_empty());
+        assert!(super::history(Some(&b""[..])).unwrap().is_empty());
+        assert!(super::history(Some(&b"01{}"[..])).is_err());
+        assert!(super::history(Some(&b"01\n{"[..])).is_err());
+        assert!(super::tags(None).unwrap().is_empty());
+        assert_eq!(super::tags(Some(&br#"["a","b"]"#[..])).unwrap(), ["a", "b"]);
+        assert!(super::tags(Some(&b"[1"[..])).is_err());
     }
 
     #[test]

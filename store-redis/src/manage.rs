@@ -22,7 +22,9 @@ use crate::scripts::{SCRIPTS, padded};
 use crate::store::RedisStore;
 
 /// The job hash fields `list.lua` returns after each id, in its order.
-const LIST_FIELDS: [&str; 11] = ["d", "p", "dt", "l", "a", "c", "dd", "rc", "rs", "ro", "x"];
+const LIST_FIELDS: [&str; 13] = [
+    "d", "p", "dt", "l", "a", "c", "dd", "rc", "rs", "ro", "x", "h", "t",
+];
 
 /// The keys of the scripts that touch every set of archived jobs: ready,
 /// sched, then `extra`, then the six sets per code and the old set.
@@ -102,7 +104,8 @@ impl RedisStore {
             inv.arg(opt_time(query.created.from))
                 .arg(opt_time(query.created.to))
                 .arg(opt_time(query.archived.from))
-                .arg(opt_time(query.archived.to));
+                .arg(opt_time(query.archived.to))
+                .arg(query.tag.as_deref().unwrap_or(""));
             for code in &codes {
                 inv.arg(code.as_str());
             }

@@ -79,3 +79,15 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
 pub(crate) fn padded(t: Millis) -> String {
     format!("{t:015}")
 }
+
+#[cfg(test)]
+mod tests {
+    use jobstore_api::limits::MAX_HISTORY;
+
+    /// The scripts keep as many events per job as the contract says.
+    #[test]
+    fn scripts_keep_max_history_events() {
+        let lib = include_str!("../scripts/lib.lua");
+        assert!(lib.contains(&format!("local HISTORY = {MAX_HISTORY}\n")));
+    }
+}

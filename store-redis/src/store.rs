@@ -13,7 +13,9 @@ use redis::Value;
 
 use crate::add::ADD_ROUNDS;
 use crate::conn::Conn;
-use crate::decode::{MARK, bytes, handler_version, int, is_marked, job_from_hash, pairs, string};
+use crate::decode::{
+    MARK, bytes, handler_version, history, int, is_marked, job_from_hash, pairs, string, tags,
+};
 use crate::error::{malformed, map};
 use crate::index::{CACHE_MAX, in_order};
 use crate::keys::{Keys, key_slot};
@@ -208,6 +210,7 @@ impl JobStore for RedisStore {
         Capabilities::new(Self::MAX_PAYLOAD)
             .with_notifications()
             .with_management()
+            .with_tags_and_history()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -282,12 +285,14 @@ impl JobStore for RedisStore {
             .invoke_async(&mut c)
             .await
             .map_err(|e| map(e, "claim jobs"))?;
-        if !reply.len().is_multiple_of(6) {
+        if !reply.len().is_multiple_of(8) {
             return Err(malformed("claim reply length"));
         }
-        let mut jobs = Vec::with_capacity(reply.len() / 6);
+        let mut jobs = Vec::with_capacity(reply.len() / 8);
         let mut it = reply.into_iter();
-        while let (Some(id), Some(data), Some(p), Some(c), Some(a), Some(x)) = (
+        while let (Some(id), Some(data), Some(p), Some(c), Some(a), Some(x), Some(h), Some(t)) = (
+            it.next(),
+            it.next(),
             it.next(),
             it.next(),
             it.next(),
@@ -295,6 +300,11 @@ impl JobStore for RedisStore {
             it.next(),
             it.next(),
         ) {
+            let h = bytes(h, "claimed history")?;
+            let t = match t {
+                Value::Nil => None,
+                t => Some(bytes(t, "claimed tags")?),
+            };
             jobs.push(Job {
                 id: string(id, "claimed id")?,
                 jobtype: jobtype.to_owned(),
@@ -307,8 +317,8 @@ impl JobStore for RedisStore {
                 done_dt: None,
                 result: None,
                 cancel_requested: is_marked(&x),
-                tags: Vec::new(),
-                history: Vec::new(),
+                tags: tags(t.as_deref())?,
+                history: history(Some(&h))?,
             });
         }
         {
@@ -379,6 +389,8 @@ impl JobStore for RedisStore {
         }
         let how: HashMap<&str, &Release> =
             releases.iter().map(|r| (r.id.as_str(), &r.how)).collect();
+        let status: HashMap<&str, Option<u16>> =
+            releases.iter().map(|r| (r.id.as_str(), r.status)).collect();
         let ids: Vec<String> = releases.iter().map(|r| r.id.clone()).collect();
         let channel = self.keys.channel();
         let (now_arg, archive_dt) = (padded(now), padded(now + ARCHIVE_HORIZON_MS));
@@ -401,7 +413,12 @@ impl JobStore for RedisStore {
                     inv.arg(id);
                     match how.get(id.as_str()) {
                         Some(Release::Retry { delay }) => {
-                            inv.arg("r").arg(padded(now + duration_ms(*delay)));
+                            let delay = duration_ms(*delay);
+                            let status = status.get(id.as_str()).copied().flatten();
+                            inv.arg("r")
+                                .arg(padded(now + delay))
+                                .arg(delay)
+                                .arg(status.map(|s| s.to_string()).unwrap_or_default());
                         }
                         Some(Release::Unget) => {
                             inv.arg("u");

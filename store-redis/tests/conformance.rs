@@ -325,6 +325,7 @@ mod raw {
             .arg(0)
             .arg(0)
             .arg(&nowp)
+            .arg("")
             .invoke_async(c)
             .await
             .unwrap()
@@ -1003,6 +1004,55 @@ fn archives_kept_in_one_set_are_listed_run_again_and_deleted() {
             let archived = s.job_counts(now).await.unwrap()[0].archived.clone();
             assert_eq!(archived, [(ResultCode::Ok, 2)].into_iter().collect());
             assert_eq!(whereabouts(&mut c, &prefix, "b").await.0, ["sched"]);
+        },
+    );
+}
+
+/// A job hash stored before histories and tags (no `h`, no `t`) reads
+/// back with neither, is listed, and starts its history at the next
+/// change; the stored events are `JobEvent::to_json`'s text.
+#[test]
+fn hashes_without_history_or_tags_read_as_empty() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let now = 1_700_000_000_000;
+            let job = NewJob::new("old", "t", "").tags(["a"]);
+            assert_eq!(s.add_jobs(&[job], now).await.unwrap().new, ["old"]);
+            let key = format!("{{{prefix}:t}}:j:old");
+            let mut c = raw::conn(&url).await;
+            let _: i64 = redis::cmd("HDEL")
+                .arg(&key)
+                .arg("h")
+                .arg("t")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let got = s.get_job("old").await.unwrap().unwrap();
+            assert!(got.history.is_empty() && got.tags.is_empty());
+            let page = s
+                .list_jobs(&JobQuery::new(JobState::Waiting), now)
+                .await
+                .unwrap();
+            assert_eq!(page.jobs.len(), 1);
+            assert!(page.jobs[0].history.is_empty());
+            let tagged = JobQuery::new(JobState::Waiting).tag("a");
+            assert!(s.list_jobs(&tagged, now).await.unwrap().jobs.is_empty());
+            let min = Duration::from_secs(60);
+            let claimed = s.claim_jobs("t", 1, "w\"1", min, now).await.unwrap();
+            assert_eq!(claimed.len(), 1);
+            assert_eq!(claimed[0].history.len(), 1);
+            let h: String = redis::cmd("HGET")
+                .arg(&key)
+                .arg("h")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(h, format!("01\n{}", claimed[0].history[0].to_json()));
+            assert_eq!(
+                s.get_job("old").await.unwrap().unwrap().history,
+                claimed[0].history
+            );
         },
     );
 }
