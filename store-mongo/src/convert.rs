@@ -2,6 +2,8 @@
 //! Int64 is written (and the other way round), so numbers survive servers
 //! and tools that narrow small integers.
 
+use jobstore_api::history::{EventKind, JobEvent};
+use jobstore_api::limits::MAX_HISTORY;
 use jobstore_api::{
     Error, Handler, HandlerLimits, HandlerVersion, Job, JobResult, LOCK_FREE, Millis, NewJob,
     Result, ResultCode,
@@ -29,6 +31,8 @@ pub(crate) mod f {
     pub const CANCEL: &str = "cancel";
     pub const PREV_RESULT: &str = "prev_result";
     pub const WAKE: &str = "wake";
+    pub const TAGS: &str = "tags";
+    pub const HISTORY: &str = "history";
 }
 
 /// Bytes as BSON binary, subtype 0 (generic).
@@ -41,7 +45,7 @@ pub(crate) fn binary(bytes: &[u8]) -> Bson {
 
 /// The document of a new job.
 pub(crate) fn new_job_doc(job: &NewJob, now: Millis) -> Document {
-    doc! {
+    let mut d = doc! {
         f::ID: &job.id,
         f::JOB_ID: &job.id,
         f::JOBTYPE: &job.jobtype,
@@ -52,6 +56,186 @@ pub(crate) fn new_job_doc(job: &NewJob, now: Millis) -> Document {
         f::ATTEMPTS: 0_i64,
         f::CREATE_DT: now,
         f::VER: 0_i64,
+        f::HISTORY: [event_doc(now, "", Some(0), &EventKind::Added)],
+    };
+    if !job.tags.is_empty() {
+        d.insert(f::TAGS, &job.tags);
+    }
+    d
+}
+
+/// An event as stored in `history`: `{at, by?, attempt?, event, ...}`.
+/// `attempt` is written only when the writer knows it (adds and runs
+/// again: 0); other events take it from their neighbours and the job's
+/// attempts when read (see [`history_from_doc`]).
+pub(crate) fn event_doc(at: Millis, by: &str, attempt: Option<u32>, what: &EventKind) -> Document {
+    let mut d = doc! { "at": at };
+    if !by.is_empty() {
+        d.insert("by", by);
+    }
+    if let Some(a) = attempt {
+        d.insert("attempt", i64::from(a));
+    }
+    let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    match what {
+        EventKind::Added => d.insert("event", "added"),
+        EventKind::Claimed => d.insert("event", "claimed"),
+        EventKind::Retried { delay_ms, status } => {
+            d.insert("event", "retried");
+            d.insert("delay_ms", ms(*delay_ms));
+            if let Some(s) = status {
+                d.insert("status", i32::from(*s));
+            }
+            None
+        }
+        EventKind::HandedBack => d.insert("event", "handed_back"),
+        EventKind::Archived { code, status } => {
+            d.insert("event", "archived");
+            d.insert("code", code.as_str());
+            d.insert("status", i32::from(*status))
+        }
+        EventKind::CancelRequested => d.insert("event", "cancel_requested"),
+        EventKind::Cancelled => d.insert("event", "cancelled"),
+        EventKind::Rerun { delay_ms } => {
+            d.insert("event", "rerun");
+            d.insert("delay_ms", ms(*delay_ms))
+        }
+        EventKind::Edited => d.insert("event", "edited"),
+    };
+    d
+}
+
+/// The `$push` value appending `event` to `history`, keeping the newest
+/// [`MAX_HISTORY`].
+pub(crate) fn push_event(event: Document) -> Bson {
+    let kept = -i32::try_from(MAX_HISTORY).unwrap_or(i32::MAX);
+    Bson::Document(doc! { "$each": [event], "$slice": kept })
+}
+
+/// One stored event, its attempt when it was written with one.
+fn event_from_bson(b: &Bson) -> Result<(JobEvent, bool)> {
+    const W: &str = "job event";
+    match b {
+        Bson::Document(d) => {
+            let attempt = opt_i64(d, "attempt", W)?;
+            let what = match get_str(d, "event", W)?.as_str() {
+                "added" => EventKind::Added,
+                "claimed" => EventKind::Claimed,
+                "retried" => EventKind::Retried {
+                    delay_ms: get_int(d, "delay_ms", W)?,
+                    status: opt_i64(d, "status", W)?
+                        .map(|s| u16::try_from(s).map_err(|_| malformed(W, "status")))
+                        .transpose()?,
+                },
+                "handed_back" => EventKind::HandedBack,
+                "archived" => EventKind::Archived {
+                    code: get_str(d, "code", W)?
+                        .parse::<ResultCode>()
+                        .map_err(|_| malformed(W, "code"))?,
+                    status: get_int(d, "status", W)?,
+                },
+                "cancel_requested" => EventKind::CancelRequested,
+                "cancelled" => EventKind::Cancelled,
+                "rerun" => EventKind::Rerun {
+                    delay_ms: get_int(d, "delay_ms", W)?,
+                },
+                "edited" => EventKind::Edited,
+                _ => return Err(malformed(W, "event")),
+            };
+            let attempt = attempt
+                .map(|a| u32::try_from(a).map_err(|_| malformed(W, "attempt")))
+                .transpose()?;
+            let by = opt_str(d, "by", W)?.unwrap_or_default();
+            Ok((
+                JobEvent::new(get_i64(d, "at", W)?, by, attempt.unwrap_or(0), what),
+                attempt.is_some(),
+            ))
+        }
+        // Servers and emulators that keep array elements as JSON text.
+        Bson::String(text) => {
+            if text.contains("\"attempt\":") {
+                Ok((JobEvent::from_json(text)?, true))
+            } else {
+                let body = text.trim_start().strip_prefix('{').unwrap_or(text);
+                Ok((
+                    JobEvent::from_json(&format!("{{\"attempt\":0,{body}"))?,
+                    false,
+                ))
+            }
+        }
+        _ => Err(malformed("job", f::HISTORY)),
+    }
+}
+
+/// The job's history from its document (absent: empty), oldest first.
+///
+/// Events written without an attempt take it from the others: the
+/// attempts after a claim are one more than before it, after a hand-back
+/// one less, after any other event the same as before it; an event
+/// written with its attempt (an add, a run again) fixes the count from
+/// there on, and the events after the last such one end at the job's
+/// `attempts`, which no change leaves without an event.
+pub(crate) fn history_from_doc(d: &Document, attempts: u32) -> Result<Vec<jobstore_api::JobEvent>> {
+    let items = match d.get(f::HISTORY) {
+        None | Some(Bson::Null) => return Ok(Vec::new()),
+        Some(Bson::Array(a)) => a,
+        Some(_) => return Err(malformed("job", f::HISTORY)),
+    };
+    let mut events = items
+        .iter()
+        .map(event_from_bson)
+        .collect::<Result<Vec<(JobEvent, bool)>>>()?;
+    let first_fixed = events.iter().position(|(_, fixed)| *fixed);
+    // Forward from the first fixed event.
+    if let Some(start) = first_fixed {
+        let mut cur = events[start].0.attempt;
+        for (e, fixed) in events.iter_mut().skip(start + 1) {
+            if *fixed {
+                cur = e.attempt;
+            } else {
+                cur = match e.what {
+                    EventKind::Claimed => cur.saturating_add(1),
+                    EventKind::HandedBack => cur.saturating_sub(1),
+                    _ => cur,
+                };
+                e.attempt = cur;
+            }
+        }
+    }
+    // Backward before it (or over the whole history): from the job's
+    // attempts, or from the count before the first fixed event.
+    let end = first_fixed.unwrap_or(events.len());
+    let mut cur = match first_fixed {
+        None => attempts,
+        Some(i) => match events[i].0.what {
+            EventKind::Claimed => events[i].0.attempt.saturating_sub(1),
+            EventKind::HandedBack => events[i].0.attempt.saturating_add(1),
+            _ => events[i].0.attempt,
+        },
+    };
+    for (e, _) in events[..end].iter_mut().rev() {
+        e.attempt = cur;
+        cur = match e.what {
+            EventKind::Claimed => cur.saturating_sub(1),
+            EventKind::HandedBack => cur.saturating_add(1),
+            _ => cur,
+        };
+    }
+    Ok(events.into_iter().map(|(e, _)| e).collect())
+}
+
+/// The job's tags from its document (absent: none).
+fn tags_from_doc(d: &Document) -> Result<Vec<String>> {
+    match d.get(f::TAGS) {
+        None | Some(Bson::Null) => Ok(Vec::new()),
+        Some(Bson::Array(a)) => a
+            .iter()
+            .map(|t| match t {
+                Bson::String(s) => Ok(s.clone()),
+                _ => Err(malformed("job", f::TAGS)),
+            })
+            .collect(),
+        Some(_) => Err(malformed("job", f::TAGS)),
     }
 }
 
@@ -132,6 +316,7 @@ pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
         }),
         Some(_) => return Err(malformed(W, f::RESULT)),
     };
+    let attempts: u32 = get_int(d, f::ATTEMPTS, W)?;
     Ok(Job {
         id: get_str(d, f::ID, W)?,
         jobtype: get_str(d, f::JOBTYPE, W)?,
@@ -139,13 +324,13 @@ pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
         priority: get_int(d, f::PRIORITY, W)?,
         dt: get_i64(d, f::DT, W)?,
         lock: get_str(d, f::LOCK, W)?,
-        attempts: get_int(d, f::ATTEMPTS, W)?,
+        attempts,
         create_dt: get_i64(d, f::CREATE_DT, W)?,
         done_dt: opt_i64(d, f::DONE_DT, W)?,
         result,
         cancel_requested: get_flag(d, f::CANCEL, W)?,
-        tags: Vec::new(),
-        history: Vec::new(),
+        tags: tags_from_doc(d)?,
+        history: history_from_doc(d, attempts)?,
     })
 }
 

@@ -13,7 +13,9 @@ use mongodb::options::Hint;
 use crate::conn::{ARCHIVED_INDEX, DUE_INDEX};
 use crate::convert::{self, f};
 use crate::error;
-use crate::store::{MongoStore, RELEASE_COMMAND_BYTES, batch, claim_index, pack, stamped};
+use crate::store::{
+    MongoStore, RELEASE_COMMAND_BYTES, batch, claim_index, pack, recorded, stamped,
+};
 
 /// How many jobtypes one listing query names (`jobtype: {$in: ...}` on
 /// the first key of the index it reads). MongoDB reads the index range of
@@ -359,12 +361,21 @@ impl MongoStore {
         let statements = vec![
             doc! {
                 "q": { f::ID: { "$in": ids }, f::LOCK: LOCK_FREE },
-                "u": stamped(archive, &done_tok),
+                "u": stamped(
+                    recorded(archive, convert::event_doc(now, "", None, &EventKind::Cancelled)),
+                    &done_tok,
+                ),
                 "multi": true,
             },
             doc! {
                 "q": { f::ID: { "$in": ids }, f::LOCK: { "$nin": unlocked() } },
-                "u": stamped(doc! { "$set": { f::CANCEL: true } }, &mark_tok),
+                "u": stamped(
+                    recorded(
+                        doc! { "$set": { f::CANCEL: true } },
+                        convert::event_doc(now, "", None, &EventKind::CancelRequested),
+                    ),
+                    &mark_tok,
+                ),
                 "multi": true,
             },
         ];
@@ -406,13 +417,23 @@ impl MongoStore {
     /// `update_many` (and the token's read-back when not all matched).
     /// The last result moves to `prev_result`, where it stays readable
     /// and out of the indexes of archived jobs.
-    pub(crate) async fn rerun_ids(&self, ids: &[&str], dt: Millis) -> Result<Vec<String>> {
+    pub(crate) async fn rerun_ids(
+        &self,
+        ids: &[&str],
+        now: Millis,
+        delay_ms: u64,
+    ) -> Result<Vec<String>> {
+        let dt = now.saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX));
         let filter = doc! { f::LOCK: LOCK_DONE, f::RESULT: { "$exists": true } };
-        let update = doc! {
-            "$set": { f::LOCK: LOCK_FREE, f::DT: dt, f::ATTEMPTS: 0_i64 },
-            "$unset": { f::DONE_DT: "", f::CANCEL: "" },
-            "$rename": { f::RESULT: f::PREV_RESULT },
-        };
+        let event = convert::event_doc(now, "", Some(0), &EventKind::Rerun { delay_ms });
+        let update = recorded(
+            doc! {
+                "$set": { f::LOCK: LOCK_FREE, f::DT: dt, f::ATTEMPTS: 0_i64 },
+                "$unset": { f::DONE_DT: "", f::CANCEL: "" },
+                "$rename": { f::RESULT: f::PREV_RESULT },
+            },
+            event,
+        );
         self.update_ids("rerun", ids, filter, update).await
     }
 
@@ -532,7 +553,13 @@ impl MongoStore {
                     + 512;
                 let statement = doc! {
                     "q": { f::ID: { "$in": &ids }, f::LOCK: LOCK_FREE },
-                    "u": stamped(doc! { "$set": set }, &token),
+                    "u": stamped(
+                        recorded(
+                            doc! { "$set": set },
+                            convert::event_doc(now, "", None, &EventKind::Edited),
+                        ),
+                        &token,
+                    ),
                     "multi": true,
                 };
                 (statement, size)
@@ -601,6 +628,9 @@ impl MongoStore {
     ) -> Result<Vec<Document>> {
         if let Some(r) = range(&query.created) {
             filter.insert(f::CREATE_DT, r);
+        }
+        if let Some(tag) = &query.tag {
+            filter.insert(f::TAGS, tag.as_str());
         }
         let filter = after_key(query.state, filter, after);
         let (sort, hint) = order(query.state);

@@ -267,7 +267,7 @@ fn push_op_token(token: &str) -> Document {
 }
 
 /// `update` that also appends `token` to `op_toks` and increments `ver`
-/// (merged into its own `$inc`, if any).
+/// (merged into its own `$inc` and `$push`, if any).
 pub(crate) fn stamped(mut update: Document, token: &str) -> Document {
     let mut inc = match update.remove("$inc") {
         Some(Bson::Document(inc)) => inc,
@@ -275,7 +275,23 @@ pub(crate) fn stamped(mut update: Document, token: &str) -> Document {
     };
     inc.insert(f::VER, 1_i64);
     update.insert("$inc", inc);
-    update.insert("$push", push_op_token(token));
+    let mut push = match update.remove("$push") {
+        Some(Bson::Document(push)) => push,
+        _ => Document::new(),
+    };
+    push.extend(push_op_token(token));
+    update.insert("$push", push);
+    update
+}
+
+/// `update` that also appends `event` to the job's history.
+pub(crate) fn recorded(mut update: Document, event: Document) -> Document {
+    let mut push = match update.remove("$push") {
+        Some(Bson::Document(push)) => push,
+        _ => Document::new(),
+    };
+    push.insert(f::HISTORY, convert::push_event(event));
+    update.insert("$push", push);
     update
 }
 
@@ -298,10 +314,13 @@ impl Unclaim {
             timeout: store.timeout(),
             filter: doc! { f::ID: { "$in": ids }, f::CLAIM_TOK: token, f::LOCK: owner },
             // As `Release::Unget`: free again at once, the attempt uncounted.
-            update: doc! {
-                "$set": { f::LOCK: LOCK_FREE, f::DT: now },
-                "$inc": { f::ATTEMPTS: -1_i64, f::VER: 1_i64 },
-            },
+            update: recorded(
+                doc! {
+                    "$set": { f::LOCK: LOCK_FREE, f::DT: now },
+                    "$inc": { f::ATTEMPTS: -1_i64, f::VER: 1_i64 },
+                },
+                convert::event_doc(now, owner, None, &EventKind::HandedBack),
+            ),
             armed: true,
         }
     }
@@ -356,8 +375,8 @@ pub(crate) const RELEASE_COMMAND_BYTES: usize = 8 << 20;
 /// update statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Outcome<'a> {
-    /// Free again, eligible at this `dt`.
-    Retry(Millis),
+    /// Free again, eligible at this `dt`; the status of the run.
+    Retry(Millis, Option<u16>),
     /// Free again at `now`, the attempt taken back.
     Unget,
     /// Archived with this result.
@@ -382,7 +401,7 @@ impl Outcome<'_> {
             set
         };
         let (set, inc) = match *self {
-            Outcome::Retry(dt) => (doc! { f::LOCK: LOCK_FREE, f::DT: dt }, None),
+            Outcome::Retry(dt, _) => (doc! { f::LOCK: LOCK_FREE, f::DT: dt }, None),
             Outcome::Unget => (
                 doc! { f::LOCK: LOCK_FREE, f::DT: now },
                 Some(doc! { f::ATTEMPTS: -1_i64 }),
@@ -402,13 +421,29 @@ impl Outcome<'_> {
         // Letting go clears the cancel mark; archiving replaces the result
         // a job run again kept.
         let unset = match self {
-            Outcome::Retry(_) | Outcome::Unget => doc! { f::CANCEL: "" },
+            Outcome::Retry(..) | Outcome::Unget => doc! { f::CANCEL: "" },
             Outcome::Archive(..) | Outcome::Delete => doc! { f::CANCEL: "", f::PREV_RESULT: "" },
         };
+        let event = match *self {
+            Outcome::Retry(dt, status) => Some(EventKind::Retried {
+                delay_ms: u64::try_from(dt - now).unwrap_or(0),
+                status,
+            }),
+            Outcome::Unget => Some(EventKind::HandedBack),
+            Outcome::Archive(code, status, _) => Some(EventKind::Archived { code, status }),
+            Outcome::Delete => None,
+        };
+        let mut push = push_op_token(token);
+        if let Some(what) = event {
+            push.insert(
+                f::HISTORY,
+                convert::push_event(convert::event_doc(now, owner, None, &what)),
+            );
+        }
         let update = doc! {
             "$set": set,
             "$unset": unset,
-            "$push": push_op_token(token),
+            "$push": push,
             "$inc": inc,
         };
         doc! {
@@ -422,13 +457,13 @@ impl Outcome<'_> {
 impl Outcome<'_> {
     /// An upper bound of the BSON size of [`statement`](Self::statement)
     /// for `ids`: the ids (each an array element with its index key), the
-    /// output, and room for the fixed fields.
+    /// output, the owner (filter and event), and room for the fixed fields.
     fn size(&self, ids: &[&str], owner: &str) -> usize {
         let output = match self {
             Outcome::Archive(_, _, output) => output.len(),
             _ => 0,
         };
-        ids.iter().map(|id| id.len() + 16).sum::<usize>() + output + owner.len() + 512
+        ids.iter().map(|id| id.len() + 16).sum::<usize>() + output + 2 * owner.len() + 640
     }
 }
 
@@ -439,7 +474,7 @@ fn outcomes(releases: &[JobRelease], now: Millis) -> Vec<(Outcome<'_>, Vec<&str>
     let mut index: HashMap<Outcome<'_>, usize> = HashMap::new();
     for r in releases {
         let outcome = match &r.how {
-            Release::Retry { delay } => Outcome::Retry(now + duration_ms(*delay)),
+            Release::Retry { delay } => Outcome::Retry(now + duration_ms(*delay), r.status),
             Release::Unget => Outcome::Unget,
             Release::Archive(result) => {
                 Outcome::Archive(result.code, result.status, result.output.as_slice())
@@ -864,6 +899,8 @@ impl MongoStore {
                         job.lock = owner.to_owned();
                         job.dt = until;
                         job.attempts += 1;
+                        let event = JobEvent::new(now, owner, job.attempts, EventKind::Claimed);
+                        jobstore_api::history::push_event(&mut job.history, event);
                         (c, job)
                     })
                     .collect();
@@ -927,11 +964,14 @@ impl MongoStore {
                 "claim (update)",
                 self.jobs.update_many(
                     filter,
-                    doc! {
-                        "$set": { f::LOCK: owner, f::DT: until, f::CLAIM_TOK: token },
-                        "$inc": { f::ATTEMPTS: 1_i64, f::VER: 1_i64 },
-                        "$push": push_op_token(token),
-                    },
+                    recorded(
+                        doc! {
+                            "$set": { f::LOCK: owner, f::DT: until, f::CLAIM_TOK: token },
+                            "$inc": { f::ATTEMPTS: 1_i64, f::VER: 1_i64 },
+                            "$push": push_op_token(token),
+                        },
+                        convert::event_doc(now, owner, None, &EventKind::Claimed),
+                    ),
                 ),
             )
             .await?;
@@ -999,7 +1039,8 @@ impl JobStore for MongoStore {
     fn capabilities(&self) -> Capabilities {
         let caps = Capabilities::new(self.max_payload())
             .with_waiting_count_cap(WAITING_COUNT_CAP)
-            .with_management();
+            .with_management()
+            .with_tags_and_history();
         if self.uses_change_streams() {
             caps.with_notifications()
         } else {
@@ -1356,8 +1397,12 @@ impl JobStore for MongoStore {
         now: Millis,
     ) -> Result<Vec<String>> {
         validate::rerun(ids, delay, now)?;
-        self.rerun_ids(&distinct(ids), now + duration_ms(delay))
-            .await
+        self.rerun_ids(
+            &distinct(ids),
+            now,
+            u64::try_from(duration_ms(delay)).unwrap_or(0),
+        )
+        .await
     }
 
     async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
@@ -1687,17 +1732,18 @@ mod tests {
     use mongodb::bson::{Document, doc};
 
     /// A statement's size bound counts each id with its array overhead,
-    /// the output, the owner and room for the fixed fields.
+    /// the output, the owner (in the filter and in the event) and room for
+    /// the fixed fields.
     #[test]
     fn statement_sizes_count_ids_output_and_owner() {
-        assert_eq!(Outcome::Delete.size(&["ab"], "own"), (2 + 16) + 3 + 512);
+        assert_eq!(Outcome::Delete.size(&["ab"], "own"), (2 + 16) + 2 * 3 + 640);
         assert_eq!(
             Outcome::Unget.size(&["ab", "cde"], "own"),
-            (2 + 16) + (3 + 16) + 3 + 512
+            (2 + 16) + (3 + 16) + 2 * 3 + 640
         );
         let output = vec![7u8; 1000];
         let archive = Outcome::Archive(ResultCode::Ok, 200, &output);
-        assert_eq!(archive.size(&["ab"], "own"), (2 + 16) + 1000 + 3 + 512);
+        assert_eq!(archive.size(&["ab"], "own"), (2 + 16) + 1000 + 2 * 3 + 640);
     }
 
     /// Statements fill a command up to exactly the limit, one larger than
