@@ -22,6 +22,7 @@ fn record(caller: usize, n: usize) -> Record {
             r#"{{"to":"user{n}@example.com","subject":"hello {n}","body":"a short job payload for the journal bench"}}"#
         )
         .into_bytes(),
+        tags: Vec::new(),
     }
 }
 

@@ -215,7 +215,7 @@ impl Ingest {
                     data: r.data.clone(),
                     priority: r.priority,
                     run_at: r.run_at,
-                    tags: Vec::new(),
+                    tags: r.tags.clone(),
                 });
             }
         }

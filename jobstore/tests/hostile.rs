@@ -755,6 +755,11 @@ fn route_request(
         }
         "/{client}/jobs/{id}/update" => r.json(&json!({"lease": lease, "data": "pwned"})),
         "/{client}/jobs/cancel" => r.json(&json!({"ids": ["secret-1", "r-1"]})),
+        "/{client}/jobs/rerun" | "/{client}/jobs/delete" => {
+            r.json(&json!({"ids": ["secret-1", "r-1"]}))
+        }
+        "/{client}/jobs/edit" => r.json(&json!({"edits": [{"id": "secret-1", "priority": 9}]})),
+        "/{client}/jobs" => r.query(&[("state", "scheduled")]),
         "/{client}/job/{type}/add" => r.body("pwned"),
         "/{client}/handler/add/{type}/add" => r.json(&json!({"method": "remote", "body": ""})),
         _ => r,
@@ -846,7 +851,7 @@ fn a_client_reaches_nothing_of_another_client() {
         let (s, api) = json(c.get(format!("{u}/openapi.json"))).await;
         assert_eq!(s, 200);
         let public = ["/health", "/openapi.json"];
-        let admin_only = ["/stats", "/metrics"];
+        let admin_only = ["/stats", "/metrics", "/jobs"];
         let mut table = Vec::new();
         let mut routes = 0;
         for (path, item) in api["paths"].as_object().unwrap() {
@@ -982,6 +987,51 @@ fn a_client_reaches_nothing_of_another_client() {
         let (_, v) = json(globex(c.get(format!("{u}/globex/handlers")))).await;
         assert_eq!(v["handlers"].as_array().unwrap().len(), 1, "{v}");
         let (_, v) = json(globex(c.get(format!("{u}/globex/stats")))).await;
+        assert!(!v.to_string().contains("acme"), "{v}");
+        // The management routes on globex's own paths: acme's jobs are
+        // neither listed, run again, deleted, edited nor paused.
+        for state in ["waiting", "scheduled", "running", "archived"] {
+            let (s, v) = json(globex(
+                c.get(format!("{u}/globex/jobs?state={state}&data=true")),
+            ))
+            .await;
+            assert_eq!(s, 200, "{v}");
+            assert!(!v.to_string().contains("acme"), "globex lists {state}: {v}");
+        }
+        // (globex has a `secret-1` of its own: acme's ids as globex could
+        // spell them.)
+        let acme_ids = json!({"ids": ["acme-secret-1", "r-2", "acme-r-2", "acme-r-1"]});
+        for action in ["rerun", "delete"] {
+            let (s, v) = json(globex(
+                c.post(format!("{u}/globex/jobs/{action}")).json(&acme_ids),
+            ))
+            .await;
+            assert_eq!(
+                (s, v["done"].clone()),
+                (200, json!([])),
+                "globex {action}: {v}"
+            );
+            let filter = json!({"filter": {"state": "running"}, "dry_run": true});
+            let (s, v) = json(globex(
+                c.post(format!("{u}/globex/jobs/cancel")).json(&filter),
+            ))
+            .await;
+            assert_eq!(
+                (s, v["matched"].clone()),
+                (200, json!(0)),
+                "acme's running job is not globex's: {v}"
+            );
+        }
+        let (s, v) = json(globex(c.post(format!("{u}/globex/jobs/edit")).json(
+            &json!({"edits": [{"id": "r-2", "priority": 9}, {"id": "acme-secret-1", "data": "pwned"}]}),
+        )))
+        .await;
+        assert_eq!((s, v["edited"].clone()), (200, json!([])), "{v}");
+        let (s, v) = json(globex(c.post(format!("{u}/globex/jobtypes/t/pause")))).await;
+        assert_eq!(s, 200, "globex pauses its own t: {v}");
+        let (_, v) = json(acme(c.get(format!("{u}/acme/paused")))).await;
+        assert_eq!(v["paused"], json!([]), "acme's t is not paused: {v}");
+        let (_, v) = json(globex(c.get(format!("{u}/globex/failures")))).await;
         assert!(!v.to_string().contains("acme"), "{v}");
 
         // acme's things are as they were.

@@ -494,3 +494,125 @@ fn bad_management_input_names_the_field() {
         );
     });
 }
+
+/// Tags set at add (line form, JSON, the command line, `J:` lines) filter
+/// lists; a job's view shows its history, event by event.
+#[rstest]
+#[case::sqlite("sqlite")]
+#[case::postgres("postgres")]
+#[case::redis("redis")]
+fn tags_and_history(#[case] backend: &'static str) {
+    block_on(async {
+        let Some(be) = Backend::new(backend).await else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let d = DaemonProc::start(dir.path(), &runner(be.url.as_deref()));
+        let api = Api::new(&d.url);
+        api.handler(
+            "tagged",
+            json!({"method": "process", "body": r#"read what
+case "$what" in
+  parent) echo "J: tagged#customer-42,child|child" ;;
+  bad) echo "S: 404" ;;
+  *) echo fine ;;
+esac"#}),
+        )
+        .await;
+        let line = api
+            .add("tagged", "tags=customer-42,eu", &["bad".to_owned()])
+            .await;
+        let (s, v) = api
+            .post(
+                "/acme/job/tagged/add",
+                json!([{"data": "parent", "tags": ["customer-7"]}, {"data": "x"}]),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        let json_ids = ids(&v);
+        let out = cli(
+            &d.url,
+            &["add", "acme", "tagged", "--tag", "customer-42", "bad"],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (s, v) = api
+            .post(
+                "/acme/job/tagged/add",
+                json!([{"data": "x", "tags": ["a b"]}]),
+            )
+            .await;
+        assert_eq!(
+            (s, v["error"]["field"].as_str()),
+            (400, Some("tags")),
+            "{v}"
+        );
+        eventually(WAIT, "five jobs archived (with the child)", || async {
+            let ok = api.archived_count("tagged", "ok").await;
+            let failed = api.archived_count("tagged", "failed").await;
+            (ok + failed == 5).then_some(())
+        })
+        .await;
+        let failed_42 = cli_json(
+            &d.url,
+            &[
+                "jobs",
+                "list",
+                "acme",
+                "--state",
+                "archived",
+                "--code",
+                "failed",
+                "--tag",
+                "customer-42",
+                "--all",
+            ],
+        );
+        assert_eq!(failed_42.as_array().unwrap().len(), 2, "{failed_42}");
+        let all_42 = cli_json(
+            &d.url,
+            &[
+                "jobs",
+                "list",
+                "acme",
+                "--state",
+                "archived",
+                "--tag",
+                "customer-42",
+                "--all",
+            ],
+        );
+        let all_42 = all_42.as_array().unwrap();
+        assert_eq!(all_42.len(), 3, "two failed and the child: {all_42:?}");
+        assert!(
+            all_42
+                .iter()
+                .any(|j| j["tags"] == json!(["customer-42", "child"]))
+        );
+        let job = api.job(&line[0]).await;
+        assert_eq!(job["tags"], json!(["customer-42", "eu"]));
+        let events: Vec<&str> = job["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["event"].as_str().unwrap())
+            .collect();
+        assert_eq!(events, ["added", "claimed", "archived"], "{job}");
+        assert_eq!(job["history"][2]["code"], "failed");
+        assert_eq!(job["history"][1]["attempt"], 1);
+        assert!(
+            job["history"][1]["by"]
+                .as_str()
+                .is_some_and(|b| !b.is_empty())
+        );
+        let shown = cli(&d.url, &["job", "acme", &json_ids[0]]);
+        let text = String::from_utf8_lossy(&shown.stdout);
+        assert!(
+            text.contains("claimed by") && text.contains("customer-7"),
+            "{text}"
+        );
+    });
+}

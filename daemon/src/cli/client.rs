@@ -196,6 +196,9 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
     if let Some(p) = a.priority {
         query.push(("priority", p.to_string()));
     }
+    if !a.tags.is_empty() {
+        query.push(("tags", a.tags.join(",")));
+    }
     if let Some(d) = a.delay {
         query.push(("delay_ms", d.as_millis().to_string()));
     }

@@ -54,6 +54,9 @@ pub struct FilterArgs {
     /// Archived before.
     #[arg(long)]
     archived_to: Option<String>,
+    /// Only jobs with this tag.
+    #[arg(long)]
+    tag: Option<String>,
 }
 
 impl FilterArgs {
@@ -65,6 +68,7 @@ impl FilterArgs {
             && self.created_to.is_none()
             && self.archived_from.is_none()
             && self.archived_to.is_none()
+            && self.tag.is_none()
     }
 
     fn filter(&self, default_state: Option<&str>) -> JobFilter {
@@ -80,6 +84,7 @@ impl FilterArgs {
             created_to: self.created_to.clone(),
             archived_from: self.archived_from.clone(),
             archived_to: self.archived_to.clone(),
+            tag: self.tag.clone(),
         }
     }
 }
@@ -208,6 +213,7 @@ async fn list(a: ListArgs) -> Result<(), CliError> {
             ("created_to", &f.created_to),
             ("archived_from", &f.archived_from),
             ("archived_to", &f.archived_to),
+            ("tag", &f.tag),
         ] {
             if let Some(v) = v {
                 query.push((k, v.clone()));

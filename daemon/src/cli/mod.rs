@@ -84,6 +84,9 @@ pub struct AddArgs {
     /// Run the jobs after this delay (e.g. 30s, 5m).
     #[arg(long, value_parser = humantime::parse_duration)]
     delay: Option<Duration>,
+    /// Tag every job (repeat for several; at most 8).
+    #[arg(long = "tag", value_name = "TAG")]
+    tags: Vec<String>,
     /// Print nothing but errors (not the ids).
     #[arg(long, short)]
     quiet: bool,

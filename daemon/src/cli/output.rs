@@ -71,6 +71,37 @@ pub fn job(j: &JobView) -> Table {
             t.add_row(vec!["output (base64)".to_owned(), clip(o)]);
         }
     }
+    if !j.tags.is_empty() {
+        t.add_row(vec!["tags".to_owned(), j.tags.join(", ")]);
+    }
+    if j.cancelling {
+        t.add_row(vec![
+            "cancelling".to_owned(),
+            "yes: stopped at its next lease renewal".to_owned(),
+        ]);
+    }
+    for e in &j.history {
+        let mut what = serde_json::to_value(&e.what)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        let name = what
+            .remove("event")
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let details: Vec<String> = what.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let by = if e.by.is_empty() {
+            String::new()
+        } else {
+            format!(" by {}", e.by)
+        };
+        t.add_row(vec![
+            format!("history {}", time(e.at)),
+            format!("{name}{by}, attempt {} {}", e.attempt, details.join(" "))
+                .trim_end()
+                .to_owned(),
+        ]);
+    }
     t
 }
 

@@ -369,7 +369,13 @@ impl Loop {
                 } else {
                     match Client::new(&task.client) {
                         Ok(client) => {
-                            policy::follow_on_jobs(&client, &mut outcome, self.core.max_payload).0
+                            policy::follow_on_jobs(
+                                &client,
+                                &mut outcome,
+                                self.core.max_payload,
+                                self.core.store.capabilities().tags,
+                            )
+                            .0
                         }
                         Err(_) => Vec::new(),
                     }

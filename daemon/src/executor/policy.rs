@@ -165,11 +165,28 @@ pub fn follow_on_jobs(
     client: &Client,
     outcome: &mut Outcome,
     max_payload: usize,
+    tags_ok: bool,
 ) -> (Vec<Record>, Vec<Dropped>) {
     let children = std::mem::take(&mut outcome.children);
     let mut records = Vec::with_capacity(children.len());
     let mut dropped = Vec::new();
     for (i, child) in children.into_iter().enumerate() {
+        let bad_tags = if child.tags.is_empty() {
+            None
+        } else if !tags_ok {
+            Some("this store keeps no tags".to_owned())
+        } else {
+            jobstore_api::validate::tags(&child.tags)
+                .err()
+                .map(|e| e.to_string())
+        };
+        if let Some(reason) = bad_tags {
+            dropped.push(Dropped {
+                index: i + 1,
+                reason,
+            });
+            continue;
+        }
         let jobtype = match client.jobtype(&child.jobtype) {
             Ok(jt) if child.data.len() <= max_payload => jt,
             Ok(_) => {
@@ -196,6 +213,7 @@ pub fn follow_on_jobs(
             priority: 0,
             run_at: None,
             data: child.data,
+            tags: child.tags,
         });
     }
     for d in &dropped {
@@ -312,6 +330,7 @@ mod tests {
         let child = |jobtype: &str, data: &[u8]| Child {
             jobtype: jobtype.into(),
             data: data.to_vec(),
+            tags: vec![],
         };
         o.children = vec![
             child("mail", b"a"),
@@ -319,7 +338,7 @@ mod tests {
             child("mail", b"0123456789"),
             child("sms", b""),
         ];
-        let (records, dropped) = follow_on_jobs(&client, &mut o, 8);
+        let (records, dropped) = follow_on_jobs(&client, &mut o, 8, true);
         assert!(o.children.is_empty());
         let got: Vec<(&str, &[u8])> = records
             .iter()
@@ -340,7 +359,7 @@ mod tests {
         let mut full = outcome(200);
         full.output = vec![b'x'; jobstore_api::limits::MAX_OUTPUT];
         full.children = vec![child("bad type", b"")];
-        let (records, dropped) = follow_on_jobs(&client, &mut full, 8);
+        let (records, dropped) = follow_on_jobs(&client, &mut full, 8, true);
         assert!(records.is_empty() && dropped.len() == 1);
         assert_eq!(full.output.len(), jobstore_api::limits::MAX_OUTPUT);
     }

@@ -306,7 +306,12 @@ impl Executor {
         let mut dropped = Vec::new();
         let ids: Vec<String> = results.iter().map(|r| r.id.clone()).collect();
         for (i, mut r) in results.into_iter().enumerate() {
-            let (children, lost) = policy::follow_on_jobs(client, &mut r.outcome, core.max_payload);
+            let (children, lost) = policy::follow_on_jobs(
+                client,
+                &mut r.outcome,
+                core.max_payload,
+                core.store.capabilities().tags,
+            );
             dropped.extend(lost.into_iter().map(|d| (i + 1, d)));
             created.extend(children.iter().map(|c| c.id.clone()));
             let (attempt, created_at, limits) = known

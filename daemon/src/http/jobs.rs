@@ -33,6 +33,9 @@ pub struct AddQuery {
     pub delay_ms: Option<u64>,
     /// Run every job at this time: epoch milliseconds or RFC 3339.
     pub run_at: Option<String>,
+    /// Tags of every job, comma-separated (at most 8, each 1 to 64 of
+    /// A-Z a-z 0-9 _ . : -).
+    pub tags: Option<String>,
 }
 
 /// One job of a JSON add.
@@ -55,6 +58,8 @@ pub struct AddItem {
     pub run_at: Option<RunAt>,
     /// Run this many milliseconds from now.
     pub delay_ms: Option<u64>,
+    /// Tags to find the job by (at most 8, each 1 to 64 of A-Z a-z 0-9 _ . : -).
+    pub tags: Option<Vec<String>>,
 }
 
 /// A time: epoch milliseconds or RFC 3339.
@@ -126,9 +131,13 @@ pub async fn add(
     let max_payload = state.max_payload;
     let mut client_ids: Vec<String> = Vec::new();
     let records = if is_json(&headers) {
-        if query.priority.is_some() || query.delay_ms.is_some() || query.run_at.is_some() {
+        if query.priority.is_some()
+            || query.delay_ms.is_some()
+            || query.run_at.is_some()
+            || query.tags.is_some()
+        {
             return Err(ApiError::invalid(
-                "with a JSON body, give priority, delay_ms and run_at per item, not in the query",
+                "with a JSON body, give priority, delay_ms, run_at and tags per item, not in the query",
             ));
         }
         let items = parse_json_items(&body)?;
@@ -153,12 +162,14 @@ pub async fn add(
                 None => tenant.client.new_job_id(),
             };
             let run_at = run_at(item.run_at.as_ref(), item.delay_ms, now).map_err(place)?;
+            let tags = check_tags(&state, item.tags.clone().unwrap_or_default()).map_err(place)?;
             records.push(Record {
                 id,
                 jobtype: jobtype.clone(),
                 priority: item.priority.unwrap_or(0),
                 run_at,
                 data,
+                tags,
             });
         }
         records
@@ -166,6 +177,12 @@ pub async fn add(
         let run_at_q = query.run_at.clone().map(RunAt::Text);
         let run_at = run_at(run_at_q.as_ref(), query.delay_ms, now)?;
         let priority = query.priority.unwrap_or(0);
+        let tags: Vec<String> = query
+            .tags
+            .as_deref()
+            .map(|t| t.split(',').map(|t| t.trim().to_owned()).collect())
+            .unwrap_or_default();
+        let tags = check_tags(&state, tags)?;
         let mut records = Vec::new();
         for (i, line) in body.split(|b| *b == b'\n').enumerate() {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -180,6 +197,7 @@ pub async fn add(
                 priority,
                 run_at,
                 data: line.to_vec(),
+                tags: tags.clone(),
             });
         }
         records
@@ -270,6 +288,18 @@ fn item_data(item: &AddItem) -> ApiResult<Vec<u8>> {
             ApiError::invalid(format!("data_base64 is not base64: {e}")).field("data_base64")
         }),
     }
+}
+
+/// Tags of an add, checked: valid, and kept by the store.
+fn check_tags(state: &AppState, tags: Vec<String>) -> ApiResult<Vec<String>> {
+    if tags.is_empty() {
+        return Ok(tags);
+    }
+    jobstore_api::validate::tags(&tags).map_err(|e| ApiError::from(e).field("tags"))?;
+    if !state.store.capabilities().tags {
+        return Err(ApiError::from(jobstore_api::Error::unsupported("tags")).field("tags"));
+    }
+    Ok(tags)
 }
 
 fn check_payload(data: &[u8], max: usize) -> ApiResult<()> {
@@ -366,6 +396,16 @@ pub struct JobView {
     /// lease renewal, then it is archived as `cancelled`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancelling: bool,
+    /// The tags it was added with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// What happened to it, oldest first (the newest 20 events): `added`,
+    /// `claimed`, `retried`, `handed_back`, `archived`, `cancel_requested`,
+    /// `cancelled`, `rerun`, `edited`, each with its time (`at`), who
+    /// (`by`: a sysid or a remote worker's lease) and the attempts after it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub history: Vec<jobstore_api::JobEvent>,
 }
 
 /// An archived job's result.
@@ -409,6 +449,8 @@ pub fn job_view(job: &Job, now: Millis) -> JobView {
         data,
         data_base64,
         cancelling: job.cancel_requested,
+        tags: job.tags.clone(),
+        history: job.history.clone(),
         result: job.result.as_ref().map(|r| {
             let (output, output_base64) = if r.output.is_empty() {
                 (None, None)

@@ -47,6 +47,8 @@ pub struct JobFilter {
     pub archived_from: Option<String>,
     /// For archived jobs: archived before (epoch ms or RFC 3339).
     pub archived_to: Option<String>,
+    /// Only jobs with this tag.
+    pub tag: Option<String>,
 }
 
 /// A page request: filters, page size, cursor, payloads.
@@ -76,6 +78,8 @@ pub struct ListParams {
     pub cursor: Option<String>,
     /// Include payloads (default false).
     pub data: Option<bool>,
+    /// Only jobs with this tag.
+    pub tag: Option<String>,
 }
 
 impl ListParams {
@@ -88,6 +92,7 @@ impl ListParams {
             created_to: self.created_to.clone(),
             archived_from: self.archived_from.clone(),
             archived_to: self.archived_to.clone(),
+            tag: self.tag.clone(),
         }
     }
 }
@@ -201,6 +206,10 @@ fn query_of(scope: &Scope, filter: &JobFilter, prefix: &str) -> ApiResult<JobQue
             return Err(ApiError::invalid(format!("{} is empty", f("code"))).field(f("code")));
         }
         q.codes = parsed;
+    }
+    if let Some(t) = &filter.tag {
+        jobstore_api::validate::tag(t).map_err(|e| ApiError::from(e).field(f("tag")))?;
+        q.tag = Some(t.clone());
     }
     q.created = range(&f("created"), &filter.created_from, &filter.created_to)?;
     q.archived = range(&f("archived"), &filter.archived_from, &filter.archived_to)?;

@@ -365,6 +365,9 @@ pub struct ChildJob {
     /// The payload: a string as its bytes, any other JSON value as its text.
     #[schema(value_type = Object)]
     pub data: serde_json::Value,
+    /// Tags of the new job (at most 8, each 1 to 64 of A-Z a-z 0-9 _ . : -).
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 /// One finished job.
@@ -491,6 +494,7 @@ pub async fn finish(
                             serde_json::Value::String(s) => s.into_bytes(),
                             v => v.to_string().into_bytes(),
                         },
+                        tags: child.tags,
                     })
                     .collect(),
                 ..Parsed::default()

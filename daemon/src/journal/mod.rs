@@ -130,6 +130,9 @@ pub struct Record {
     pub run_at: Option<i64>,
     /// The job's payload: any bytes.
     pub data: Vec<u8>,
+    /// The job's tags (each of `A-Z a-z 0-9 _ . : -`), written after the
+    /// jobtype as `jobtype#tag,tag`; records without tags read as before.
+    pub tags: Vec<String>,
 }
 
 /// Where the journal lives and how it writes.

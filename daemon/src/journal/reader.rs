@@ -645,6 +645,7 @@ mod tests {
             priority: i32::from(i),
             run_at: None,
             data: vec![b'x'; usize::from(i) * 3],
+            tags: Vec::new(),
         };
         let mut file = vec![0u8; 19];
         let mut plan = Vec::new();

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! where the body is `id|jobtype|priority|run_at|payload` (`run_at` empty
-//! when `None`). The payload is escaped so that the line holds any bytes:
+//! when `None`; a job with tags writes its jobtype field as
+//! `jobtype#tag,tag`, which no jobtype can be). The payload is escaped so that the line holds any bytes:
 //! `\` → `\\`, newline → `\n`, CR → `\r`, every byte that is not part of
 //! valid UTF-8 → `\xHH` (lowercase hex); everything else is copied verbatim,
 //! so text payloads stay readable.
@@ -150,6 +151,20 @@ fn hex_digit(b: u8) -> Option<u8> {
 pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, JournalError> {
     check_name("id", &record.id)?;
     check_name("jobtype", &record.jobtype)?;
+    if let Some(t) = record
+        .tags
+        .iter()
+        .find(|t| t.is_empty() || t.contains(['#', ',', '|']) || t.contains(char::is_control))
+    {
+        return Err(JournalError::InvalidRecord {
+            message: format!("tag {t:?} cannot be journaled"),
+        });
+    }
+    if record.jobtype.contains('#') {
+        return Err(JournalError::InvalidRecord {
+            message: format!("jobtype {:?} contains '#'", record.jobtype),
+        });
+    }
     let start = out.len();
     let payload_len = escaped_len(&record.data);
     // The body's numeric fields are formatted straight into `out` (no
@@ -162,6 +177,10 @@ pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, J
     out.extend_from_slice(record.id.as_bytes());
     out.push(b'|');
     out.extend_from_slice(record.jobtype.as_bytes());
+    if !record.tags.is_empty() {
+        out.push(b'#');
+        out.extend_from_slice(record.tags.join(",").as_bytes());
+    }
     out.push(b'|');
     // Writing to a Vec cannot fail.
     let _ = write!(out, "{}|", record.priority);
@@ -251,6 +270,7 @@ fn parse_header(line: &[u8]) -> Result<(u32, usize, usize), Damage> {
 pub(crate) struct Fields<'a> {
     id: &'a str,
     jobtype: &'a str,
+    tags: &'a str,
     priority: i32,
     run_at: Option<i64>,
 }
@@ -283,6 +303,7 @@ pub(crate) fn parse_line<'a>(line: &'a [u8], scratch: &mut Vec<u8>) -> Result<Fi
     };
     let id = std::str::from_utf8(id).map_err(|_| "id is not UTF-8")?;
     let jobtype = std::str::from_utf8(jobtype).map_err(|_| "jobtype is not UTF-8")?;
+    let (jobtype, tags) = jobtype.split_once('#').unwrap_or((jobtype, ""));
     if !name_ok(id) {
         return Err("bad id");
     }
@@ -308,6 +329,7 @@ pub(crate) fn parse_line<'a>(line: &'a [u8], scratch: &mut Vec<u8>) -> Result<Fi
     Ok(Fields {
         id,
         jobtype,
+        tags,
         priority,
         run_at,
     })
@@ -323,6 +345,11 @@ pub(crate) fn decode_line(line: &[u8]) -> Result<Record, Damage> {
         priority: fields.priority,
         run_at: fields.run_at,
         data,
+        tags: if fields.tags.is_empty() {
+            Vec::new()
+        } else {
+            fields.tags.split(',').map(str::to_owned).collect()
+        },
     })
 }
 
@@ -349,6 +376,7 @@ mod tests {
             priority: 5,
             run_at: None,
             data: data.to_vec(),
+            tags: Vec::new(),
         }
     }
 
@@ -384,6 +412,7 @@ mod tests {
             priority: -3,
             run_at: Some(1_700_000_000_000),
             data: b"a\\b\nc\rd\xffe|f".to_vec(),
+            tags: Vec::new(),
         };
         let line = line_of(&r);
         let body = b"j1|mail|-3|1700000000000|a\\\\b\\nc\\rd\\xffe|f";
@@ -438,6 +467,7 @@ mod tests {
                 priority,
                 run_at,
                 data: vec![],
+                tags: Vec::new(),
             });
         }
     }
@@ -461,6 +491,7 @@ mod tests {
                 priority: 0,
                 run_at: None,
                 data: vec![],
+                tags: Vec::new(),
             };
             let mut out = b"keep".to_vec();
             let err = encode_into(&r, &mut out).unwrap_err();
@@ -588,7 +619,7 @@ mod tests {
             run_at in any::<Option<i64>>(),
             data in proptest::collection::vec(any::<u8>(), 0..600),
         ) {
-            let r = Record { id, jobtype, priority, run_at, data };
+            let r = Record { id, jobtype, priority, run_at, data, tags: Vec::new() };
             let line = line_of(&r);
             prop_assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
             prop_assert!(!line.contains(&b'\r'));

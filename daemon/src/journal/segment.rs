@@ -478,6 +478,7 @@ mod tests {
                 priority: 0,
                 run_at: None,
                 data: b"payload".to_vec(),
+                tags: Vec::new(),
             };
             let mut out = Vec::new();
             record::encode_into(&r, &mut out).unwrap();

@@ -21,6 +21,7 @@ fn rec(i: usize) -> Record {
         priority: i as i32 - 2,
         run_at: i.is_multiple_of(2).then_some(1_700_000_000_000 + i as i64),
         data: format!("payload {i}").into_bytes(),
+        tags: Vec::new(),
     }
 }
 
@@ -269,6 +270,7 @@ async fn concurrent_appends_are_all_durable_and_read_exactly_once() {
                         priority: k as i32,
                         run_at: None,
                         data: vec![task as u8; call],
+                        tags: Vec::new(),
                     })
                     .collect();
                 j.append(batch).await.unwrap();
@@ -578,6 +580,7 @@ async fn payloads_of_every_kind_round_trip() {
             priority: i32::MIN + i as i32,
             run_at: Some(i64::MAX - i as i64),
             data,
+            tags: Vec::new(),
         })
         .collect();
     j.append(records.clone()).await.unwrap();
@@ -605,6 +608,7 @@ async fn invalid_records_are_refused_whole() {
             priority: 0,
             run_at: None,
             data: vec![],
+            tags: Vec::new(),
         };
         let err = j.append(vec![rec(0), bad]).await.unwrap_err();
         assert!(matches!(err, JournalError::InvalidRecord { .. }), "{err}");
@@ -735,6 +739,7 @@ fn tricky(i: usize) -> Record {
         priority: i as i32,
         run_at: (i % 2 == 1).then_some(i as i64),
         data: data.to_vec(),
+        tags: Vec::new(),
     }
 }
 
@@ -809,6 +814,7 @@ fn check_recovers(rt: &tokio::runtime::Runtime, dir: &Path, expected: &[Record],
             priority: 0,
             run_at: None,
             data: b"after reopen".to_vec(),
+            tags: Vec::new(),
         };
         j.append(vec![marker.clone()]).await.unwrap();
         let t = j.reserve(10, LONG).await.unwrap().unwrap();
@@ -1059,7 +1065,7 @@ proptest! {
         let dir = TempDir::new().unwrap();
         let records: Vec<Record> = batch
             .into_iter()
-            .map(|(id, jobtype, priority, run_at, data)| Record { id, jobtype, priority, run_at, data })
+            .map(|(id, jobtype, priority, run_at, data)| Record { id, jobtype, priority, run_at, data, tags: Vec::new() })
             .collect();
         rt.block_on(async {
             let j = open_nosync(dir.path());

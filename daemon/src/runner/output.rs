@@ -17,6 +17,9 @@ pub struct Child {
     pub jobtype: String,
     /// The payload.
     pub data: Vec<u8>,
+    /// Tags, as written after the jobtype (`J: type#tag,tag|payload`;
+    /// validated when journaled).
+    pub tags: Vec<String>,
 }
 
 /// Most `J:` lines one job may write.
@@ -82,10 +85,18 @@ impl OutputParser {
             let rest = rest.strip_prefix(b" ").unwrap_or(rest);
             match rest.iter().position(|b| *b == b'|') {
                 Some(bar) if self.children.len() < MAX_CHILDREN => {
-                    let jobtype = String::from_utf8_lossy(&rest[..bar]).trim().to_owned();
+                    let head = String::from_utf8_lossy(&rest[..bar]).trim().to_owned();
+                    let (jobtype, tags) = match head.split_once('#') {
+                        Some((jt, tags)) => (
+                            jt.trim().to_owned(),
+                            tags.split(',').map(|t| t.trim().to_owned()).collect(),
+                        ),
+                        None => (head, Vec::new()),
+                    };
                     self.children.push(Child {
                         jobtype,
                         data: rest[bar + 1..].to_vec(),
+                        tags,
                     });
                 }
                 Some(_) => self.error(format!(
@@ -167,6 +178,7 @@ mod tests {
             b"S: 404",
             b"J: next|{\"a\":1}|x",
             b"J:bare|",
+            b"J: tagged#customer-42, eu|x",
             b"S: 201\r",
             b"J: no bar",
             b"S: 99",
@@ -181,11 +193,13 @@ mod tests {
             vec![
                 Child {
                     jobtype: "next".into(),
-                    data: b"{\"a\":1}|x".to_vec()
+                    data: b"{\"a\":1}|x".to_vec(),
+                    tags: vec![],
                 },
                 Child {
                     jobtype: "bare".into(),
-                    data: vec![]
+                    data: vec![],
+                    tags: vec![],
                 },
             ]
         );
