@@ -54,7 +54,7 @@ use crate::watch::WorkWatcher;
 ///
 /// **History** (stores that declare [`Capabilities::history`]). Every job
 /// keeps its newest [`MAX_HISTORY`](crate::limits::MAX_HISTORY)
-/// [`JobEvent`]s, oldest first, each with the operation's `now`, who
+/// [`JobEvent`](crate::JobEvent)s, oldest first, each with the operation's `now`, who
 /// (`by`: the owner for claims and releases, empty otherwise), the job's
 /// attempts after the change, and what happened. Each job an operation
 /// changes gets exactly one event, in the same atomic change:
