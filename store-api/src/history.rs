@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::types::{Millis, ResultCode};
 
 /// How many events a job keeps: the newest
-/// [`MAX_HISTORY`](crate::limits::MAX_HISTORY), oldest first.
+/// [`MAX_HISTORY`], oldest first.
 pub use crate::limits::MAX_HISTORY;
 
 /// One thing that happened to a job. Stores record them as the contract
