@@ -604,6 +604,15 @@ mod tests {
         "[^|\\p{Cc}]{1,40}"
     }
 
+    /// A jobtype as the journal holds one: a name without `#`.
+    fn jobtype_name() -> impl Strategy<Value = String> {
+        "[^|#\\p{Cc}]{1,40}"
+    }
+
+    fn tag_list() -> impl Strategy<Value = Vec<String>> {
+        proptest::collection::vec("[A-Za-z0-9_.:-]{1,64}", 0..9)
+    }
+
     proptest! {
         // No regression files: they would land outside this module.
         #![proptest_config(ProptestConfig {
@@ -614,12 +623,13 @@ mod tests {
         #[test]
         fn arbitrary_records_round_trip(
             id in name(),
-            jobtype in name(),
+            jobtype in jobtype_name(),
             priority in any::<i32>(),
             run_at in any::<Option<i64>>(),
             data in proptest::collection::vec(any::<u8>(), 0..600),
+            tags in tag_list(),
         ) {
-            let r = Record { id, jobtype, priority, run_at, data, tags: Vec::new() };
+            let r = Record { id, jobtype, priority, run_at, data, tags };
             let line = line_of(&r);
             prop_assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
             prop_assert!(!line.contains(&b'\r'));

@@ -1053,7 +1053,7 @@ proptest! {
         batch in proptest::collection::vec(
             (
                 "[^|\\p{Cc}]{1,20}",
-                "[^|\\p{Cc}]{1,20}",
+                "[^|#\\p{Cc}]{1,20}",
                 any::<i32>(),
                 any::<Option<i64>>(),
                 proptest::collection::vec(any::<u8>(), 0..300),

@@ -201,6 +201,11 @@ mod tests {
                     data: vec![],
                     tags: vec![],
                 },
+                Child {
+                    jobtype: "tagged".into(),
+                    data: b"x".to_vec(),
+                    tags: vec!["customer-42".into(), "eu".into()],
+                },
             ]
         );
         assert_eq!(out.errors.len(), 3);
