@@ -437,11 +437,15 @@ fn report(a: &BulkArgs, action: Action, out: &BulkResponse, matched: u64) -> Res
         };
         println!("{:<14} {id} ({why})", "not changed");
     }
+    let cancelling = if action == Action::Cancel {
+        format!(", {} cancelling", out.cancelling.len())
+    } else {
+        String::new()
+    };
     println!(
-        "{} {}, {} cancelling, {} not changed (of {matched} selected)",
+        "{} {}{cancelling}, {} not changed (of {matched} selected)",
         out.done.len(),
         action.verb(),
-        out.cancelling.len(),
         out.not_done.len()
     );
     Ok(())
