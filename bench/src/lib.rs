@@ -89,7 +89,8 @@ pub struct BenchArgs {
     /// Lines per body in intake's batched phase and e2e at full speed.
     #[arg(long, default_value_t = 100)]
     pub lines: usize,
-    /// Waiting jobs at which scale measures claims (comma list).
+    /// Waiting jobs at which scale measures claims, archived jobs at which
+    /// query measures reads (comma list).
     #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
     pub sizes: Vec<usize>,
     /// Archived jobs scale puts beside the largest backlog (default: as
@@ -105,7 +106,8 @@ pub struct BenchArgs {
     /// The window soak reports per.
     #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
     pub interval: Duration,
-    /// Waiting jobs soak keeps standing while it runs.
+    /// Waiting jobs soak keeps standing while it runs, and query keeps
+    /// beside the archive.
     #[arg(long, default_value_t = 10_000)]
     pub backlog: usize,
     /// Archived jobs older than this are purged during soak, as a daemon's
@@ -144,6 +146,10 @@ pub enum Mode {
     /// The `store` load on a bare reference queue on the same server
     /// (PostgreSQL `SKIP LOCKED`, Redis `ZPOPMIN`), for ratios.
     Reference,
+    /// An operator's reads as the archive grows: a page of 100 failed jobs
+    /// and the job counts, at each archive size of `--sizes`, beside
+    /// `--backlog` waiting jobs.
+    Query,
 }
 
 impl Mode {
@@ -156,6 +162,7 @@ impl Mode {
             Mode::Scale => "scale",
             Mode::Soak => "soak",
             Mode::Reference => "reference",
+            Mode::Query => "query",
         }
     }
 }
@@ -313,6 +320,7 @@ async fn run_mode(ctx: &Ctx) -> Result<Report, CliError> {
         Mode::Scale => queue::scale(ctx, &mut report).await?,
         Mode::Soak => queue::soak(ctx, &mut report).await?,
         Mode::Reference => queue::reference(ctx, &mut report).await?,
+        Mode::Query => queue::query(ctx, &mut report).await?,
         Mode::Drain => daemon::drain(ctx, &mut report).await?,
         Mode::E2e => daemon::e2e(ctx, &mut report).await?,
         Mode::Intake => daemon::intake(ctx, &mut report).await?,
@@ -617,6 +625,12 @@ impl Report {
                 p("single_jobs", json!(a.single_jobs.unwrap_or(a.jobs)));
                 p("clients", json!(a.clients));
                 p("lines", json!(a.lines));
+            }
+            Mode::Query => {
+                p("sizes", json!(a.sizes));
+                p("backlog", json!(a.backlog));
+                p("samples", json!(a.samples));
+                p("add_batch", json!(a.add_batch));
             }
             Mode::Scale => {
                 p("sizes", json!(a.sizes));

@@ -686,3 +686,142 @@ pub(crate) async fn reference(ctx: &Ctx, r: &mut Report) -> Result<(), CliError>
     r.note("a bare reference queue: no duplicate detection, fencing, results or counts");
     Ok(())
 }
+
+/// `query`: what an operator's questions cost as the archive grows. At each
+/// archive size of `--sizes` (one job in ten failed, the rest ok), beside
+/// `--backlog` waiting jobs: `--samples` pages of 100 failed jobs (the
+/// first page, then pages further in, by cursor) and `--samples`
+/// `job_counts` calls, as p50/p99; then the ratios of the largest size's
+/// p99 to the smallest's.
+pub(crate) async fn query(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
+    use jobstore_api::{JobQuery, JobState, ResultCode};
+    let a = &ctx.args;
+    let mut sizes = a.sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let jobtype = ctx.jobtype(0);
+    let owner = format!("{}-archiver", ctx.ns);
+    let backlog = JobGen::new(ctx, "w", 1);
+    let bar = ctx.bar(a.backlog as u64, "backlog");
+    add_range(ctx, &backlog, 0, a.backlog, &bar).await?;
+    bar.finish_and_clear();
+    // Archived jobs: a higher priority, so the claims that archive them
+    // take them before any waiting one.
+    let done = JobGen::new(ctx, "a", 1).priority(1);
+    let mut archived = 0;
+    let mut failed = 0u64;
+    let mut points = Vec::new();
+    let mut page_p99 = Vec::new();
+    let mut count_p99 = Vec::new();
+    for &size in &sizes {
+        let bar = ctx.bar((size - archived) as u64, &format!("archive to {size}"));
+        add_range(ctx, &done, archived, size, &bar).await?;
+        while archived < size {
+            let want = (size - archived).min(jobstore_api::limits::MAX_CLAIM);
+            let got = ctx
+                .store
+                .claim_jobs(&jobtype, want, &owner, LEASE, now_millis())
+                .await
+                .map_err(store_err("claim_jobs"))?;
+            if got.len() != want || got.iter().any(|j| j.priority != 1) {
+                return Err(CliError::local(
+                    "claiming the jobs to archive handed out other jobs",
+                ));
+            }
+            let releases: Vec<JobRelease> = got
+                .into_iter()
+                .enumerate()
+                .map(|(i, j)| {
+                    let status = if (archived + i) % 10 == 0 { 404 } else { 200 };
+                    JobRelease::new(j.id, Release::Archive(JobResult::from_status(status)))
+                })
+                .collect();
+            failed += releases
+                .iter()
+                .filter(|r| matches!(&r.how, Release::Archive(res) if res.status == 404))
+                .count() as u64;
+            let n = ctx
+                .store
+                .release_jobs(&releases, &owner, now_millis())
+                .await
+                .map_err(store_err("release_jobs"))?
+                .len();
+            if n != want {
+                return Err(CliError::local("not every job was archived"));
+            }
+            archived += n;
+            bar.inc(n as u64);
+        }
+        bar.finish_and_clear();
+        // Pages of 100 failed jobs: the first, then on by cursor, back to
+        // the first when the failures run out.
+        let first = JobQuery::new(JobState::Archived)
+            .jobtypes([jobtype.clone()])
+            .codes([ResultCode::Failed])
+            .limit(100);
+        let bar = ctx.bar(2 * a.samples as u64, &format!("queries at {size}"));
+        let mut pages = Latencies::default();
+        let mut q = first.clone();
+        for _ in 0..a.samples {
+            let t0 = Instant::now();
+            let page = ctx
+                .store
+                .list_jobs(&q, now_millis())
+                .await
+                .map_err(store_err("list_jobs"))?;
+            pages.push(t0.elapsed());
+            if page.jobs.is_empty()
+                || page
+                    .jobs
+                    .iter()
+                    .any(|j| j.result.as_ref().map(|r| r.status) != Some(404))
+            {
+                return Err(CliError::local("a page of failed jobs held other jobs"));
+            }
+            q = match page.next {
+                Some(c) => first.clone().after(Some(c)),
+                None => first.clone(),
+            };
+            bar.inc(1);
+        }
+        let mut counts = Latencies::default();
+        for _ in 0..a.samples {
+            let t0 = Instant::now();
+            let c = ctx
+                .store
+                .job_counts(now_millis())
+                .await
+                .map_err(store_err("job_counts"))?;
+            counts.push(t0.elapsed());
+            let mine = c.iter().find(|c| c.jobtype == jobtype);
+            let got_failed = mine
+                .and_then(|c| c.archived.get(&ResultCode::Failed))
+                .copied();
+            if got_failed != Some(failed) || mine.map(|c| c.waiting) != Some(a.backlog as u64) {
+                return Err(CliError::local(format!(
+                    "job_counts says {mine:?}, expected {failed} failed and {} waiting",
+                    a.backlog
+                )));
+            }
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        let (ps, cs) = (pages.summary(), counts.summary());
+        page_p99.push(ps["p99_ms"].as_f64().unwrap_or(0.0));
+        count_p99.push(cs["p99_ms"].as_f64().unwrap_or(0.0));
+        points.push(json!({
+            "archived": size,
+            "waiting": a.backlog,
+            "page_of_100_failed": ps,
+            "job_counts": cs,
+        }));
+    }
+    r.figure("points", Value::Array(points));
+    let ratio = |v: &[f64]| {
+        let (x, y) = (v[v.len() - 1], v[0]);
+        if y > 0.0 { round3(x / y) } else { 0.0 }
+    };
+    r.figure("page_p99_largest_to_smallest", ratio(&page_p99));
+    r.figure("counts_p99_largest_to_smallest", ratio(&count_p99));
+    Ok(())
+}
