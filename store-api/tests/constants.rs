@@ -49,10 +49,11 @@ fn now_millis_reads_the_system_clock() {
 fn debug_output_leaves_out_payloads_and_tokens() {
     let new = jobstore_api::NewJob::new("j1", "t", "secret payload")
         .priority(3)
-        .run_at(5);
+        .run_at(5)
+        .tags(["eu"]);
     assert_eq!(
         format!("{new:?}"),
-        r#"NewJob { id: "j1", jobtype: "t", data_len: 14, priority: 3, run_at: Some(5) }"#
+        r#"NewJob { id: "j1", jobtype: "t", data_len: 14, priority: 3, run_at: Some(5), tags: ["eu"] }"#
     );
     let lease = jobstore_api::SysidLease {
         sysid: "node".into(),
