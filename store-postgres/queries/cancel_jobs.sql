@@ -2,14 +2,16 @@
 -- (running or expired) ones. $1 ids, $2 now (done_dt), $3 dt (now +
 -- horizon). Returns (id, 'c') per job archived, (id, 'm') per job marked.
 --
--- Each row is locked first (FOR UPDATE, which reads its newest version),
+-- Each row is locked first, in id order like every statement that locks
+-- jobs by id (so two of them never wait on each other in a cycle), with
+-- FOR UPDATE, which reads its newest version,
 -- so the free/locked decision and the change are made on the same version:
 -- a job claimed or released meanwhile is decided as it is now. The two
 -- data-modifying CTEs touch disjoint rows. Each job changed gets one
 -- event in the same row change: `cancelled` (in the row the archive
 -- receives) or `cancel_requested` (every marking).
 WITH l AS (
-    SELECT id, lock FROM jobs WHERE id = ANY($1::text[]) FOR UPDATE
+    SELECT id, lock FROM jobs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE
 ), done AS (
     DELETE FROM jobs j
     USING l

@@ -1,8 +1,10 @@
 -- Edits free (waiting or scheduled) jobs, each as its own entry says, given
 -- as parallel arrays (each id once): $1 ids, $2 priorities, $3 dts, $4
--- payloads; NULL leaves the field as it is. $5 now, $6 channel. Each job
--- is found by primary key, locked and re-checked on its newest version
--- (lock = ''), so a job claimed meanwhile is left alone. Each job edited
+-- payloads; NULL leaves the field as it is. $5 now, $6 channel. The jobs
+-- are locked first, in id order like every statement that locks jobs by
+-- id (so two of them never wait on each other in a cycle), and each is
+-- re-checked on its newest version (lock = ''), so a job claimed
+-- meanwhile is left alone. Each job edited
 -- gets an `edited` event in the same row change. Returns the ids
 -- edited; notifies the channel once per jobtype with an edited job due at
 -- $5.
@@ -10,6 +12,8 @@ WITH e AS (
     SELECT *
     FROM unnest($1::text[], $2::int4[], $3::int8[], $4::bytea[])
         AS e (id, priority, dt, data)
+), l AS (
+    SELECT id FROM jobs WHERE id = ANY($1::text[]) AND lock = '' ORDER BY id FOR UPDATE
 ), edited AS (
     UPDATE jobs j
     SET priority = coalesce(e.priority, j.priority),
@@ -17,7 +21,7 @@ WITH e AS (
         data = coalesce(e.data, j.data),
         history = jobstore_push_event(j.history, jsonb_build_object(
             'at', $5::int8, 'attempt', j.attempts, 'event', 'edited'))
-    FROM e
+    FROM e JOIN l USING (id)
     WHERE j.id = e.id AND j.lock = ''
     RETURNING j.id, j.jobtype, j.dt
 ), notified AS (

@@ -2,7 +2,8 @@
 -- the oldest rows of its range of archive_purge (`code = c.code ... ORDER
 -- BY done_dt LIMIT`, which the index answers in order, so the plan never
 -- depends on how many rows the codes hold); the caller repeats it until a
--- batch comes back short. By ctid: the rows found are deleted with a TID
+-- batch comes back short. Rows another statement holds (a run again or a
+-- delete) are skipped, so a purge never waits on one. By ctid: the rows found are deleted with a TID
 -- scan (by id, the planner joins against a scan of the whole archive for
 -- every batch).
 DELETE FROM archive
@@ -14,6 +15,7 @@ WHERE ctid = ANY (ARRAY(
         WHERE code = c.code AND done_dt < $1
         ORDER BY done_dt
         LIMIT $2
+        FOR UPDATE SKIP LOCKED
     ) a
     LIMIT $2
 ))

@@ -9,8 +9,10 @@
 --
 -- Retry and unget update the job in place (clearing its cancel mark) and
 -- notify the channel once per jobtype freed; archive moves it to `archive` with its own result;
--- delete removes it. Each job is found by its primary key, locked, and
--- re-checked on its newest version (`lock = $2`) before it changes. The
+-- delete removes it. The jobs are locked first, in id order like every
+-- statement that locks jobs by id (so two of them never wait on each other
+-- in a cycle), and each is re-checked on its newest version (`lock = $2`)
+-- before it changes. The
 -- two data-modifying CTEs touch disjoint rows: an id is listed once, with
 -- one kind. Returns the ids released.
 --
@@ -23,6 +25,8 @@ WITH r AS (
     SELECT *
     FROM unnest($1::text[], $3::text[], $4::int8[], $5::text[], $6::int4[], $7::bytea[])
         AS r (id, kind, dt, code, status, output)
+), l AS (
+    SELECT id FROM jobs WHERE id = ANY($1::text[]) AND lock = $2 ORDER BY id FOR UPDATE
 ), freed AS (
     UPDATE jobs j
     SET lock = '',
@@ -36,12 +40,12 @@ WITH r AS (
                                     'attempt', j.attempts, 'event', 'retried',
                                     'delay_ms', r.dt - $8::int8, 'status', r.status))
             END)
-    FROM r
+    FROM r JOIN l USING (id)
     WHERE j.id = r.id AND r.kind IN ('r', 'u') AND j.lock = $2
     RETURNING j.id, j.jobtype
 ), gone AS (
     DELETE FROM jobs j
-    USING r
+    USING r JOIN l USING (id)
     WHERE j.id = r.id AND r.kind IN ('a', 'd') AND j.lock = $2
     RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt,
               j.tags, j.history, r.kind, r.code, r.status, r.output

@@ -5,16 +5,21 @@
 -- $2 dt, $3 channel, $4 now. Returns the ids run again; notifies the
 -- channel once per jobtype.
 --
--- Each archived row is found by primary key and deleted (a purge deleting
--- the same row at once makes one of the two find it gone: a job is purged
--- or run again, never both). No ON CONFLICT: add_jobs never lets an id be
+-- The archived rows are locked first, in id order like every statement
+-- that locks archived jobs by id (a purge skips rows locked here), then
+-- deleted: a purge deleting the same row at once makes one of the two find
+-- it gone, so a job is purged or run again, never both. No ON CONFLICT: add_jobs never lets an id be
 -- in both tables (an add racing this insert waits for it, then finds the id
 -- in `archive` or in `jobs`), so a conflict would be an error, never a
 -- lost job.
-WITH gone AS (
-    DELETE FROM archive
-    WHERE id = ANY($1::text[])
-    RETURNING id, jobtype, data, priority, create_dt, code, status, output, tags, history
+WITH la AS (
+    SELECT id FROM archive WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE
+), gone AS (
+    DELETE FROM archive a
+    USING la
+    WHERE a.id = la.id
+    RETURNING a.id, a.jobtype, a.data, a.priority, a.create_dt, a.code, a.status, a.output,
+              a.tags, a.history
 ), back AS (
     INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt,
                       cancel_requested, code, status, output, tags, history)
