@@ -300,6 +300,12 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(history_records_every_change);
         __jobstore_conformance_test!(history_keeps_the_newest_events);
         __jobstore_conformance_test!(tags_round_trip_and_filter_lists);
+        __jobstore_conformance_test!(stats_add_and_read);
+        __jobstore_conformance_test!(stats_keep_the_last_hour_and_30_days);
+        __jobstore_conformance_test!(stats_filter_by_jobtype);
+        __jobstore_conformance_test!(stats_bad_input_rejected);
+        __jobstore_conformance_test!(stats_concurrent_adds_sum_exactly);
+        __jobstore_conformance_test!(claim_reports_when_each_job_was_due);
 
         #[test]
         fn namespace_isolation() {
@@ -332,6 +338,7 @@ macro_rules! __conformance_tests {
         #[case::remove("remove")]
         #[case::edit("edit")]
         #[case::list("list")]
+        #[case::stats("stats")]
         fn state_matrix(#[case] op: &str) {
             $crate::block_on($crate::run($factory(), |c| $crate::suite::state_matrix(c, op)))
         }

@@ -17,8 +17,10 @@ use crate::Ctx;
 
 mod history;
 mod manage;
+mod stats;
 pub use history::*;
 pub use manage::*;
+pub use stats::*;
 
 /// The `now` every test starts from: 2023-11-14T22:13:20Z.
 pub const T0: Millis = 1_700_000_000_000;
@@ -159,6 +161,7 @@ pub async fn add_get_round_trip(c: Ctx) {
             cancel_requested: false,
             tags: vec![],
             history: added_at(s, T0),
+            claimed_due: None,
         }
     );
     assert_eq!(job.state(T0), JobState::Waiting);
@@ -531,7 +534,12 @@ pub async fn claim_sets_lock_lease_attempts(c: Ctx) {
         (T0, 2, &b"data"[..])
     );
     assert_eq!(j.state(T0 + 7), JobState::Running);
-    assert_eq!(&get(s, "j").await, j);
+    assert_eq!(j.claimed_due, Some(T0));
+    let stored = Job {
+        claimed_due: Some(T0),
+        ..get(s, "j").await
+    };
+    assert_eq!(&stored, j);
 }
 
 /// Jobs scheduled for later are invisible to claims and counts until due,
@@ -3165,7 +3173,12 @@ pub async fn state_matrix(c: Ctx, op: &str) {
                     assert_eq!(j.dt, now + MIN.as_millis() as Millis);
                     assert_eq!(j.attempts, before[st].attempts + 1, "{st}");
                     assert_eq!(j.data, before[st].data);
-                    assert_eq!(&get(s, st).await, &j);
+                    assert_eq!(j.claimed_due, Some(before[st].dt), "{st}");
+                    let stored = Job {
+                        claimed_due: j.claimed_due,
+                        ..get(s, st).await
+                    };
+                    assert_eq!(&stored, &j);
                     claimed.push(j.id);
                 }
             }
@@ -3373,7 +3386,26 @@ pub async fn state_matrix(c: Ctx, op: &str) {
             }
             assert_untouched(s, &before, &MATRIX_STATES, op).await;
         }
-        "rerun" | "remove" | "edit" | "list" => {
+        "stats" if s.capabilities().stats => {
+            // Stats are kept apart from jobs: adding and reading them
+            // changes no job, and no job shows in them.
+            let minute = jobstore_api::StatsResolution::Minute.start_of(now);
+            let jobtypes: Vec<String> = before.values().map(|j| j.jobtype.clone()).collect();
+            let deltas: Vec<StatsDelta> = [jobtypes[0].clone(), "m-stats".to_owned()]
+                .into_iter()
+                .map(|jobtype| StatsDelta {
+                    wait: Durations::of(&[1]),
+                    ..StatsDelta::new(jobtype, minute)
+                })
+                .collect();
+            let q = StatsQuery::new(StatsResolution::Minute);
+            assert!(s.job_stats(&q, now).await.unwrap().is_empty(), "no stats");
+            s.add_stats(&deltas, now).await.unwrap();
+            let read = s.job_stats(&q, now).await.unwrap();
+            assert_eq!(read.len(), 2, "{read:?}");
+            assert_untouched(s, &before, &MATRIX_STATES, op).await;
+        }
+        "rerun" | "remove" | "edit" | "list" | "stats" => {
             // Not offered: checked by their own behaviours.
             assert_untouched(s, &before, &MATRIX_STATES, op).await;
         }

@@ -147,6 +147,10 @@ pub struct ServeArgs {
     /// 1m].
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub purge_every: Option<Duration>,
+    /// How often the wait and run times summed here are added to the
+    /// store's per-jobtype stats [default: 5s].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub stats_every: Option<Duration>,
     /// Hand-outs before a job that keeps failing is archived as timeout,
     /// unless its handler says otherwise [default: 10].
     #[arg(long, value_name = "N")]
@@ -249,6 +253,9 @@ pub struct FileConfig {
     /// See [`ServeArgs::purge_every`].
     #[serde(default, with = "opt_duration")]
     pub purge_every: Option<Duration>,
+    /// See [`ServeArgs::stats_every`].
+    #[serde(default, with = "opt_duration")]
+    pub stats_every: Option<Duration>,
     /// See [`ServeArgs::max_attempts`].
     pub max_attempts: Option<u32>,
     /// See [`ServeArgs::max_age`].
@@ -600,6 +607,10 @@ impl Config {
                         .purge_every
                         .or(file.purge_every)
                         .unwrap_or(e.purge_every),
+                    stats_every: args
+                        .stats_every
+                        .or(file.stats_every)
+                        .unwrap_or(e.stats_every),
                     poll: args.poll.or(file.poll).unwrap_or(e.poll),
                     ..e
                 }
@@ -648,6 +659,9 @@ impl Config {
         let e = &self.exec;
         if e.purge_every.is_zero() {
             return Err(ConfigError::Invalid("purge_every must be above 0".into()));
+        }
+        if e.stats_every.is_zero() {
+            return Err(ConfigError::Invalid("stats_every must be above 0".into()));
         }
         if e.scheduler.max_running == 0 || e.scheduler.max_batch == 0 {
             return Err(ConfigError::Invalid(

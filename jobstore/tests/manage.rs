@@ -5,14 +5,13 @@
 
 mod support;
 
-use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use rstest::rstest;
-use serde_json::{Value, json};
+use serde_json::json;
+use support::admin::*;
 use support::*;
 
-const ADMIN: &str = "admin-token-for-tests";
 const WAIT: Duration = Duration::from_secs(90);
 
 fn runner(store: Option<&str>) -> Start<'_> {
@@ -23,98 +22,6 @@ fn runner(store: Option<&str>) -> Start<'_> {
         .arg("200ms")
         .arg("--lease")
         .arg("3s")
-}
-
-/// The `jobstore` command line against `url` with the admin token.
-fn cli(url: &str, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("JOBSTORE_URL", url)
-        .env("JOBSTORE_TOKEN", ADMIN)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap()
-}
-
-fn cli_json(url: &str, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let out = cli(url, &all);
-    assert!(
-        out.status.success(),
-        "jobstore {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "jobstore {args:?} printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
-
-struct Api {
-    c: reqwest::Client,
-    url: String,
-}
-
-impl Api {
-    fn new(url: &str) -> Api {
-        Api {
-            c: http(),
-            url: url.to_owned(),
-        }
-    }
-
-    async fn get(&self, path: &str) -> (u16, Value) {
-        json(self.c.get(format!("{}{path}", self.url)).bearer_auth(ADMIN)).await
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        json(
-            self.c
-                .post(format!("{}{path}", self.url))
-                .bearer_auth(ADMIN)
-                .json(&body),
-        )
-        .await
-    }
-
-    async fn handler(&self, jobtype: &str, spec: Value) {
-        let (s, v) = self
-            .post(&format!("/acme/handler/add/{jobtype}/add"), spec)
-            .await;
-        assert_eq!(s, 200, "set handler: {v}");
-    }
-
-    async fn add(&self, jobtype: &str, query: &str, payloads: &[String]) -> Vec<String> {
-        let (s, v) = json(
-            self.c
-                .post(format!("{}/acme/job/{jobtype}/add?{query}", self.url))
-                .bearer_auth(ADMIN)
-                .body(payloads.join("\n")),
-        )
-        .await;
-        assert_eq!(s, 200, "add: {v}");
-        ids(&v)
-    }
-
-    async fn job(&self, id: &str) -> Value {
-        self.get(&format!("/acme/jobs/{id}")).await.1
-    }
-
-    async fn archived_count(&self, jobtype: &str, code: &str) -> u64 {
-        let (_, v) = self.get("/acme/stats").await;
-        v["jobtypes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|j| j["type"] == jobtype)
-            .and_then(|j| j["archived"][code].as_u64())
-            .unwrap_or(0)
-    }
 }
 
 /// The walk-through: 1,000 jobs of which 100 fail; `jobstore failures`

@@ -128,6 +128,7 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::manage::*;
+use crate::stats::{StatsBucket, StatsDelta, StatsQuery};
 use crate::store::JobStore;
 use crate::types::*;
 use crate::watch::WorkWatcher;
@@ -304,6 +305,18 @@ pub trait StoreLayer: Send + Sync + Debug {
             .await
     }
 
+    /// [`JobStore::add_stats`].
+    async fn add_stats(&self, deltas: &[StatsDelta], now: Millis) -> Result<()> {
+        self.around("add_stats", self.inner().add_stats(deltas, now))
+            .await
+    }
+
+    /// [`JobStore::job_stats`].
+    async fn job_stats(&self, query: &StatsQuery, now: Millis) -> Result<Vec<StatsBucket>> {
+        self.around("job_stats", self.inner().job_stats(query, now))
+            .await
+    }
+
     /// [`JobStore::watch`]; by default the inner store's watcher, so
     /// notifications pass through the layer.
     async fn watch(&self) -> Result<WorkWatcher> {
@@ -442,6 +455,12 @@ impl<L: StoreLayer> JobStore for L {
     }
     async fn paused_jobtypes(&self) -> Result<Vec<String>> {
         StoreLayer::paused_jobtypes(self).await
+    }
+    async fn add_stats(&self, deltas: &[StatsDelta], now: Millis) -> Result<()> {
+        StoreLayer::add_stats(self, deltas, now).await
+    }
+    async fn job_stats(&self, query: &StatsQuery, now: Millis) -> Result<Vec<StatsBucket>> {
+        StoreLayer::job_stats(self, query, now).await
     }
     async fn watch(&self) -> Result<WorkWatcher> {
         StoreLayer::watch(self).await

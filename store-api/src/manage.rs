@@ -589,6 +589,7 @@ mod tests {
             cancel_requested: false,
             tags: vec![],
             history: vec![],
+            claimed_due: None,
         };
         let c = q.cursor_after(&job);
         let back: Cursor = c.to_string().parse().unwrap();

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::history::{EventKind, JobEvent};
 use crate::limits::DEFAULT_POLL_INTERVAL;
 use crate::manage::*;
+use crate::stats::{Durations, StatsBucket, StatsDelta, StatsQuery, StatsResolution};
 use crate::store::JobStore;
 use crate::types::*;
 use crate::validate;
@@ -33,6 +34,8 @@ struct Inner {
     handlers: BTreeMap<String, Vec<HandlerVersion>>,
     sysids: HashMap<String, SysidLease>,
     paused: std::collections::BTreeSet<String>,
+    /// Stats buckets by (resolution, jobtype, start).
+    stats: BTreeMap<(StatsResolution, String, Millis), (Durations, Durations)>,
     next_version: u64,
 }
 
@@ -73,6 +76,7 @@ impl JobStore for MemoryStore {
             .with_notifications()
             .with_management()
             .with_tags_and_history()
+            .with_stats()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -100,6 +104,7 @@ impl JobStore for MemoryStore {
                     cancel_requested: false,
                     tags: job.tags.clone(),
                     history: vec![JobEvent::new(now, "", 0, EventKind::Added)],
+                    claimed_due: None,
                 },
             );
             outcome.new.push(job.id.clone());
@@ -164,11 +169,15 @@ impl JobStore for MemoryStore {
         let mut claimed = Vec::with_capacity(picked.len());
         for id in picked {
             let job = inner.jobs.get_mut(&id).expect("picked from the map");
+            let due = job.dt;
             job.lock = owner.to_owned();
             job.dt = now + duration_ms(lease);
             job.attempts += 1;
             record(job, now, owner, EventKind::Claimed);
-            claimed.push(job.clone());
+            claimed.push(Job {
+                claimed_due: Some(due),
+                ..job.clone()
+            });
         }
         Ok(claimed)
     }
@@ -436,6 +445,48 @@ impl JobStore for MemoryStore {
 
     async fn paused_jobtypes(&self) -> Result<Vec<String>> {
         Ok(self.lock().paused.iter().cloned().collect())
+    }
+
+    async fn add_stats(&self, deltas: &[StatsDelta], now: Millis) -> Result<()> {
+        validate::stats_deltas(deltas, now)?;
+        let mut inner = self.lock();
+        for d in deltas {
+            for res in [StatsResolution::Minute, StatsResolution::Day] {
+                let start = res.start_of(d.minute);
+                if start < res.oldest_kept(now) {
+                    continue;
+                }
+                let (wait, run) = inner
+                    .stats
+                    .entry((res, d.jobtype.clone(), start))
+                    .or_default();
+                wait.merge(&d.wait);
+                run.merge(&d.run);
+            }
+        }
+        inner
+            .stats
+            .retain(|(res, _, start), _| *start >= res.oldest_kept(now));
+        Ok(())
+    }
+
+    async fn job_stats(&self, query: &StatsQuery, now: Millis) -> Result<Vec<StatsBucket>> {
+        validate::stats_query(query, now)?;
+        let oldest = query.resolution.oldest_kept(now);
+        Ok(self
+            .lock()
+            .stats
+            .iter()
+            .filter(|((res, jobtype, start), _)| {
+                *res == query.resolution && *start >= oldest && query.jobtypes.matches(jobtype)
+            })
+            .map(|((_, jobtype, start), (wait, run))| StatsBucket {
+                jobtype: jobtype.clone(),
+                start: *start,
+                wait: wait.clone(),
+                run: run.clone(),
+            })
+            .collect())
     }
 
     async fn watch(&self) -> Result<WorkWatcher> {

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use crate::error::Result;
 use crate::limits::DEFAULT_POLL_INTERVAL;
 use crate::manage::*;
+use crate::stats::{StatsBucket, StatsDelta, StatsQuery};
 use crate::types::*;
 use crate::watch::WorkWatcher;
 
@@ -104,7 +105,8 @@ pub trait JobStore: Send + Sync + Debug {
     /// the jobtype is paused, see [`JobStore::pause_jobtype`]), ordered by
     /// priority (high first), then `dt`, then `id`; sets `lock = owner`,
     /// `dt = now + lease`, `attempts += 1`; and returns them as stored after
-    /// the change, in that order. While the lease is valid no other caller
+    /// the change, in that order, each with [`Job::claimed_due`] set to its
+    /// `dt` before the change. While the lease is valid no other caller
     /// can claim the same job. `limit == 0` returns nothing; a limit above
     /// [`MAX_CLAIM`](crate::limits::MAX_CLAIM) is `InvalidInput`.
     ///
@@ -316,6 +318,39 @@ pub trait JobStore: Send + Sync + Debug {
     /// [`Capabilities::pause`] answers `Unsupported`.
     async fn paused_jobtypes(&self) -> Result<Vec<String>> {
         Err(crate::Error::unsupported("paused_jobtypes"))
+    }
+
+    /// Adds each delta to its jobtype's stats bucket of the delta's minute
+    /// and to the one of the UTC day holding that minute (see
+    /// [`crate::stats`]). A delta whose minute is older than the minute
+    /// buckets kept at `now` ([`StatsResolution::oldest_kept`](crate::StatsResolution::oldest_kept)) adds to its
+    /// day only; one older than the days kept adds nothing. Every addition
+    /// is atomic and exact: concurrent adds, from any number of callers,
+    /// sum to the total of what each added. Buckets older than the ones
+    /// kept are dropped, by this call or a later one; they are never read.
+    ///
+    /// Checked by [`validate::stats_deltas`](crate::validate::stats_deltas):
+    /// a minute that is not a multiple of [`MINUTE_MS`](crate::stats::MINUTE_MS)
+    /// or starts after `now`, a jobtype and minute listed twice, a delta with
+    /// no durations, durations whose histogram does not add up to their
+    /// count, a sum of squares that is negative or not finite, an invalid
+    /// jobtype are `InvalidInput`; more than
+    /// [`MAX_BATCH`](crate::limits::MAX_BATCH) deltas are `TooLarge`. A store
+    /// without [`Capabilities::stats`] answers `Unsupported`.
+    async fn add_stats(&self, deltas: &[StatsDelta], now: Millis) -> Result<()> {
+        let _ = (deltas, now);
+        Err(crate::Error::unsupported("add_stats"))
+    }
+
+    /// The stats buckets of `query.resolution` kept at `now` (starting at
+    /// or after [`StatsResolution::oldest_kept`](crate::StatsResolution::oldest_kept)) for the jobtypes `query`
+    /// selects, sorted by jobtype (bytewise), then start. A bucket nothing
+    /// was added to is absent. Checked by
+    /// [`validate::stats_query`](crate::validate::stats_query). A store
+    /// without [`Capabilities::stats`] answers `Unsupported`.
+    async fn job_stats(&self, query: &StatsQuery, now: Millis) -> Result<Vec<StatsBucket>> {
+        let _ = (query, now);
+        Err(crate::Error::unsupported("job_stats"))
     }
 
     /// A [`WorkWatcher`] that wakes when new work may have arrived: an add,

@@ -157,6 +157,11 @@ pub struct Job {
     /// first (empty in a store without [`Capabilities::history`]).
     #[serde(default)]
     pub history: Vec<crate::history::JobEvent>,
+    /// In a job returned by [`JobStore::claim_jobs`](crate::JobStore::claim_jobs):
+    /// its `dt` before the claim, when it became due (for an expired job
+    /// taken again, when its lease expired). `None` in every other read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_due: Option<Millis>,
 }
 
 impl Job {
@@ -199,6 +204,7 @@ impl fmt::Debug for Job {
             .field("cancel_requested", &self.cancel_requested)
             .field("tags", &self.tags)
             .field("history_len", &self.history.len())
+            .field("claimed_due", &self.claimed_due)
             .finish()
     }
 }
@@ -563,6 +569,9 @@ pub struct Capabilities {
     pub tags: bool,
     /// Whether jobs keep their history ([`Job::history`]).
     pub history: bool,
+    /// Whether [`JobStore::add_stats`](crate::JobStore::add_stats) and
+    /// [`job_stats`](crate::JobStore::job_stats) are offered.
+    pub stats: bool,
 }
 
 impl Capabilities {
@@ -578,7 +587,14 @@ impl Capabilities {
             pause: false,
             tags: false,
             history: false,
+            stats: false,
         }
+    }
+
+    /// Declares per-jobtype timing stats.
+    pub const fn with_stats(mut self) -> Self {
+        self.stats = true;
+        self
     }
 
     /// Declares tags and history.

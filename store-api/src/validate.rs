@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::limits::*;
 use crate::manage::{JobEdit, JobQuery, JobtypeFilter, TimeRange};
+use crate::stats::{Durations, MINUTE_MS, StatsDelta, StatsQuery};
 use crate::types::{
     Capabilities, Handler, HandlerLimits, JobRelease, JobState, Millis, NewJob, Release,
 };
@@ -337,7 +338,33 @@ pub fn handler_limits(limits: &HandlerLimits) -> Result<()> {
 pub fn job_query(query: &JobQuery, now: Millis) -> Result<()> {
     time("now", now)?;
     crate::manage::page_limit(query.limit)?;
-    match &query.jobtypes {
+    jobtype_filter(&query.jobtypes)?;
+    let archived = query.state == JobState::Archived;
+    if !archived && !query.codes.is_empty() {
+        return Err(Error::invalid(format!(
+            "codes filter archived jobs; the query lists {} jobs",
+            query.state
+        )));
+    }
+    if !archived && !query.archived.is_open() {
+        return Err(Error::invalid(format!(
+            "archived (a range of archive times) filters archived jobs; the query lists {} jobs",
+            query.state
+        )));
+    }
+    range("created", &query.created)?;
+    range("archived", &query.archived)?;
+    if let Some(t) = &query.tag {
+        tag(t)?;
+    }
+    query.resume_after()?;
+    Ok(())
+}
+
+/// A [`JobtypeFilter`]: a list of 1..=[`MAX_QUERY_JOBTYPES`] valid
+/// jobtypes, none twice, or a valid prefix.
+pub fn jobtype_filter(filter: &JobtypeFilter) -> Result<()> {
+    match filter {
         JobtypeFilter::All => {}
         JobtypeFilter::Exact(list) => {
             if list.is_empty() {
@@ -367,25 +394,6 @@ pub fn job_query(query: &JobQuery, now: Millis) -> Result<()> {
             })?;
         }
     }
-    let archived = query.state == JobState::Archived;
-    if !archived && !query.codes.is_empty() {
-        return Err(Error::invalid(format!(
-            "codes filter archived jobs; the query lists {} jobs",
-            query.state
-        )));
-    }
-    if !archived && !query.archived.is_open() {
-        return Err(Error::invalid(format!(
-            "archived (a range of archive times) filters archived jobs; the query lists {} jobs",
-            query.state
-        )));
-    }
-    range("created", &query.created)?;
-    range("archived", &query.archived)?;
-    if let Some(t) = &query.tag {
-        tag(t)?;
-    }
-    query.resume_after()?;
     Ok(())
 }
 
@@ -487,4 +495,72 @@ pub fn tags(list: &[String]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A batch of [`StatsDelta`]s: size, jobtypes, minutes (aligned, not after
+/// `now`), each (jobtype, minute) once, and each delta holding durations
+/// whose histogram adds up to their count.
+pub fn stats_deltas(deltas: &[StatsDelta], now: Millis) -> Result<()> {
+    time("now", now)?;
+    batch("batch of stats", deltas.len())?;
+    let mut seen = HashSet::with_capacity(deltas.len());
+    for d in deltas {
+        jobtype(&d.jobtype)?;
+        time("minute", d.minute)?;
+        if d.minute.rem_euclid(MINUTE_MS) != 0 {
+            return Err(Error::invalid(format!(
+                "minute {} is not the start of a minute (a multiple of {MINUTE_MS})",
+                d.minute
+            )));
+        }
+        if d.minute > now {
+            return Err(Error::invalid(format!(
+                "minute {} starts after now ({now})",
+                d.minute
+            )));
+        }
+        if !seen.insert((d.jobtype.as_str(), d.minute)) {
+            return Err(Error::invalid(format!(
+                "stats for jobtype {:?} at minute {} appear twice in one batch",
+                d.jobtype, d.minute
+            )));
+        }
+        if d.wait.is_empty() && d.run.is_empty() {
+            return Err(Error::invalid(format!(
+                "stats for jobtype {:?} at minute {} hold no durations",
+                d.jobtype, d.minute
+            )));
+        }
+        durations("wait", &d.wait)?;
+        durations("run", &d.run)?;
+    }
+    Ok(())
+}
+
+fn durations(what: &str, d: &Durations) -> Result<()> {
+    let in_buckets: u64 = d.buckets.iter().fold(0u64, |a, b| a.saturating_add(*b));
+    if in_buckets != d.count {
+        return Err(Error::invalid(format!(
+            "{what}.buckets add up to {in_buckets}, not to {what}.count {}",
+            d.count
+        )));
+    }
+    if !d.sum_sq_ms.is_finite() || d.sum_sq_ms < 0.0 {
+        return Err(Error::invalid(format!(
+            "{what}.sum_sq_ms is {}; it is a finite sum of squares, 0 or more",
+            d.sum_sq_ms
+        )));
+    }
+    if d.count == 0 && (d.sum_ms != 0 || d.sum_sq_ms != 0.0) {
+        return Err(Error::invalid(format!(
+            "{what} holds no durations but sums that are not 0"
+        )));
+    }
+    Ok(())
+}
+
+/// A [`StatsQuery`]: its jobtypes, and `now`.
+pub fn stats_query(query: &StatsQuery, now: Millis) -> Result<()> {
+    time("now", now)?;
+    jobtype_filter(&query.jobtypes)
 }

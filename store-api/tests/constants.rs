@@ -85,12 +85,14 @@ fn job_debug_shows_the_payload_length_only() {
         cancel_requested: false,
         tags: vec![],
         history: vec![],
+        claimed_due: Some(1),
     };
     let shown = format!("{job:?}");
     assert!(!shown.contains("secret"), "{shown}");
     assert!(
         shown.starts_with(r#"Job { id: "j1", jobtype: "t", data_len: 14,"#)
-            && shown.contains(r#"lock: "sys-a", attempts: 2"#),
+            && shown.contains(r#"lock: "sys-a", attempts: 2"#)
+            && shown.ends_with("claimed_due: Some(1) }"),
         "{shown}"
     );
 }

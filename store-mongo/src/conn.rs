@@ -42,6 +42,13 @@ pub(crate) const DUE_INDEX: &str = "list_due";
 /// first.
 pub(crate) const ARCHIVED_INDEX: &str = "list_archived";
 
+/// The name of the stats index by resolution and start: pruning.
+pub(crate) const STATS_PRUNE_INDEX: &str = "prune";
+
+/// The name of the stats index by resolution, jobtype and start: reads, in
+/// their order.
+pub(crate) const STATS_READ_INDEX: &str = "read";
+
 impl MongoStore {
     /// The store for `url` and `options`, without contacting the server
     /// (a `mongodb+srv://` URL is resolved through DNS, though).
@@ -90,6 +97,7 @@ impl MongoStore {
             sysids: coll("sysids"),
             counters: coll("counters"),
             paused: coll("paused"),
+            stats: coll("stats"),
             client,
             db: db.clone(),
             prefix,
@@ -159,6 +167,19 @@ impl MongoStore {
             )
             .await
             .map_err(|e| error::map("index creation on handlers", e))?;
+        self.stats
+            .create_indexes([
+                IndexModel::builder()
+                    .keys(doc! { "res": 1, "start": 1 })
+                    .options(named(STATS_PRUNE_INDEX))
+                    .build(),
+                IndexModel::builder()
+                    .keys(doc! { "res": 1, "jobtype": 1, "start": 1 })
+                    .options(named(STATS_READ_INDEX))
+                    .build(),
+            ])
+            .await
+            .map_err(|e| error::map("index creation on stats", e))?;
         Ok(())
     }
 
@@ -405,6 +426,7 @@ mod tests {
             &store.sysids,
             &store.counters,
             &store.paused,
+            &store.stats,
         ] {
             assert!(
                 matches!(

@@ -331,6 +331,7 @@ pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
         cancel_requested: get_flag(d, f::CANCEL, W)?,
         tags: tags_from_doc(d)?,
         history: history_from_doc(d, attempts)?,
+        claimed_due: None,
     })
 }
 

@@ -5,6 +5,7 @@ mod convert;
 mod error;
 mod manage;
 mod options;
+mod stats;
 mod store;
 
 pub use options::{

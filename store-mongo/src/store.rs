@@ -48,6 +48,8 @@ pub struct MongoStore {
     pub(crate) counters: Collection<Document>,
     /// The paused jobtypes, one document each (`_id` the jobtype).
     pub(crate) paused: Collection<Document>,
+    /// The stats buckets, one document per jobtype, resolution and start.
+    pub(crate) stats: Collection<Document>,
     pub(crate) hook: Option<RoundTripHook>,
     /// The write concern's `wtimeout`.
     pub(crate) wtimeout: Duration,
@@ -186,9 +188,9 @@ impl MongoStore {
         &self.client
     }
 
-    /// Drops the store's five collections, and with them every job,
-    /// handler, sysid and paused jobtype of this namespace. Other
-    /// collections of the database are left alone.
+    /// Drops the store's six collections, and with them every job,
+    /// handler, sysid, paused jobtype and stats bucket of this namespace.
+    /// Other collections of the database are left alone.
     pub async fn drop_collections(&self) -> Result<()> {
         for coll in [
             &self.jobs,
@@ -196,6 +198,7 @@ impl MongoStore {
             &self.sysids,
             &self.counters,
             &self.paused,
+            &self.stats,
         ] {
             coll.drop()
                 .await
@@ -896,6 +899,7 @@ impl MongoStore {
                     .map(|(c, mut job, _)| {
                         // Exactly what this claim's update made of the
                         // job as read (the update was pinned to it).
+                        job.claimed_due = Some(job.dt);
                         job.lock = owner.to_owned();
                         job.dt = until;
                         job.attempts += 1;
@@ -1040,7 +1044,8 @@ impl JobStore for MongoStore {
         let caps = Capabilities::new(self.max_payload())
             .with_waiting_count_cap(WAITING_COUNT_CAP)
             .with_management()
-            .with_tags_and_history();
+            .with_tags_and_history()
+            .with_stats();
         if self.uses_change_streams() {
             caps.with_notifications()
         } else {
@@ -1422,6 +1427,16 @@ impl JobStore for MongoStore {
 
     async fn paused_jobtypes(&self) -> Result<Vec<String>> {
         self.paused_list().await
+    }
+
+    async fn add_stats(&self, deltas: &[StatsDelta], now: Millis) -> Result<()> {
+        validate::stats_deltas(deltas, now)?;
+        self.add_stats_batch(deltas, now).await
+    }
+
+    async fn job_stats(&self, query: &StatsQuery, now: Millis) -> Result<Vec<StatsBucket>> {
+        validate::stats_query(query, now)?;
+        self.read_stats(query, now).await
     }
 
     async fn watch(&self) -> Result<WorkWatcher> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use jobstore_api::limits::{MAX_ID_LEN, MAX_JOBTYPE_LEN, MAX_OUTPUT};
 use jobstore_api::{
     ErrorKind, JobQuery, JobRelease, JobResult, JobState, JobStore, JobStoreExt, NewJob, Release,
-    ResultCode,
+    ResultCode, StatsDelta, StatsQuery, StatsResolution,
 };
 use jobstore_conformance::services;
 use jobstore_mongo::{DEFAULT_WTIMEOUT, MongoOptions, MongoStore};
@@ -551,8 +551,8 @@ async fn watch_polls_where_change_streams_are_missing_or_refused() {
     then_drop(&s, outcome).await;
 }
 
-/// The commands a store sends on its jobs collection, as the driver
-/// reports them (name and command document).
+/// The commands a store sends on its jobs and stats collections, as the
+/// driver reports them (name and command document).
 type Sent = Arc<std::sync::Mutex<Vec<(String, mongodb::bson::Document)>>>;
 
 /// The names of the commands `sent` logged since it was last emptied;
@@ -579,7 +579,8 @@ async fn insert_unreadable(s: &MongoStore) {
         .unwrap();
 }
 
-/// A store whose commands on `jobs` are recorded in the returned list.
+/// A store whose commands on `jobs` and `stats` are recorded in the
+/// returned list.
 async fn observed_store(url: &str, ns: &str) -> (MongoStore, Sent) {
     use mongodb::event::EventHandler;
     use mongodb::event::command::CommandEvent;
@@ -594,7 +595,7 @@ async fn observed_store(url: &str, ns: &str) -> (MongoStore, Sent) {
                     .command
                     .get(&e.command_name)
                     .and_then(|v| v.as_str())
-                    .is_some_and(|c| c == "jobs")
+                    .is_some_and(|c| c == "jobs" || c == "stats")
                     || e.command_name == "getMore";
                 if on_jobs {
                     log.lock()
@@ -988,6 +989,97 @@ async fn debug_output_names_the_database_and_no_url() {
         assert!(!shown.contains("mongodb://"), "{shown}");
     })
     .await;
+}
+
+/// Stats: an add is one `update` command of upserts, each naming its
+/// bucket by `_id` alone, and one `delete` command pruning one range of
+/// the `prune` index per resolution, which drops a bucket left behind
+/// (here one written two hours back, as by an add that no later add
+/// followed); an empty batch sends nothing; a read is one `find` on the
+/// `read` index in the answer's order.
+#[tokio::test]
+async fn stats_take_one_upsert_command_one_prune_and_one_find() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let (s, sent) = observed_store(&url, &ns).await;
+    let outcome = async {
+        let minute = StatsResolution::Minute.start_of(T0);
+        let stale = minute - 120 * 60_000;
+        let raw = s.database().collection::<mongodb::bson::Document>("stats");
+        raw.insert_one(doc! {
+            "_id": format!("minute:{stale}:t"), "jobtype": "t", "res": "minute",
+            "start": stale, "wait_count": 1_i64, "wait_sum_sq_ms": 0.0, "wait_h0": 1_i64,
+        })
+        .await
+        .unwrap();
+        sent.lock().unwrap().clear();
+        let delta = |jobtype: &str, minute: i64| {
+            let mut d = StatsDelta::new(jobtype, minute);
+            d.wait.record(3);
+            d.run.record(700);
+            d
+        };
+        s.add_stats(
+            &[
+                delta("t", minute),
+                delta("u", minute),
+                delta("t", minute - 90 * 60_000),
+            ],
+            T0,
+        )
+        .await
+        .unwrap();
+        let mut add = std::mem::take(&mut *sent.lock().unwrap());
+        add.sort_by(|a, b| a.0.cmp(&b.0));
+        let names: Vec<&str> = add.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["delete", "update"], "two commands, sent together");
+        let deletes = add[0].1.get_array("deletes").unwrap();
+        assert_eq!(deletes.len(), 2, "one per resolution: {deletes:?}");
+        for d in deletes {
+            assert_eq!(d.as_document().unwrap().get_str("hint"), Ok("prune"));
+        }
+        let updates = add[1].1.get_array("updates").unwrap();
+        assert_eq!(
+            updates.len(),
+            5,
+            "a minute and a day each, the minute 90 minutes back its day only"
+        );
+        for u in updates {
+            let u = u.as_document().unwrap();
+            assert_eq!(u.get_bool("upsert"), Ok(true), "{u}");
+            let q = u.get_document("q").unwrap();
+            assert_eq!(q.keys().collect::<Vec<_>>(), ["_id"], "{u}");
+        }
+        let wc = add[1].1.get_document("writeConcern").unwrap();
+        assert_eq!(wc.get_str("w").ok(), Some("majority"), "{wc}");
+        assert_eq!(
+            raw.count_documents(doc! { "start": stale }).await.unwrap(),
+            0,
+            "the bucket two hours back is pruned"
+        );
+        sent.lock().unwrap().clear();
+        s.add_stats(&[], T0).await.unwrap();
+        assert!(sent_names(&sent).is_empty(), "an empty batch sends nothing");
+        let read = s
+            .job_stats(&StatsQuery::new(StatsResolution::Minute), T0)
+            .await
+            .unwrap();
+        let keys: Vec<(&str, i64)> = read.iter().map(|b| (b.jobtype.as_str(), b.start)).collect();
+        assert_eq!(keys, [("t", minute), ("u", minute)]);
+        assert_eq!(read[0].run.sum_ms, 700);
+        let find = std::mem::take(&mut *sent.lock().unwrap());
+        assert_eq!(find.len(), 1, "one find, no getMore: {find:?}");
+        let find = &find[0].1;
+        assert_eq!(find.get_str("hint").ok(), Some("read"), "{find}");
+        assert_eq!(
+            find.get_document("sort").unwrap(),
+            &doc! { "jobtype": 1, "start": 1 },
+            "{find}"
+        );
+    };
+    then_drop(&s, outcome).await;
 }
 
 /// Runs `body`, then drops `s`'s database, even when `body` panics.

@@ -11,8 +11,9 @@
 -- it is locked. The update finds each locked row by its ctid (the version
 -- just locked, which nobody else can change before this statement ends).
 -- UPDATE ... RETURNING does not keep order: the final SELECT restores it
--- (by the dt each job had before the claim). A paused jobtype (a row in
--- `paused`) claims nothing: the NOT EXISTS is uncorrelated, so it is one
+-- (by the dt each job had before the claim, returned last: the job's
+-- claimed_due). A paused jobtype (a row in `paused`) claims nothing: the
+-- NOT EXISTS is uncorrelated, so it is one
 -- primary-key probe of `paused` per branch, evaluated once before the
 -- branch reads (or locks) anything. The claimed jobs come back with their
 -- cancel mark and, for a job run again, its last result. Each claimed job
@@ -53,6 +54,6 @@ WITH picked AS (
 )
 SELECT id, jobtype, data, priority, dt, lock, attempts, create_dt,
        NULL::int8 AS done_dt, code, status, output, cancel_requested, tags,
-       history::text
+       history::text, was_dt
 FROM claimed
 ORDER BY priority DESC, was_dt, id

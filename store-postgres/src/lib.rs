@@ -3,6 +3,7 @@
 mod error;
 mod options;
 mod queries;
+mod stats;
 mod store;
 mod vacuum;
 mod watch;

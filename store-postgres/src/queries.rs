@@ -30,3 +30,5 @@ pub(crate) const LIST_SCHEDULED: &str = include_str!("../queries/list_scheduled.
 pub(crate) const LIST_RUNNING: &str = include_str!("../queries/list_running.sql");
 pub(crate) const LIST_ARCHIVED: &str = include_str!("../queries/list_archived.sql");
 pub(crate) const LIST_ARCHIVED_ALL: &str = include_str!("../queries/list_archived_all.sql");
+pub(crate) const ADD_STATS: &str = include_str!("../queries/add_stats.sql");
+pub(crate) const JOB_STATS: &str = include_str!("../queries/job_stats.sql");

@@ -12,7 +12,8 @@ use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
     Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode,
-    SysidLease, WaitingJobtype, WorkWatcher, duration_ms, validate,
+    StatsBucket, StatsDelta, StatsQuery, SysidLease, WaitingJobtype, WorkWatcher, duration_ms,
+    validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -408,7 +409,7 @@ async fn migrate(connect: &PgConnectOptions, schema: &str, timeout: Duration) ->
 }
 
 /// Column `i` of `row`, decoding failures as backend errors.
-fn get<'r, T>(row: &'r PgRow, i: usize) -> Result<T>
+pub(crate) fn get<'r, T>(row: &'r PgRow, i: usize) -> Result<T>
 where
     T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
 {
@@ -453,6 +454,7 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         cancel_requested: get(row, 12)?,
         tags: get(row, 13)?,
         history: history_from_json(&get::<String>(row, 14)?)?,
+        claimed_due: None,
     })
 }
 
@@ -513,6 +515,7 @@ impl JobStore for PgStore {
             .with_notifications()
             .with_management()
             .with_tags_and_history()
+            .with_stats()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -576,7 +579,15 @@ impl JobStore for PgStore {
         if let Some(v) = &self.vacuums {
             v.claimed(rows.len());
         }
-        rows.iter().map(job_from_row).collect()
+        // Column 15: the job's dt before the claim.
+        rows.iter()
+            .map(|r| {
+                Ok(Job {
+                    claimed_due: Some(get(r, 15)?),
+                    ..job_from_row(r)?
+                })
+            })
+            .collect()
     }
 
     async fn renew_locks(
@@ -865,6 +876,16 @@ impl JobStore for PgStore {
     async fn paused_jobtypes(&self) -> Result<Vec<String>> {
         self.ids_query("paused_jobtypes", sqlx::query(q::PAUSED_JOBTYPES))
             .await
+    }
+
+    async fn add_stats(&self, deltas: &[StatsDelta], now: Millis) -> Result<()> {
+        validate::stats_deltas(deltas, now)?;
+        crate::stats::add(&self.pool, deltas, now).await
+    }
+
+    async fn job_stats(&self, query: &StatsQuery, now: Millis) -> Result<Vec<StatsBucket>> {
+        validate::stats_query(query, now)?;
+        crate::stats::read(&self.pool, query, now).await
     }
 
     async fn watch(&self) -> Result<WorkWatcher> {

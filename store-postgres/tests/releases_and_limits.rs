@@ -657,6 +657,17 @@ column jobs.history jsonb not null default '[]'::jsonb
 column jobs.tags ARRAY not null default '{}'::text[]
 column paused.jobtype text not null collate C
 column paused.dt bigint not null
+column stats.resolution text not null
+column stats.jobtype text not null collate C
+column stats.start bigint not null
+column stats.wait_count bigint not null
+column stats.wait_sum_ms bigint not null
+column stats.wait_sum_sq_ms double precision not null
+column stats.wait_buckets ARRAY not null
+column stats.run_count bigint not null
+column stats.run_sum_ms bigint not null
+column stats.run_sum_sq_ms double precision not null
+column stats.run_buckets ARRAY not null
 column sysids.sysid text not null collate C
 column sysids.token text not null
 column sysids.expires bigint not null
@@ -678,6 +689,13 @@ jobs_leased: CREATE INDEX jobs_leased ON jobs USING btree (jobtype, dt) WHERE (l
 jobs_pkey: CREATE UNIQUE INDEX jobs_pkey ON jobs USING btree (id)
 paused paused_pkey: PRIMARY KEY (jobtype)
 paused_pkey: CREATE UNIQUE INDEX paused_pkey ON paused USING btree (jobtype)
+stats: fillfactor=50
+stats stats_pkey: PRIMARY KEY (resolution, jobtype, start)
+stats stats_resolution_check: CHECK ((resolution = ANY (ARRAY['minute'::text, 'day'::text])))
+stats stats_run_buckets_check: CHECK ((cardinality(run_buckets) = 17))
+stats stats_wait_buckets_check: CHECK ((cardinality(wait_buckets) = 17))
+stats_by_age: CREATE INDEX stats_by_age ON stats USING btree (resolution, start)
+stats_pkey: CREATE UNIQUE INDEX stats_pkey ON stats USING btree (resolution, jobtype, start)
 sysids sysids_pkey: PRIMARY KEY (sysid)
 sysids_pkey: CREATE UNIQUE INDEX sysids_pkey ON sysids USING btree (sysid)
 ";

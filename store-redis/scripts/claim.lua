@@ -1,8 +1,9 @@
 -- KEYS ready, sched, lock, paused. ARGV: job key prefix, now, limit, owner,
 -- lease expiry, promotion slice, now as 15 zero-padded digits.
--- Returns groups of 8: id, data, priority, create_dt, attempts, cancel
+-- Returns groups of 9: id, data, priority, create_dt, attempts, cancel
 -- mark (x, or false), history (h, with the claim's event), tags (t, or
--- false).
+-- false), due time (the job's dt before the claim, as 15 digits: the dt
+-- part of its ready member).
 local pre, now, limit, owner, exp = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local slice = tonumber(ARGV[6])
 local nowp = ARGV[7]
@@ -70,6 +71,7 @@ while got < limit and putback <= slice do
       out[#out + 1] = f[6]
       out[#out + 1] = h
       out[#out + 1] = f[8]
+      out[#out + 1] = dtp
       got = got + 1
     end
   end

@@ -150,6 +150,7 @@ pub(crate) fn job_from_hash(
         cancel_requested,
         tags,
         history,
+        claimed_due: None,
     })
 }
 

@@ -1,7 +1,7 @@
 //! Key names. Every key of one jobtype shares the hash tag `{P:T}`; keys
 //! of the whole namespace share `{P}`; id index buckets are `{P|i<b>}`.
 
-use jobstore_api::ResultCode;
+use jobstore_api::{Millis, ResultCode, StatsResolution};
 
 /// How many buckets the id index is split into (a fixed part of the data
 /// layout: changing it makes existing ids unfindable).
@@ -31,6 +31,9 @@ pub(crate) struct TypeKeys {
     pub job: String,
     /// `{P:T}:paused`: exists (value `1`) while the jobtype is paused.
     pub paused: String,
+    /// Prefix of the stats bucket hashes: `{P:T}:stats:`, followed by
+    /// the resolution and the bucket start (see [`TypeKeys::stats_bucket`]).
+    pub stats: String,
 }
 
 impl TypeKeys {
@@ -38,6 +41,12 @@ impl TypeKeys {
     pub fn done_of(&self, code: ResultCode) -> &str {
         let i = ResultCode::ALL.iter().position(|c| *c == code);
         &self.done[i.unwrap_or_default()]
+    }
+
+    /// `{P:T}:stats:<resolution>:<start>`: the stats bucket of this
+    /// jobtype starting at `start` (epoch ms).
+    pub fn stats_bucket(&self, resolution: StatsResolution, start: Millis) -> String {
+        format!("{}{}:{start}", self.stats, resolution.as_str())
     }
 }
 
@@ -64,6 +73,7 @@ impl Keys {
             fence: format!("{tag}:fence"),
             job: format!("{tag}:j:"),
             paused: format!("{tag}:paused"),
+            stats: format!("{tag}:stats:"),
         }
     }
 
@@ -178,6 +188,15 @@ mod tests {
         assert_eq!(k.jobtype("a-b").done[5], "{jobs:a-b}:done:timeout");
         assert_eq!(k.jobtypes(), "{jobs}:jobtypes");
         assert_eq!(k.jobtype("a-b").paused, "{jobs:a-b}:paused");
+        assert_eq!(
+            k.jobtype("a-b")
+                .stats_bucket(StatsResolution::Minute, 60_000),
+            "{jobs:a-b}:stats:minute:60000"
+        );
+        assert_eq!(
+            k.jobtype("a:b").stats_bucket(StatsResolution::Day, 0),
+            "{jobs:a:b}:stats:day:0"
+        );
         assert_eq!(k.paused(), "{jobs}:paused");
         assert_eq!(k.prefix(), "jobs");
         // Each namespace wakes its own watchers only.

@@ -9,6 +9,7 @@ mod keys;
 mod manage;
 mod options;
 mod scripts;
+mod stats;
 mod store;
 mod watch;
 

@@ -46,7 +46,7 @@ fn opt_time(t: Option<Millis>) -> String {
 impl RedisStore {
     /// The jobtypes a query reads: the known jobtypes of the namespace, or
     /// those given, or the known ones with the prefix.
-    async fn query_jobtypes(&self, filter: &JobtypeFilter) -> Result<Vec<String>> {
+    pub(crate) async fn query_jobtypes(&self, filter: &JobtypeFilter) -> Result<Vec<String>> {
         Ok(match filter {
             JobtypeFilter::All => self.known_jobtypes().await?,
             JobtypeFilter::Exact(list) => list.clone(),

@@ -45,6 +45,8 @@ pub(crate) struct Scripts {
     pub sysid_reserve: Script,
     pub sysid_renew: Script,
     pub sysid_release: Script,
+    pub stats_add: Script,
+    pub stats_read: Script,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -71,6 +73,8 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     sysid_reserve: plain_script!("sysid_reserve"),
     sysid_renew: plain_script!("sysid_renew"),
     sysid_release: plain_script!("sysid_release"),
+    stats_add: plain_script!("stats_add"),
+    stats_read: plain_script!("stats_read"),
 });
 
 /// A time as 15 zero-padded decimal digits, as the scripts compare times

@@ -211,6 +211,7 @@ impl JobStore for RedisStore {
             .with_notifications()
             .with_management()
             .with_tags_and_history()
+            .with_stats()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -285,12 +286,23 @@ impl JobStore for RedisStore {
             .invoke_async(&mut c)
             .await
             .map_err(|e| map(e, "claim jobs"))?;
-        if !reply.len().is_multiple_of(8) {
+        if !reply.len().is_multiple_of(9) {
             return Err(malformed("claim reply length"));
         }
-        let mut jobs = Vec::with_capacity(reply.len() / 8);
+        let mut jobs = Vec::with_capacity(reply.len() / 9);
         let mut it = reply.into_iter();
-        while let (Some(id), Some(data), Some(p), Some(c), Some(a), Some(x), Some(h), Some(t)) = (
+        while let (
+            Some(id),
+            Some(data),
+            Some(p),
+            Some(c),
+            Some(a),
+            Some(x),
+            Some(h),
+            Some(t),
+            Some(due),
+        ) = (
+            it.next(),
             it.next(),
             it.next(),
             it.next(),
@@ -319,6 +331,7 @@ impl JobStore for RedisStore {
                 cancel_requested: is_marked(&x),
                 tags: tags(t.as_deref())?,
                 history: history(Some(&h))?,
+                claimed_due: Some(int(&due, "due time")?),
             });
         }
         {
@@ -700,6 +713,16 @@ impl JobStore for RedisStore {
 
     async fn paused_jobtypes(&self) -> Result<Vec<String>> {
         self.paused().await
+    }
+
+    async fn add_stats(&self, deltas: &[StatsDelta], now: Millis) -> Result<()> {
+        validate::stats_deltas(deltas, now)?;
+        self.add_stats_batch(deltas, now).await
+    }
+
+    async fn job_stats(&self, query: &StatsQuery, now: Millis) -> Result<Vec<StatsBucket>> {
+        validate::stats_query(query, now)?;
+        self.read_stats(query, now).await
     }
 
     async fn watch(&self) -> Result<WorkWatcher> {

@@ -1056,3 +1056,78 @@ fn hashes_without_history_or_tags_read_as_empty() {
         },
     );
 }
+
+/// Stats buckets drop themselves: each hash an add writes expires one
+/// bucket width after the window stops holding it, a bucket the window no
+/// longer holds is not written at all, and a jobtype's add that meets a
+/// key it cannot write writes none of its buckets.
+#[test]
+fn stats_buckets_expire_by_themselves() {
+    use jobstore_api::stats::{DAY_MS, MINUTE_MS};
+    use jobstore_api::{Durations, StatsDelta};
+
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let m0 = 1_700_000_000_000 / MINUTE_MS * MINUTE_MS;
+            let day = m0 / DAY_MS * DAY_MS;
+            let now = m0 + 30_000;
+            let delta = |jobtype: &str, minute| StatsDelta {
+                wait: Durations::of(&[1]),
+                ..StatsDelta::new(jobtype, minute)
+            };
+            s.add_stats(
+                &[
+                    delta("st", m0),
+                    delta("st", m0 - 59 * MINUTE_MS),
+                    delta("st", m0 - 60 * MINUTE_MS),
+                    delta("st-old", day - 30 * DAY_MS),
+                ],
+                now,
+            )
+            .await
+            .unwrap();
+            let mut c = raw::conn(&url).await;
+            let mut keys: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{{{prefix}:st*"))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            keys.sort();
+            let key = |res: &str, start: i64| format!("{{{prefix}:st}}:stats:{res}:{start}");
+            let (newest, oldest, today) = (
+                key("minute", m0),
+                key("minute", m0 - 59 * MINUTE_MS),
+                key("day", day),
+            );
+            assert_eq!(keys, [today.clone(), oldest.clone(), newest.clone()]);
+            for (k, ttl) in [
+                (&newest, m0 + 61 * MINUTE_MS - now),
+                (&oldest, m0 + 2 * MINUTE_MS - now),
+                (&today, day + 31 * DAY_MS - now),
+            ] {
+                let left: i64 = redis::cmd("PTTL").arg(k).query_async(&mut c).await.unwrap();
+                assert!(left <= ttl && left > ttl - 10_000, "{k}: {left} of {ttl}");
+            }
+            // A bucket key of another type fails the add of its jobtype
+            // before any write.
+            let _: () = redis::cmd("SET")
+                .arg(key("day", day))
+                .arg("x")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let err = s
+                .add_stats(&[delta("st", m0 - MINUTE_MS)], now)
+                .await
+                .unwrap_err();
+            assert!(!err.is_retryable(), "{err}");
+            let written: i64 = redis::cmd("EXISTS")
+                .arg(key("minute", m0 - MINUTE_MS))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(written, 0);
+        },
+    );
+}

@@ -42,6 +42,10 @@ queries! {
     LIST_EXPIRED => "list_expired.sql",
     LIST_ARCHIVED_CODE => "list_archived_code.sql",
     LIST_ARCHIVED_TYPE => "list_archived_type.sql",
+    STATS_ADD => "stats_add.sql",
+    STATS_PRUNE => "stats_prune.sql",
+    STATS_READ_RANGE => "stats_read_range.sql",
+    STATS_READ_EXACT => "stats_read_exact.sql",
 }
 
 /// One row of the multi-row insert in [`ADD_JOBS`]: id, jobtype, priority,
@@ -55,6 +59,17 @@ pub(crate) const ADD_JOBS_PARAMS_PER_ROW: usize = 8;
 pub(crate) fn add_jobs(rows: usize) -> String {
     let values = vec![ADD_JOBS_ROW; rows].join(", ");
     ADD_JOBS.replace("{rows}", &values)
+}
+
+/// Parameters bound per bucket of [`STATS_ADD`]: resolution, jobtype,
+/// start, then count, sum, sum of squares and 17 histogram counts for the
+/// wait durations and again for the run durations.
+pub(crate) const STATS_ADD_PARAMS_PER_ROW: usize = 43;
+
+/// The upsert of `rows` stats buckets.
+pub(crate) fn stats_add(rows: usize) -> String {
+    let row = format!("({})", vec!["?"; STATS_ADD_PARAMS_PER_ROW].join(", "));
+    STATS_ADD.replace("{rows}", &vec![row; rows].join(", "))
 }
 
 /// The columns a listing returns (`j` is the job row); the payload is

@@ -19,7 +19,7 @@ use jobstore_api::{
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
-    SortKey,
+    SortKey, StatsBucket, StatsDelta, StatsQuery,
 };
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions, SqliteRow,
@@ -31,6 +31,7 @@ use tokio::sync::broadcast;
 use crate::error;
 use crate::options::{Durability, Location, SqliteOptions};
 use crate::queries::{self, ListTypes};
+use crate::stats;
 
 /// Jobs per multi-row `INSERT` (8 parameters each, far below SQLite's
 /// limit of 32,766 parameters per statement).
@@ -83,7 +84,7 @@ impl fmt::Debug for SqliteStore {
     }
 }
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
+pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
 
 /// Per canonical database path, the wake-up channel of this process's stores.
 static NOTIFIERS: LazyLock<Mutex<HashMap<PathBuf, Weak<broadcast::Sender<WorkNotice>>>>> =
@@ -488,6 +489,7 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         cancel_requested: row.try_get::<i64, _>("cancel_requested").map_err(d)? != 0,
         tags: tags_from_json(&row.try_get::<String, _>("tags").map_err(d)?)?,
         history: history_from_json(&row.try_get::<String, _>("history").map_err(d)?)?,
+        claimed_due: None,
     })
 }
 
@@ -549,6 +551,7 @@ impl JobStore for SqliteStore {
             .with_notifications()
             .with_management()
             .with_tags_and_history()
+            .with_stats()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -644,7 +647,7 @@ impl JobStore for SqliteStore {
         }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut tx = self.begin_write("claim_jobs").await?;
-        let picked: Vec<String> = sqlx::query_scalar(queries::CLAIM_PICK)
+        let picked: Vec<(String, Millis)> = sqlx::query_as(queries::CLAIM_PICK)
             .bind(jobtype)
             .bind(now)
             .bind(limit)
@@ -655,23 +658,28 @@ impl JobStore for SqliteStore {
             tx.commit().await.map_err(|e| error::map("claim_jobs", e))?;
             return Ok(Vec::new());
         }
+        let ids: Vec<String> = picked.iter().map(|(id, _)| id.clone()).collect();
         let rows = sqlx::query(queries::CLAIM_TAKE)
             .bind(owner)
             .bind(now + duration_ms(lease))
-            .bind(ids_json(&picked)?)
+            .bind(ids_json(&ids)?)
             .bind(event(now, owner, EventKind::Claimed))
             .fetch_all(&mut *tx)
             .await
             .map_err(|e| error::map("claim_jobs", e))?;
         tx.commit().await.map_err(|e| error::map("claim_jobs", e))?;
-        // RETURNING has no defined order: put the jobs back in claim order.
-        let position: HashMap<&str, usize> = picked
+        // RETURNING has no defined order: put the jobs back in claim order,
+        // each with the dt it had before the claim.
+        let picked: HashMap<&str, (usize, Millis)> = picked
             .iter()
             .enumerate()
-            .map(|(i, id)| (id.as_str(), i))
+            .map(|(i, (id, due))| (id.as_str(), (i, *due)))
             .collect();
         let mut jobs = rows.iter().map(job_from_row).collect::<Result<Vec<_>>>()?;
-        jobs.sort_by_key(|j| position.get(j.id.as_str()).copied().unwrap_or(usize::MAX));
+        for job in &mut jobs {
+            job.claimed_due = picked.get(job.id.as_str()).map(|&(_, due)| due);
+        }
+        jobs.sort_by_key(|j| picked.get(j.id.as_str()).map_or(usize::MAX, |&(i, _)| i));
         Ok(jobs)
     }
 
@@ -1036,6 +1044,21 @@ impl JobStore for SqliteStore {
             .fetch_all(&self.inner.reader)
             .await
             .map_err(|e| error::map("paused_jobtypes", e))
+    }
+
+    async fn add_stats(&self, deltas: &[StatsDelta], now: Millis) -> Result<()> {
+        validate::stats_deltas(deltas, now)?;
+        if deltas.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin_write("add_stats").await?;
+        stats::add(&mut tx, deltas, now).await?;
+        tx.commit().await.map_err(|e| error::map("add_stats", e))
+    }
+
+    async fn job_stats(&self, query: &StatsQuery, now: Millis) -> Result<Vec<StatsBucket>> {
+        validate::stats_query(query, now)?;
+        stats::read(&self.inner.reader, query, now).await
     }
 
     async fn watch(&self) -> Result<WorkWatcher> {

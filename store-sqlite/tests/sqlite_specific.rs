@@ -544,6 +544,49 @@ column jobs.history TEXT not null default '[]'
 column jobs.tags TEXT not null default '[]'
 column paused.jobtype TEXT not null primary key
 column paused.dt INTEGER not null
+column stats.resolution TEXT not null primary key
+column stats.jobtype TEXT not null primary key
+column stats.start INTEGER not null primary key
+column stats.wait_count INTEGER not null
+column stats.wait_sum_ms INTEGER not null
+column stats.wait_sum_sq_ms REAL not null
+column stats.wait_b0 INTEGER not null
+column stats.wait_b1 INTEGER not null
+column stats.wait_b2 INTEGER not null
+column stats.wait_b3 INTEGER not null
+column stats.wait_b4 INTEGER not null
+column stats.wait_b5 INTEGER not null
+column stats.wait_b6 INTEGER not null
+column stats.wait_b7 INTEGER not null
+column stats.wait_b8 INTEGER not null
+column stats.wait_b9 INTEGER not null
+column stats.wait_b10 INTEGER not null
+column stats.wait_b11 INTEGER not null
+column stats.wait_b12 INTEGER not null
+column stats.wait_b13 INTEGER not null
+column stats.wait_b14 INTEGER not null
+column stats.wait_b15 INTEGER not null
+column stats.wait_b16 INTEGER not null
+column stats.run_count INTEGER not null
+column stats.run_sum_ms INTEGER not null
+column stats.run_sum_sq_ms REAL not null
+column stats.run_b0 INTEGER not null
+column stats.run_b1 INTEGER not null
+column stats.run_b2 INTEGER not null
+column stats.run_b3 INTEGER not null
+column stats.run_b4 INTEGER not null
+column stats.run_b5 INTEGER not null
+column stats.run_b6 INTEGER not null
+column stats.run_b7 INTEGER not null
+column stats.run_b8 INTEGER not null
+column stats.run_b9 INTEGER not null
+column stats.run_b10 INTEGER not null
+column stats.run_b11 INTEGER not null
+column stats.run_b12 INTEGER not null
+column stats.run_b13 INTEGER not null
+column stats.run_b14 INTEGER not null
+column stats.run_b15 INTEGER not null
+column stats.run_b16 INTEGER not null
 column sysids.sysid TEXT not null primary key
 column sysids.token TEXT not null
 column sysids.expires INTEGER not null
@@ -552,6 +595,7 @@ CREATE INDEX jobs_claim ON jobs (jobtype, priority DESC, dt, id) WHERE lock <> '
 CREATE INDEX jobs_done_code ON jobs (result_code, done_dt, id) WHERE lock = '__done'
 CREATE INDEX jobs_done_type ON jobs (jobtype, result_code, done_dt, id) WHERE lock = '__done'
 CREATE INDEX jobs_locked ON jobs (jobtype, dt, id) WHERE lock NOT IN ('', '__done')
+CREATE INDEX stats_by_age ON stats (resolution, start)
 CREATE TRIGGER jobs_counts_delete AFTER DELETE ON jobs WHEN OLD.lock = '__done' BEGIN UPDATE counts SET n = n - 1 WHERE jobtype = OLD.jobtype AND code = COALESCE(OLD.result_code, 'ok'); END
 CREATE TRIGGER jobs_counts_enter AFTER UPDATE OF lock, result_code, jobtype ON jobs WHEN NEW.lock = '__done' BEGIN INSERT INTO counts (jobtype, code, n) VALUES (NEW.jobtype, COALESCE(NEW.result_code, 'ok'), 1) ON CONFLICT (jobtype, code) DO UPDATE SET n = n + 1; END
 CREATE TRIGGER jobs_counts_insert AFTER INSERT ON jobs WHEN NEW.lock = '__done' BEGIN INSERT INTO counts (jobtype, code, n) VALUES (NEW.jobtype, COALESCE(NEW.result_code, 'ok'), 1) ON CONFLICT (jobtype, code) DO UPDATE SET n = n + 1; END

@@ -1086,7 +1086,8 @@ pub async fn watch_wakes_on_resume(c: Ctx) {
 
 /// The management operations on one namespace leave another namespace,
 /// holding jobs of the same ids in every state and a paused jobtype,
-/// untouched: list, run again, delete, edit, cancel, pause.
+/// untouched: list, run again, delete, edit, cancel, pause; and stats
+/// added to one are not read in the other.
 pub async fn namespace_isolation_of_management(a: Ctx, b: Ctx) {
     let (a, b) = (&*a.store, &*b.store);
     let caps = a.capabilities();
@@ -1145,4 +1146,15 @@ pub async fn namespace_isolation_of_management(a: Ctx, b: Ctx) {
         1,
         "not paused in a"
     );
+    if caps.stats {
+        // Stats added in b stay in b.
+        let mut delta = StatsDelta::new("m-waiting", M_NOW);
+        delta.run.record(5);
+        b.add_stats(&[delta], M_NOW).await.unwrap();
+        for res in [StatsResolution::Minute, StatsResolution::Day] {
+            let q = StatsQuery::new(res);
+            assert!(a.job_stats(&q, M_NOW).await.unwrap().is_empty(), "{res:?}");
+            assert_eq!(b.job_stats(&q, M_NOW).await.unwrap().len(), 1, "{res:?}");
+        }
+    }
 }

@@ -15,6 +15,7 @@ use crate::http::error::ErrorBody;
 use crate::http::jobs::{AddResponse, AllStats, ClientStats, JobView};
 use crate::http::jobtype_handlers::{DeleteResponse, HandlerList, HandlerView};
 use crate::http::manage::CancelResponse;
+use crate::http::timing::StatsHistory;
 
 /// Where the daemon is, and how to speak to it.
 #[derive(Debug, Clone, Args)]
@@ -488,6 +489,31 @@ pub async fn cancel(c: CancelArgs) -> Result<(), CliError> {
 /// `jobstore stats`.
 pub async fn stats(s: StatsArgs) -> Result<(), CliError> {
     let api = Api::new(&s.remote)?;
+    if let (Some(client), Some(resolution)) = (&s.client, &s.history) {
+        let mut query = vec![("resolution", resolution.clone())];
+        if !s.types.is_empty() {
+            query.push(("type", s.types.join(",")));
+        }
+        let req = api
+            .request(Method::GET, &[client, "stats", "history"])
+            .query(&query);
+        let v: StatsHistory = api.send(req).await?;
+        if s.remote.json {
+            print_json(&v);
+        } else if v.jobtypes.is_empty() {
+            println!(
+                "no runs of {client}'s jobs in the last {}",
+                if resolution == "minute" {
+                    "hour"
+                } else {
+                    "30 days"
+                }
+            );
+        } else {
+            println!("{}", output::stats_history(&v));
+        }
+        return Ok(());
+    }
     match &s.client {
         Some(client) => {
             let req = api.request(Method::GET, &[client, "stats"]);

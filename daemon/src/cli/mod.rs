@@ -204,6 +204,15 @@ pub struct StatsArgs {
     /// The client; without it, every client (needs the admin token when
     /// tokens are configured).
     client: Option<String>,
+    /// Wait and run times over time instead of counts: per `day` (the last
+    /// 30 days; the default) or per `minute` (the last hour). Needs a
+    /// client.
+    #[arg(long, value_name = "RESOLUTION", num_args = 0..=1, default_missing_value = "day",
+          value_parser = ["day", "minute"], requires = "client")]
+    history: Option<String>,
+    /// With --history: only these jobtypes (repeat or comma-separate).
+    #[arg(long = "type", value_name = "TYPE", requires = "history")]
+    types: Vec<String>,
 }
 
 /// Runs a client subcommand (anything but `serve`).

@@ -5,6 +5,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use crate::http::jobs::{ClientStats, JobView};
 use crate::http::jobtype_handlers::{HandlerList, HandlerView};
 use crate::http::manage::FailureGroup;
+use crate::http::timing::{DurationsView, StatsHistory};
 
 fn table() -> Table {
     let mut t = Table::new();
@@ -167,6 +168,7 @@ pub fn stats(clients: &[ClientStats]) -> Table {
         "scheduled",
         "running",
         "archived",
+        "paused",
     ]);
     for c in clients {
         for j in &c.jobtypes {
@@ -183,10 +185,74 @@ pub fn stats(clients: &[ClientStats]) -> Table {
                 j.scheduled.to_string(),
                 j.running.to_string(),
                 archived,
+                if j.paused { "paused" } else { "" }.to_owned(),
             ]);
         }
     }
     t
+}
+
+/// Wait and run times, one row per jobtype and minute or day: count,
+/// mean, standard deviation and the 95th percentile's histogram bound.
+pub fn stats_history(h: &StatsHistory) -> Table {
+    let mut t = table();
+    t.set_header(vec![
+        "type",
+        if h.resolution == "minute" {
+            "minute"
+        } else {
+            "day"
+        },
+        "claims",
+        "wait mean",
+        "wait p95",
+        "runs",
+        "run mean",
+        "run sd",
+        "run p95",
+    ]);
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| millis(v.round() as u64));
+    let p95 = |d: &DurationsView| match (d.count, d.p95_ms) {
+        (0, _) => "-".to_owned(),
+        (_, Some(b)) => format!("≤ {}", millis(b)),
+        (_, None) => format!("> {}", millis(h.bounds_ms.last().copied().unwrap_or(0))),
+    };
+    for j in &h.jobtypes {
+        for b in &j.buckets {
+            let start = time(b.start);
+            let start = if h.resolution == "minute" {
+                start.get(..16).unwrap_or(&start).replace('T', " ")
+            } else {
+                start.get(..10).unwrap_or(&start).to_owned()
+            };
+            t.add_row(vec![
+                j.jobtype.clone(),
+                start,
+                b.wait.count.to_string(),
+                ms(b.wait.mean_ms),
+                p95(&b.wait),
+                b.run.count.to_string(),
+                ms(b.run.mean_ms),
+                ms(b.run.stddev_ms),
+                p95(&b.run),
+            ]);
+        }
+    }
+    t
+}
+
+/// Milliseconds for people: `850ms`, `2.5s`, `4m10s`.
+fn millis(ms: u64) -> String {
+    if ms < 1_000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        let s = format!("{:.1}", ms as f64 / 1000.0);
+        format!("{}s", s.trim_end_matches(".0"))
+    } else {
+        humantime::format_duration(std::time::Duration::from_secs(ms / 1000))
+            .to_string()
+            .replace(' ', "")
+    }
 }
 
 fn first_line(s: &str, max: usize) -> String {

@@ -72,6 +72,9 @@ pub(super) struct Completion {
     pub children: Vec<Record>,
     /// What it is counted as once released.
     pub outcome: &'static str,
+    /// For a run that ended with a result: its jobtype and when it was
+    /// claimed (its length goes into the timing stats once released).
+    pub ran: Option<(String, jobstore_api::Millis)>,
 }
 
 /// How long a completion keeps trying while the journal or the store is
@@ -133,14 +136,18 @@ pub(super) async fn complete(
     let releases: Vec<JobRelease> = batch
         .into_iter()
         .map(|c| {
-            outcomes.push(c.outcome);
+            outcomes.push((c.outcome, c.ran));
             JobRelease::new(c.id, c.how)
         })
         .collect();
     let released = release(core, owner, &releases, patience).await?;
     let taken: std::collections::HashSet<&str> = released.iter().map(String::as_str).collect();
-    for (r, outcome) in releases.iter().zip(outcomes) {
+    let now = now_millis();
+    for (r, (outcome, ran)) in releases.iter().zip(outcomes) {
         let outcome = if taken.contains(r.id.as_str()) {
+            if let Some((jobtype, claimed)) = ran {
+                core.ran(&jobtype, claimed, now);
+            }
             outcome
         } else {
             "lost"

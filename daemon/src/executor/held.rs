@@ -20,6 +20,8 @@ pub(super) struct Held {
     /// and it is archived as `cancelled`, whatever the run answered.
     pub cancelled: bool,
     pub created: i64,
+    /// When this daemon claimed it (a run's length is counted from it).
+    pub claimed: i64,
     pub limits: Limits,
 }
 

@@ -264,6 +264,7 @@ impl Loop {
         let limits = self.core.limits(handler.as_ref());
         let mut tasks = Vec::with_capacity(jobs.len());
         let mut marked = Vec::new();
+        let now = now_millis();
         {
             let mut held = lock(&self.held);
             for job in jobs {
@@ -276,6 +277,7 @@ impl Loop {
                         releasing: false,
                         cancelled: job.cancel_requested,
                         created: job.create_dt,
+                        claimed: now,
                         limits,
                     },
                 );
@@ -332,14 +334,15 @@ impl Loop {
         let now = now_millis();
         self.core.sched().jobs_stopped(&task.jobtype, 1, now);
         self.running = self.running.saturating_sub(1);
-        let (created, limits, aborted, cancelled) = match lock(&self.held).get(&task.id) {
-            Some(h) => (h.created, h.limits, h.aborted, h.cancelled),
+        let (created, claimed, limits, aborted, cancelled) = match lock(&self.held).get(&task.id) {
+            Some(h) => (h.created, h.claimed, h.limits, h.aborted, h.cancelled),
             None => {
                 // Lost and already forgotten by the renewer.
                 self.count("lost");
                 return;
             }
         };
+        let ran = matches!(fin, Finished::Done(_)) && !cancelled;
         let (how, children, outcome) = match fin {
             _ if cancelled => {
                 let output = match &fin {
@@ -373,7 +376,7 @@ impl Loop {
                                 &client,
                                 &mut outcome,
                                 self.core.max_payload,
-                                self.core.store.capabilities().tags,
+                                self.core.tags,
                             )
                             .0
                         }
@@ -395,6 +398,7 @@ impl Loop {
             how,
             children,
             outcome,
+            ran: ran.then_some((task.jobtype, claimed)),
         });
     }
 

@@ -46,6 +46,7 @@ pub mod registry;
 mod remote_workers;
 mod renewer;
 pub mod scheduler;
+mod stats;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -98,6 +99,8 @@ pub struct ExecSettings {
     pub worker_idle: Duration,
     /// Longest wait between two looks at the store for due work.
     pub poll: Duration,
+    /// How often the timing stats summed here are added to the store.
+    pub stats_every: Duration,
     /// Whether this daemon's own runners claim jobs (false: intake and
     /// remote workers only).
     pub local: bool,
@@ -122,6 +125,7 @@ impl Default for ExecSettings {
             complete_window: Duration::from_millis(2),
             worker_idle: Duration::from_secs(300),
             poll: Duration::from_secs(1),
+            stats_every: Duration::from_secs(5),
             local: true,
             process_handlers: false,
         }
@@ -178,6 +182,10 @@ struct Core {
     handlers: HandlerCache,
     /// Finished jobs of this daemon's runners not yet released.
     backlog: Arc<Backlog>,
+    /// Timing stats not yet added to the store.
+    stats: stats::StatsSink,
+    /// Whether the store keeps tags (read once).
+    tags: bool,
 }
 
 /// Why no claim may be made now.
@@ -194,6 +202,7 @@ impl Executor {
     pub fn new(parts: ExecutorParts) -> Self {
         let handlers =
             HandlerCache::new(parts.settings.handler_ttl, parts.settings.process_handlers);
+        let caps = parts.store.capabilities();
         Executor {
             core: Arc::new(Core {
                 sched: Mutex::new(Scheduler::new(parts.settings.scheduler.clone())),
@@ -208,6 +217,8 @@ impl Executor {
                 registry: WorkerRegistry::new(parts.worker_expiry),
                 handlers,
                 backlog: Arc::default(),
+                stats: stats::StatsSink::new(caps.stats),
+                tags: caps.tags,
             }),
         }
     }
@@ -221,7 +232,12 @@ impl Executor {
     /// keeps the remote workers' registry, until `stop`; then stops
     /// gracefully (see the module docs). Call it once.
     pub async fn run(&self, stop: CancellationToken) {
-        local::run(self.core.clone(), stop).await
+        let done = CancellationToken::new();
+        let stats = tokio::spawn(stats::run(self.core.clone(), done.clone()));
+        local::run(self.core.clone(), stop).await;
+        // Runs still end during the graceful stop: their stats go last.
+        done.cancel();
+        let _ = stats.await;
     }
 
     /// The remote workers of `client` this daemon heard from.
@@ -263,14 +279,22 @@ impl Core {
         lease: Duration,
     ) -> jobstore_api::Result<Vec<Job>> {
         let want = want.min(grant.count);
+        let at = now_millis();
         let claimed = self
             .store
-            .claim_jobs(&grant.jobtype, want as usize, owner, lease, now_millis())
+            .claim_jobs(&grant.jobtype, want as usize, owner, lease, at)
             .await;
         let got = claimed.as_ref().map_or(0, Vec::len);
         let now = now_millis();
         self.sched().jobs_started(grant, got as u32, now);
         if let Ok(jobs) = &claimed {
+            for job in jobs {
+                if let Some(due) = job.claimed_due
+                    && !self.stats.waited(&job.jobtype, due, at)
+                {
+                    self.metrics.error("stats", "dropped");
+                }
+            }
             self.metrics.jobs_started.inc_by(jobs.len() as u64);
             for job in jobs.iter().filter(|j| j.attempts == 1) {
                 self.metrics
@@ -279,6 +303,14 @@ impl Core {
             }
         }
         claimed
+    }
+
+    /// A run of a job of `jobtype` claimed at `claimed` ended at `at` with a
+    /// result the store took: its length goes into the timing stats.
+    fn ran(&self, jobtype: &str, claimed: Millis, at: Millis) {
+        if !self.stats.ran(jobtype, claimed, at) {
+            self.metrics.error("stats", "dropped");
+        }
     }
 
     /// The limits for jobs of a jobtype with `handler`.

@@ -71,6 +71,9 @@ pub struct RemoteJob {
     pub attempt: u32,
     /// When it was stored.
     pub created: Millis,
+    /// When it was handed out, if known (a run's length is counted from
+    /// it).
+    pub claimed: Option<Millis>,
     /// The limits of its handler when it was handed out.
     pub limits: Limits,
 }
@@ -335,6 +338,7 @@ mod tests {
                     expires,
                     attempt: 1,
                     created: 0,
+                    claimed: Some(0),
                     limits: Limits::default(),
                 },
             )

@@ -198,6 +198,7 @@ impl Executor {
                     how: policy::cancelled(b""),
                     children: Vec::new(),
                     outcome: "cancelled",
+                    ran: None,
                 })
                 .collect();
             if let Err(e) = completer::complete(core, &req.owner, batch, Patience::Once).await {
@@ -225,6 +226,7 @@ impl Executor {
                             expires: j.dt,
                             attempt: j.attempts,
                             created: j.create_dt,
+                            claimed: Some(now),
                             limits: limits_of
                                 .get(&j.jobtype)
                                 .copied()
@@ -306,12 +308,8 @@ impl Executor {
         let mut dropped = Vec::new();
         let ids: Vec<String> = results.iter().map(|r| r.id.clone()).collect();
         for (i, mut r) in results.into_iter().enumerate() {
-            let (children, lost) = policy::follow_on_jobs(
-                client,
-                &mut r.outcome,
-                core.max_payload,
-                core.store.capabilities().tags,
-            );
+            let (children, lost) =
+                policy::follow_on_jobs(client, &mut r.outcome, core.max_payload, core.tags);
             dropped.extend(lost.into_iter().map(|d| (i + 1, d)));
             created.extend(children.iter().map(|c| c.id.clone()));
             let (attempt, created_at, limits) = known
@@ -319,6 +317,9 @@ impl Executor {
                 .map_or((1, now, core.settings.limits), |j| {
                     (j.attempt, j.created, j.limits)
                 });
+            let ran = known
+                .get(&r.id)
+                .and_then(|j| Some((j.jobtype.clone(), j.claimed?)));
             let (how, outcome) =
                 policy::settle(&r.outcome, &limits, attempt, created_at, now, delete_ok);
             batch.push(Completion {
@@ -326,6 +327,7 @@ impl Executor {
                 how,
                 children,
                 outcome,
+                ran,
             });
         }
         let released = completer::complete(core, owner, batch, Patience::Once).await?;
@@ -399,6 +401,11 @@ impl Executor {
                         expires: job.dt,
                         attempt: job.attempts,
                         created: job.create_dt,
+                        // Handed out by another daemon, or before a
+                        // restart: its last claim in its history.
+                        claimed: job.history.iter().rev().find_map(|e| {
+                            matches!(e.what, jobstore_api::EventKind::Claimed).then_some(e.at)
+                        }),
                     },
                 );
             }
@@ -424,6 +431,7 @@ impl Executor {
                 how: policy::cancelled(b""),
                 children: Vec::new(),
                 outcome: "cancelled",
+                ran: None,
             })
             .collect();
         let done = completer::complete(&self.core, owner, batch, Patience::Once).await?;

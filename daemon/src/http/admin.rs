@@ -179,6 +179,7 @@ pub async fn metrics(
         super::manage::paused,
         super::manage::failures,
         super::jobs::client_stats,
+        super::timing::stats_history,
         super::jobs::all_stats,
         super::jobtype_handlers::set,
         super::jobtype_handlers::get,

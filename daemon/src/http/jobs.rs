@@ -11,7 +11,7 @@ use axum::response::IntoResponse;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use jobstore_api::limits::MAX_DELAY;
-use jobstore_api::{Job, JobCounts, JobState, Millis, now_millis};
+use jobstore_api::{Job, JobCounts, JobState, JobStore, Millis, now_millis};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -521,6 +521,8 @@ pub struct JobtypeStats {
     pub running: u64,
     /// Archived, by result code.
     pub archived: BTreeMap<String, u64>,
+    /// Whether the jobtype is paused (no daemon claims its jobs).
+    pub paused: bool,
 }
 
 /// A client's stats.
@@ -539,7 +541,7 @@ pub struct AllStats {
     pub clients: Vec<ClientStats>,
 }
 
-fn jobtype_stats(c: &JobCounts) -> JobtypeStats {
+fn jobtype_stats(c: &JobCounts, paused: &[String]) -> JobtypeStats {
     JobtypeStats {
         jobtype: tenant::local_of(&c.jobtype).to_owned(),
         waiting: c.waiting,
@@ -550,7 +552,29 @@ fn jobtype_stats(c: &JobCounts) -> JobtypeStats {
             .iter()
             .map(|(code, n)| (code.to_string(), *n))
             .collect(),
+        paused: paused.binary_search(&c.jobtype).is_ok(),
     }
+}
+
+/// Every jobtype's counts, and a row of zeros for each paused jobtype with
+/// no job; the paused jobtypes, sorted (none from a store without pauses).
+async fn counts_with_paused(store: &dyn JobStore) -> ApiResult<(Vec<JobCounts>, Vec<String>)> {
+    let mut counts = store.job_counts(now_millis()).await?;
+    let mut paused = if store.capabilities().pause {
+        store.paused_jobtypes().await?
+    } else {
+        Vec::new()
+    };
+    paused.sort();
+    for p in &paused {
+        if !counts.iter().any(|c| &c.jobtype == p) {
+            counts.push(JobCounts {
+                jobtype: p.clone(),
+                ..JobCounts::default()
+            });
+        }
+    }
+    Ok((counts, paused))
 }
 
 /// A client's job counts by jobtype and state.
@@ -570,11 +594,11 @@ pub async fn client_stats(
     State(state): State<AppState>,
     tenant: Tenant,
 ) -> ApiResult<Json<ClientStats>> {
-    let counts = state.store.job_counts(now_millis()).await?;
+    let (counts, paused) = counts_with_paused(&*state.store).await?;
     let mut jobtypes: Vec<JobtypeStats> = counts
         .iter()
         .filter(|c| tenant.client.strip(&c.jobtype).is_some())
-        .map(jobtype_stats)
+        .map(|c| jobtype_stats(c, &paused))
         .collect();
     jobtypes.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
     Ok(Json(ClientStats {
@@ -601,13 +625,13 @@ pub async fn all_stats(
     if state.config.auth.enabled() {
         caller.require_admin("stats of every client")?;
     }
-    let counts = state.store.job_counts(now_millis()).await?;
+    let (counts, paused) = counts_with_paused(&*state.store).await?;
     let mut by_client: BTreeMap<String, Vec<JobtypeStats>> = BTreeMap::new();
     for c in &counts {
         by_client
             .entry(tenant::tenant_of(&c.jobtype).to_owned())
             .or_default()
-            .push(jobtype_stats(c));
+            .push(jobtype_stats(c, &paused));
     }
     Ok(Json(AllStats {
         clients: by_client

@@ -110,7 +110,7 @@ pub struct JobList {
 }
 
 /// Whose jobs a query reads: one client's, or (admin) every client's.
-enum Scope<'a> {
+pub(super) enum Scope<'a> {
     Client(&'a Client),
     All,
 }
@@ -149,6 +149,43 @@ fn split(list: &str) -> impl Iterator<Item = &str> {
     list.split(',').map(str::trim).filter(|s| !s.is_empty())
 }
 
+/// The store jobtypes a `type` parameter (a comma-separated list, field
+/// `field` in errors) names in `scope`: the client's jobtypes listed, or
+/// every jobtype of the client (of every client for the admin) without it.
+pub(super) fn jobtypes_of(
+    scope: &Scope,
+    list: Option<&str>,
+    field: &str,
+) -> ApiResult<JobtypeFilter> {
+    let types: Vec<String> = match (scope, list) {
+        (Scope::Client(client), Some(list)) => {
+            let mut types = Vec::new();
+            for t in split(list) {
+                let stored = client
+                    .jobtype(t)
+                    .map_err(|e| ApiError::invalid(e.to_string()).field(field))?;
+                if !types.contains(&stored) {
+                    types.push(stored);
+                }
+            }
+            types
+        }
+        (Scope::Client(client), None) => {
+            return Ok(JobtypeFilter::Prefix(format!(
+                "{}{}",
+                client.as_str(),
+                tenant::SEP
+            )));
+        }
+        (Scope::All, Some(list)) => split(list).map(str::to_owned).collect(),
+        (Scope::All, None) => return Ok(JobtypeFilter::All),
+    };
+    if types.is_empty() {
+        return Err(ApiError::invalid(format!("{field} is empty")).field(field));
+    }
+    Ok(JobtypeFilter::Exact(types))
+}
+
 /// The store query of `filter` (with `prefix` the field names in errors
 /// carry: `filter.` in a bulk body, nothing in a query string).
 fn query_of(scope: &Scope, filter: &JobFilter, prefix: &str) -> ApiResult<JobQuery> {
@@ -166,34 +203,7 @@ fn query_of(scope: &Scope, filter: &JobFilter, prefix: &str) -> ApiResult<JobQue
         .parse()
         .map_err(|e: jobstore_api::Error| ApiError::from(e).field(f("state")))?;
     let mut q = JobQuery::new(state);
-    q.jobtypes = match (scope, &filter.jobtype) {
-        (Scope::Client(client), Some(list)) => {
-            let mut types = Vec::new();
-            for t in split(list) {
-                let stored = client
-                    .jobtype(t)
-                    .map_err(|e| ApiError::invalid(e.to_string()).field(f("type")))?;
-                if !types.contains(&stored) {
-                    types.push(stored);
-                }
-            }
-            if types.is_empty() {
-                return Err(ApiError::invalid(format!("{} is empty", f("type"))).field(f("type")));
-            }
-            JobtypeFilter::Exact(types)
-        }
-        (Scope::Client(client), None) => {
-            JobtypeFilter::Prefix(format!("{}{}", client.as_str(), tenant::SEP))
-        }
-        (Scope::All, Some(list)) => {
-            let types: Vec<String> = split(list).map(str::to_owned).collect();
-            if types.is_empty() {
-                return Err(ApiError::invalid(format!("{} is empty", f("type"))).field(f("type")));
-            }
-            JobtypeFilter::Exact(types)
-        }
-        (Scope::All, None) => JobtypeFilter::All,
-    };
+    q.jobtypes = jobtypes_of(scope, filter.jobtype.as_deref(), &f("type"))?;
     if let Some(codes) = &filter.code {
         let mut parsed = Vec::new();
         for c in split(codes) {

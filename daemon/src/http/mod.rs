@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod jobtype_handlers;
 pub mod manage;
 pub mod serve;
+pub mod timing;
 pub mod workers;
 
 use std::ops::Deref;
@@ -93,6 +94,7 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/jobs", get(manage::list_all)),
         ("/{client}/jobs/{id}", get(jobs::get)),
         ("/{client}/stats", get(jobs::client_stats)),
+        ("/{client}/stats/history", get(timing::stats_history)),
         (
             "/{client}/handler/add/{type}/add",
             post(jobtype_handlers::set),

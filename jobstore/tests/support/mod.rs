@@ -14,6 +14,8 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
+pub mod admin;
+
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_jobstore");
 
