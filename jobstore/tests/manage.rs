@@ -230,6 +230,19 @@ fn pause_delete_and_edit(#[case] backend: &'static str) {
         );
         let (_, paused) = api.get("/acme/paused").await;
         assert_eq!(paused["paused"], json!(["quick"]));
+        // The counts show it, with no job yet.
+        let (_, stats) = api.get("/acme/stats").await;
+        assert_eq!(
+            stats["jobtypes"],
+            json!([{"type": "quick", "waiting": 0, "scheduled": 0, "running": 0, "archived": {}, "paused": true}])
+        );
+        let table = cli(&d.url, &["stats", "acme"]);
+        let text = String::from_utf8_lossy(&table.stdout);
+        assert!(
+            text.lines()
+                .any(|l| l.contains("quick") && l.contains("paused")),
+            "{text}"
+        );
         let held = api
             .add("quick", "", &["a".to_owned(), "b".to_owned()])
             .await;

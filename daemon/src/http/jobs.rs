@@ -18,6 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{CallerOf, PathParams, QueryOf, RawBody, Tenant, is_json};
+use super::params::{ClientPath, JobtypePath};
 use crate::ingest::Verdict;
 use crate::journal::Record;
 use crate::tenant;
@@ -97,8 +98,8 @@ pub struct AddResponse {
     path = "/{client}/job/{type}/add",
     tag = "jobs",
     params(
-        ("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"),
-        ("type" = String, Path, description = "The jobtype: A-Z a-z 0-9 _ . : -, starting with a letter or digit; at most 200 bytes with the client and a dash", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$"),
+        ClientPath,
+        JobtypePath,
         AddQuery
     ),
     request_body(
@@ -482,7 +483,7 @@ fn state_name(s: JobState) -> &'static str {
     get,
     path = "/{client}/jobs/{id}",
     tag = "jobs",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("id" = String, Path, description = "The job id as the add answered it: no control characters, no | or /; at most 200 bytes with the client and a dash", pattern = "^[^|/\\u0000-\\u001f\\u007f-\\u009f]{1,135}$")),
+    params(ClientPath, ("id" = String, Path, description = "The job id as the add answered it: no control characters, no | or /; at most 200 bytes with the client and a dash", pattern = "^[^|/\\u0000-\\u001f\\u007f-\\u009f]{1,135}$")),
     responses(
         (status = 200, body = JobView),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -582,7 +583,7 @@ async fn counts_with_paused(store: &dyn JobStore) -> ApiResult<(Vec<JobCounts>, 
     get,
     path = "/{client}/stats",
     tag = "jobs",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
+    params(ClientPath),
     responses(
         (status = 200, body = ClientStats),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),

@@ -15,6 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{PathParams, QueryOf, RawBody, Tenant, is_json};
+use super::params::{ClientPath, JobtypePath};
 use crate::auth::Caller;
 use crate::runner::Method;
 use crate::runner::http::{TargetError, check_target};
@@ -267,7 +268,7 @@ fn authorize(state: &AppState, caller: &Caller, handler: &Handler) -> ApiResult<
     post,
     path = "/{client}/handler/add/{type}/add",
     tag = "handlers",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("type" = String, Path, description = "The jobtype: A-Z a-z 0-9 _ . : -, starting with a letter or digit; at most 200 bytes with the client and a dash", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$"), HandlerQuery),
+    params(ClientPath, JobtypePath, HandlerQuery),
     request_body(content((HandlerSpec = "application/json"), (String = "text/plain"))),
     responses(
         (status = 200, body = HandlerView),
@@ -331,7 +332,7 @@ pub async fn set(
     get,
     path = "/{client}/handler/get/{type}",
     tag = "handlers",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("type" = String, Path, description = "The jobtype: A-Z a-z 0-9 _ . : -, starting with a letter or digit; at most 200 bytes with the client and a dash", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$")),
+    params(ClientPath, JobtypePath),
     responses(
         (status = 200, body = HandlerView),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -367,7 +368,7 @@ pub struct DeleteResponse {
     delete,
     path = "/{client}/handler/del/{type}/delete",
     tag = "handlers",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("type" = String, Path, description = "The jobtype: A-Z a-z 0-9 _ . : -, starting with a letter or digit; at most 200 bytes with the client and a dash", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$")),
+    params(ClientPath, JobtypePath),
     responses(
         (status = 200, body = DeleteResponse),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -398,7 +399,7 @@ pub async fn delete(
     post,
     path = "/{client}/handler/del/{type}/delete",
     tag = "handlers",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("type" = String, Path, description = "The jobtype: A-Z a-z 0-9 _ . : -, starting with a letter or digit; at most 200 bytes with the client and a dash", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$")),
+    params(ClientPath, JobtypePath),
     responses(
         (status = 200, body = DeleteResponse),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -426,7 +427,7 @@ pub struct HandlerList {
     get,
     path = "/{client}/handlers",
     tag = "handlers",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
+    params(ClientPath),
     responses(
         (status = 200, body = HandlerList),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),

@@ -22,6 +22,7 @@ use super::AppState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{CallerOf, JsonBody, PathParams, QueryOf, RawBody, Tenant, is_json};
 use super::jobs::{JobView, job_view};
+use super::params::ClientPath;
 use crate::tenant::{self, Client};
 
 /// The filters of a job list or of a bulk action.
@@ -289,7 +290,7 @@ async fn list_scoped(
     get,
     path = "/{client}/jobs",
     tag = "manage",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ListParams),
+    params(ClientPath, ListParams),
     responses(
         (status = 200, body = JobList),
         (status = 400, description = "A bad filter, limit or cursor (the error names the field)", body = ErrorBody),
@@ -523,7 +524,7 @@ async fn bulk(
     post,
     path = "/{client}/jobs/rerun",
     tag = "manage",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
+    params(ClientPath),
     request_body = BulkRequest,
     responses(
         (status = 200, body = BulkResponse),
@@ -549,7 +550,7 @@ pub async fn rerun(
     post,
     path = "/{client}/jobs/delete",
     tag = "manage",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
+    params(ClientPath),
     request_body = BulkRequest,
     responses(
         (status = 200, body = BulkResponse),
@@ -597,7 +598,7 @@ pub struct CancelResponse {
     post,
     path = "/{client}/jobs/cancel",
     tag = "jobs",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
+    params(ClientPath),
     request_body(content((BulkRequest = "application/json"), (String = "text/plain"))),
     responses(
         (status = 200, body = CancelResponse),
@@ -680,7 +681,7 @@ pub struct EditResponse {
     post,
     path = "/{client}/jobs/edit",
     tag = "manage",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
+    params(ClientPath),
     request_body = EditRequest,
     responses(
         (status = 200, body = EditResponse),
@@ -780,7 +781,7 @@ async fn set_paused(
     post,
     path = "/{client}/jobtypes/{type}/pause",
     tag = "manage",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("type" = String, Path, description = "The jobtype", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$")),
+    params(ClientPath, ("type" = String, Path, description = "The jobtype", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$")),
     responses(
         (status = 200, body = PauseResponse),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -801,7 +802,7 @@ pub async fn pause(
     post,
     path = "/{client}/jobtypes/{type}/resume",
     tag = "manage",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("type" = String, Path, description = "The jobtype", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$")),
+    params(ClientPath, ("type" = String, Path, description = "The jobtype", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}$")),
     responses(
         (status = 200, body = PauseResponse),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -829,7 +830,7 @@ pub struct PausedList {
     get,
     path = "/{client}/paused",
     tag = "manage",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
+    params(ClientPath),
     responses(
         (status = 200, body = PausedList),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -919,7 +920,7 @@ fn first_line(output: &[u8]) -> String {
     get,
     path = "/{client}/failures",
     tag = "manage",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), FailureParams),
+    params(ClientPath, FailureParams),
     responses(
         (status = 200, body = Failures),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),

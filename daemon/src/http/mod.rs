@@ -11,6 +11,7 @@ pub mod extract;
 pub mod jobs;
 pub mod jobtype_handlers;
 pub mod manage;
+mod params;
 pub mod serve;
 pub mod timing;
 pub mod workers;

@@ -13,6 +13,7 @@ use super::AppState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{QueryOf, Tenant};
 use super::manage::{Scope, jobtypes_of};
+use super::params::ClientPath;
 use crate::tenant;
 
 /// Options of the stats history.
@@ -114,7 +115,7 @@ pub struct StatsHistory {
     get,
     path = "/{client}/stats/history",
     tag = "jobs",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), HistoryParams),
+    params(ClientPath, HistoryParams),
     responses(
         (status = 200, body = StatsHistory),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),

@@ -21,6 +21,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{JsonBody, PathParams, QueryOf, Tenant};
+use super::params::ClientPath;
 use crate::executor::registry::{self, WorkerView};
 use crate::executor::{FetchRequest, RemoteError, RemoteResult};
 use crate::runner::{Child, Outcome, Parsed};
@@ -141,7 +142,7 @@ fn owner_of(lease: &str, client: &Client) -> ApiResult<(String, String)> {
     path = "/{client}/job/{type}/get",
     tag = "workers",
     params(
-        ("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"),
+        ClientPath,
         ("type" = String, Path, description = "A jobtype, or several separated by commas", pattern = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}(,[A-Za-z0-9][A-Za-z0-9_.:-]{0,134}){0,31}$"),
         FetchQuery
     ),
@@ -324,7 +325,7 @@ fn local_ids(ids: &[String]) -> Vec<String> {
     post,
     path = "/{client}/jobs/heartbeat",
     tag = "workers",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
+    params(ClientPath),
     request_body = HeartbeatRequest,
     responses(
         (status = 200, body = HeartbeatResponse),
@@ -442,7 +443,7 @@ pub struct DroppedJob {
     post,
     path = "/{client}/jobs/finish",
     tag = "workers",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
+    params(ClientPath),
     request_body = FinishRequest,
     responses(
         (status = 200, body = FinishResponse),
@@ -552,7 +553,7 @@ pub struct UpdateResponse {
     post,
     path = "/{client}/jobs/{id}/update",
     tag = "workers",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$"), ("id" = String, Path, description = "The job id: no control characters, no | or /", pattern = "^[^|/\\u0000-\\u001f\\u007f-\\u009f]{1,135}$")),
+    params(ClientPath, ("id" = String, Path, description = "The job id: no control characters, no | or /", pattern = "^[^|/\\u0000-\\u001f\\u007f-\\u009f]{1,135}$")),
     request_body = UpdateRequest,
     responses(
         (status = 200, body = UpdateResponse),
@@ -616,7 +617,7 @@ pub struct WorkerList {
     get,
     path = "/{client}/workers",
     tag = "workers",
-    params(("client" = String, Path, description = "The client (tenant): 1 to 64 of A-Z a-z 0-9 _, starting with a letter or digit", pattern = "^[A-Za-z0-9][A-Za-z0-9_]{0,63}$")),
+    params(ClientPath),
     responses(
         (status = 200, body = WorkerList),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)
