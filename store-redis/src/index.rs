@@ -161,6 +161,24 @@ impl RedisStore {
         self.claimed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Deletes the index entries of `deleted` jobs, then reports `err`, the
+    /// first failure of the batch that deleted them, if any: the ids of the
+    /// jobs it did delete are freed either way.
+    pub(crate) async fn unreserve_then(
+        &self,
+        deleted: &[(String, String, String)],
+        err: Option<Error>,
+    ) -> Result<()> {
+        if !deleted.is_empty() {
+            let unreserved = self.unreserve(deleted).await;
+            if let Some(e) = err {
+                return Err(e);
+            }
+            unreserved?;
+        }
+        err.map_or(Ok(()), Err)
+    }
+
     /// Deletes the index entries of deleted jobs: `(id, jobtype, token)`.
     pub(crate) async fn unreserve(&self, deleted: &[(String, String, String)]) -> Result<()> {
         let mut by_bucket: BTreeMap<String, Vec<(&str, String)>> = BTreeMap::new();

@@ -212,16 +212,7 @@ impl RedisStore {
                 cache.remove(id);
             }
         }
-        if !deleted.is_empty() {
-            let unreserved = self.unreserve(&deleted).await;
-            if let Some(e) = err {
-                return Err(e);
-            }
-            unreserved?;
-        }
-        if let Some(e) = err {
-            return Err(e);
-        }
+        self.unreserve_then(&deleted, err).await?;
         let of = |kind: char| -> HashSet<String> {
             got.iter()
                 .filter(|(_, _, extra)| extra.starts_with(kind))

@@ -474,16 +474,7 @@ impl JobStore for RedisStore {
             .filter(|(id, _, _)| matches!(how.get(id.as_str()), Some(Release::Delete)))
             .cloned()
             .collect();
-        if !deleted.is_empty() {
-            let unreserved = self.unreserve(&deleted).await;
-            if let Some(e) = err {
-                return Err(e);
-            }
-            unreserved?;
-        }
-        if let Some(e) = err {
-            return Err(e);
-        }
+        self.unreserve_then(&deleted, err).await?;
         let done: HashSet<String> = released.into_iter().map(|(id, _, _)| id).collect();
         Ok(in_order(&ids, &done))
     }
