@@ -178,13 +178,7 @@ pub async fn bench(args: BenchArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::local(format!("cannot create {}: {e}", dir.display())))?;
     let result = run_in(&args, &ns, &dir).await;
     let _ = std::fs::remove_dir_all(&dir);
-    let report = result?;
-    if args.json {
-        println!("{}", report.json());
-    } else {
-        println!("{}", report.table());
-    }
-    Ok(())
+    result
 }
 
 fn check(a: &BenchArgs) -> Result<(), CliError> {
@@ -230,10 +224,12 @@ fn check(a: &BenchArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Opens the namespace, runs the mode, and drops the namespace whatever
-/// happened (Ctrl-C included: the first stops the run and cleans up, a
-/// second exits at once).
-async fn run_in(args: &BenchArgs, ns: &str, dir: &std::path::Path) -> Result<Report, CliError> {
+/// Opens the namespace, runs the mode, prints its report, and drops the
+/// namespace whatever happened (Ctrl-C included: the first stops the run
+/// and cleans up, a second exits at once). The report is printed before
+/// the namespace is dropped, so a drop that fails (a busy server) loses no
+/// figures: it is a warning on stderr that names what is left.
+async fn run_in(args: &BenchArgs, ns: &str, dir: &std::path::Path) -> Result<(), CliError> {
     let url = factory::with_namespace(args.store.as_deref(), dir, ns)
         .map_err(|e| CliError::usage(format!("--store: {e}")))?;
     let store = factory::open(Some(&url), dir)
@@ -251,7 +247,7 @@ async fn run_in(args: &BenchArgs, ns: &str, dir: &std::path::Path) -> Result<Rep
         show_progress: !args.json && std::io::stderr().is_terminal(),
         started: Instant::now(),
     };
-    let result = tokio::select! {
+    let mut result = tokio::select! {
         r = run_mode(&ctx) => r,
         _ = stop_signal() => {
             tokio::spawn(async {
@@ -276,14 +272,39 @@ async fn run_in(args: &BenchArgs, ns: &str, dir: &std::path::Path) -> Result<Rep
     let reference = ctx.reference.lock().ok().and_then(|mut r| r.take());
     let started = ctx.started;
     drop(ctx);
-    let mut dropped = factory::drop_namespace(&url).await;
+    if let Ok(report) = &mut result {
+        report.seconds = started.elapsed().as_secs_f64();
+        if args.json {
+            println!("{}", report.json());
+        } else {
+            println!("{}", report.table());
+        }
+    }
+    let mut dropped = drop_namespace(&url).await;
     if let Some(q) = reference {
         dropped = dropped.and(q.remove().await);
     }
-    let mut report = result?;
-    dropped.map_err(|e| CliError::local(format!("cannot drop the bench namespace {ns}: {e}")))?;
-    report.seconds = started.elapsed().as_secs_f64();
-    Ok(report)
+    if let Err(e) = dropped {
+        eprintln!(
+            "jobstore: warning: the report is complete, but the bench namespace {ns} was not \
+             dropped: {e}"
+        );
+    }
+    result.map(|_| ())
+}
+
+/// Drops the namespace of `url`: on a single Redis server in bounded
+/// batches that wait out a busy server ([`server::drop_redis_namespace`]),
+/// elsewhere as the store factory does.
+async fn drop_namespace(url: &str) -> jobstore_api::Result<()> {
+    #[cfg(feature = "redis")]
+    if matches!(
+        url.split_once(':').map(|(s, _)| s),
+        Some("redis" | "rediss")
+    ) {
+        return server::drop_redis_namespace(url).await.map(|_| ());
+    }
+    factory::drop_namespace(url).await
 }
 
 /// Spawns one of a run's tasks, aborted when its handle is dropped: a run
@@ -723,7 +744,7 @@ impl Report {
             .collect::<Vec<_>>()
             .join(", ");
         let mut out = format!(
-            "jobstore bench {} on {} ({}, namespace {}, dropped): {params}; {:.1} s\n{t}",
+            "jobstore bench {} on {} ({}, namespace {}, dropped after): {params}; {:.1} s\n{t}",
             self.mode.name(),
             self.backend,
             self.store,

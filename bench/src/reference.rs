@@ -272,6 +272,7 @@ return redis.call('ZREM', KEYS[1], unpack(ARGV, 2))
     /// The Redis reference queue: keys under the hash tag `{ns}_ref` on
     /// the server of a store URL, over one multiplexed connection.
     pub struct RedisRef {
+        client: redis::Client,
         conn: MultiplexedConnection,
         tag: String,
         add: redis::Script,
@@ -294,6 +295,7 @@ return redis.call('ZREM', KEYS[1], unpack(ARGV, 2))
                 .await
                 .map_err(err("connect"))?;
             Ok(RedisRef {
+                client,
                 conn,
                 tag: format!("{ns}_ref"),
                 add: redis::Script::new(ADD),
@@ -351,31 +353,10 @@ return redis.call('ZREM', KEYS[1], unpack(ARGV, 2))
         }
 
         async fn remove(&self) -> Result<()> {
-            let mut c = self.conn.clone();
-            let pattern = format!("{{{}}}*", self.tag);
-            let mut cursor: u64 = 0;
-            loop {
-                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000)
-                    .query_async(&mut c)
-                    .await
-                    .map_err(err("SCAN"))?;
-                if !keys.is_empty() {
-                    let _: i64 = redis::cmd("UNLINK")
-                        .arg(&keys)
-                        .query_async(&mut c)
-                        .await
-                        .map_err(err("UNLINK"))?;
-                }
-                cursor = next;
-                if cursor == 0 {
-                    return Ok(());
-                }
-            }
+            // The tag is the bench namespace's, without glob characters.
+            crate::server::unlink_matching(&self.client, &format!("{{{}}}*", self.tag))
+                .await
+                .map(|_| ())
         }
     }
 }

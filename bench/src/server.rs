@@ -122,6 +122,146 @@ pub(crate) fn without_prefix(url: &str) -> Result<url::Url> {
     Ok(plain)
 }
 
+/// Keys asked of each `SCAN` (and so at most unlinked by each `UNLINK`)
+/// when a bench removes its Redis keys: small steps a busy server answers
+/// quickly.
+#[cfg(feature = "redis")]
+const DROP_BATCH: u32 = 1000;
+
+/// How long one `SCAN` or `UNLINK` of a drop may take before it is tried
+/// again (the client's default, 500 ms, is what a busy server misses).
+#[cfg(feature = "redis")]
+const DROP_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Tries of one `SCAN` or `UNLINK` of a drop before it gives up, with
+/// waits of 1, 2, 4, ... up to 30 s between tries: a drop outlasts a
+/// minute and a half of refused connections, or five and a half minutes
+/// of a server that answers nothing.
+#[cfg(feature = "redis")]
+const DROP_TRIES: u32 = 8;
+
+/// Removes every key of the Redis store namespace of `url` (its `prefix`
+/// parameter, `P`): the store keeps them all under the hash tags `{P}`,
+/// `{P:<jobtype>}` and `{P|i<bucket>}`, found here in one pass of `SCAN`
+/// with the pattern `{P[}:|]*`. Returns how many keys were removed. See
+/// [`unlink_matching`] for how a busy server is waited out.
+#[cfg(feature = "redis")]
+pub(crate) async fn drop_redis_namespace(url: &str) -> Result<u64> {
+    let parsed = url::Url::parse(url).map_err(|e| Error::invalid(format!("{e}")))?;
+    let prefix = parsed
+        .query_pairs()
+        .find(|(k, _)| k == "prefix")
+        .map(|(_, v)| v.into_owned())
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| Error::invalid("a bench namespace URL has a prefix parameter"))?;
+    let client = redis::Client::open(without_prefix(url)?.as_str())
+        .map_err(|e| Error::unavailable("redis URL", e))?;
+    unlink_matching(&client, &format!("{{{}[}}:|]*", glob_escape(&prefix))).await
+}
+
+/// `s` with the characters special to Redis glob patterns escaped.
+#[cfg(feature = "redis")]
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Removes the keys matching `pattern` on a single Redis server: `SCAN`
+/// with `COUNT` [`DROP_BATCH`], then one `UNLINK` of what that page found,
+/// page by page, so no one call holds the server long. Each call may take
+/// [`DROP_CALL_TIMEOUT`] and is tried [`DROP_TRIES`] times (on a new
+/// connection after a failure; `SCAN` from the same cursor, `UNLINK` of the
+/// same keys, both safe to repeat). Returns how many keys were removed; an
+/// error says how many were and what is left.
+#[cfg(feature = "redis")]
+pub(crate) async fn unlink_matching(client: &redis::Client, pattern: &str) -> Result<u64> {
+    let mut conn = None;
+    let mut cursor: u64 = 0;
+    let mut removed: u64 = 0;
+    let gave_up = |removed: u64, why: String| {
+        Error::unavailable(
+            format!("{why}; {removed} keys removed, keys matching {pattern} may remain"),
+            why,
+        )
+    };
+    loop {
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(DROP_BATCH);
+        let (next, keys): (u64, Vec<Vec<u8>>) = patient(client, &mut conn, &scan, "SCAN")
+            .await
+            .map_err(|e| gave_up(removed, e))?;
+        if !keys.is_empty() {
+            let mut unlink = redis::cmd("UNLINK");
+            for key in &keys {
+                unlink.arg(key.as_slice());
+            }
+            removed += patient::<u64>(client, &mut conn, &unlink, "UNLINK")
+                .await
+                .map_err(|e| gave_up(removed, e))?;
+        }
+        cursor = next;
+        if cursor == 0 {
+            return Ok(removed);
+        }
+    }
+}
+
+/// One command, tried up to [`DROP_TRIES`] times, each within
+/// [`DROP_CALL_TIMEOUT`]; `conn` is (re)made as needed. The error says
+/// what failed, and how the last try did.
+#[cfg(feature = "redis")]
+async fn patient<T: redis::FromRedisValue>(
+    client: &redis::Client,
+    conn: &mut Option<redis::aio::MultiplexedConnection>,
+    cmd: &redis::Cmd,
+    what: &'static str,
+) -> std::result::Result<T, String> {
+    use std::time::Duration;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(DROP_CALL_TIMEOUT))
+        .set_response_timeout(Some(DROP_CALL_TIMEOUT));
+    let mut last = String::new();
+    for attempt in 0..DROP_TRIES {
+        if attempt > 0 {
+            let wait = Duration::from_secs(1 << (attempt - 1).min(5)).min(DROP_CALL_TIMEOUT);
+            tokio::time::sleep(wait).await;
+        }
+        let c = match conn {
+            Some(c) => c,
+            None => match client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+            {
+                Ok(c) => conn.insert(c),
+                Err(e) => {
+                    last = format!("connect: {e}");
+                    continue;
+                }
+            },
+        };
+        match cmd.query_async::<T>(c).await {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                last = e.to_string();
+                *conn = None;
+            }
+        }
+    }
+    Err(format!(
+        "redis {what} failed {DROP_TRIES} times, the last: {last}"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +272,13 @@ mod tests {
         assert_eq!(info_field(info, "used_memory"), Some("1234"));
         assert_eq!(info_field(info, "used_cpu_sys"), Some("1.5"));
         assert_eq!(info_field(info, "used_cpu_user"), None);
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn glob_specials_are_escaped() {
+        assert_eq!(glob_escape("bench_0a1b"), "bench_0a1b");
+        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
     }
 
     #[tokio::test]
