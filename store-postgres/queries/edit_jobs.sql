@@ -9,11 +9,13 @@
 -- edited; notifies the channel once per jobtype with an edited job due at
 -- $5.
 WITH e AS (
-    SELECT *
+    SELECT j.id, u.priority, u.dt, u.data
     FROM unnest($1::text[], $2::int4[], $3::int8[], $4::bytea[])
-        AS e (id, priority, dt, data)
-), l AS (
-    SELECT id FROM jobs WHERE id = ANY($1::text[]) AND lock = '' ORDER BY id FOR UPDATE
+        AS u (id, priority, dt, data)
+    JOIN jobs j ON j.id = u.id
+    WHERE j.lock = ''
+    ORDER BY j.id
+    FOR UPDATE OF j
 ), edited AS (
     UPDATE jobs j
     SET priority = coalesce(e.priority, j.priority),
@@ -21,7 +23,7 @@ WITH e AS (
         data = coalesce(e.data, j.data),
         history = jobstore_push_event(j.history, jsonb_build_object(
             'at', $5::int8, 'attempt', j.attempts, 'event', 'edited'))
-    FROM e JOIN l USING (id)
+    FROM e
     WHERE j.id = e.id AND j.lock = ''
     RETURNING j.id, j.jobtype, j.dt
 ), notified AS (

@@ -1,8 +1,8 @@
 -- Counts by jobtype and state (live jobs) or result code (archive).
 -- state is 'waiting', 'scheduled', 'running' or 'archived' (then code is set).
 -- $1 now. Live jobs are counted; archived ones are read from
--- `archive_counts` (kept by triggers on `archive`), one row per (jobtype,
--- code), whatever the size of the archive.
+-- `archive_counts` (kept by triggers on `archive`), at most 16 slots per
+-- (jobtype, code) summed, whatever the size of the archive.
 SELECT jobtype,
        CASE WHEN dt <= $1 THEN 'waiting'
             WHEN lock = '' THEN 'scheduled'
@@ -12,6 +12,7 @@ SELECT jobtype,
 FROM jobs
 GROUP BY 1, 2
 UNION ALL
-SELECT jobtype, 'archived', code, n
+SELECT jobtype, 'archived', code, sum(n)::int8
 FROM archive_counts
-WHERE n > 0
+GROUP BY jobtype, code
+HAVING sum(n) > 0

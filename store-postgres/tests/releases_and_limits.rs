@@ -5,14 +5,16 @@
 //! methods for tools and `Debug`; the schema the migrations leave; jobs
 //! stored before the management columns existed; jobs stored before
 //! history and tags; the maintained archive counts under concurrent
-//! archives, reruns, deletes and purges.
+//! archives, reruns, deletes and purges; the bound on the stats rows one
+//! add prunes.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use jobstore_api::limits::MAX_OUTPUT;
+use jobstore_api::limits::{MAX_BATCH, MAX_OUTPUT};
 use jobstore_api::{
-    Handler, HandlerLimits, JobQuery, JobRelease, JobResult, JobState, JobStore, NewJob, Release,
+    Durations, Handler, HandlerLimits, JobQuery, JobRelease, JobResult, JobState, JobStore, NewJob,
+    Release, StatsDelta, StatsResolution,
 };
 use jobstore_conformance::services::{postgres_url, unique_namespace};
 use jobstore_postgres::{PgStore, PgStoreOptions};
@@ -281,11 +283,13 @@ fn archive_counts_stay_exact_under_concurrency() {
                 t.await.unwrap();
             }
             let diff: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM ( \
+                "WITH c AS (SELECT jobtype, code, sum(n)::int8 AS n FROM archive_counts \
+                            GROUP BY 1, 2 HAVING sum(n) <> 0) \
+                 SELECT count(*) FROM ( \
                    (SELECT jobtype, code, count(*) AS n FROM archive GROUP BY 1, 2 \
-                    EXCEPT SELECT jobtype, code, n FROM archive_counts) \
+                    EXCEPT SELECT jobtype, code, n FROM c) \
                    UNION ALL \
-                   (SELECT jobtype, code, n FROM archive_counts \
+                   (SELECT jobtype, code, n FROM c \
                     EXCEPT SELECT jobtype, code, count(*) FROM archive GROUP BY 1, 2)) d",
             )
             .fetch_one(store.pool())
@@ -347,6 +351,67 @@ fn purge_runs_in_bounded_batches() {
             jobstore_conformance::checks::purge_is_exact_across_batches(&store, 7).await;
         },
     );
+}
+
+/// Each add deletes, per resolution, up to twice `MAX_BATCH` of the rows
+/// older than the buckets kept (as many as one batch can add, a minute and
+/// a day row per delta), oldest first; the next add goes on from there.
+#[test]
+fn stats_pruning_deletes_a_bounded_number_of_old_rows_per_add() {
+    with_store(|store| async move {
+        let bound = 2 * MAX_BATCH as i64;
+        let mut oldest = Vec::new();
+        for res in [StatsResolution::Minute, StatsResolution::Day] {
+            let before = res.oldest_kept(T0) - res.width();
+            oldest.push(res.oldest_kept(T0));
+            sqlx::query(
+                "INSERT INTO stats (resolution, jobtype, start, \
+                     wait_count, wait_sum_ms, wait_sum_sq_ms, wait_buckets, \
+                     run_count, run_sum_ms, run_sum_sq_ms, run_buckets) \
+                 SELECT $1, 'old-' || i, $2, 0, 0, 0, array_fill(0::int8, ARRAY[17]), \
+                     0, 0, 0, array_fill(0::int8, ARRAY[17]) \
+                 FROM generate_series(0, $3) AS i",
+            )
+            .bind(res.as_str())
+            .bind(before)
+            .bind(bound)
+            .execute(store.pool())
+            .await
+            .unwrap();
+        }
+        assert_eq!(old_stats_rows(&store, &oldest).await, 2 * (bound + 1));
+        let delta = |minute| StatsDelta {
+            wait: Durations::of(&[1]),
+            ..StatsDelta::new("new", minute)
+        };
+        let minute = StatsResolution::Minute.start_of(T0);
+        store.add_stats(&[delta(minute)], T0).await.unwrap();
+        assert_eq!(
+            old_stats_rows(&store, &oldest).await,
+            2,
+            "one left per resolution"
+        );
+        store
+            .add_stats(&[delta(minute - 60_000)], T0)
+            .await
+            .unwrap();
+        assert_eq!(old_stats_rows(&store, &oldest).await, 0);
+    });
+}
+
+/// The stats rows older than the oldest buckets kept (`oldest`: minute,
+/// day).
+async fn old_stats_rows(store: &PgStore, oldest: &[i64]) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM stats \
+         WHERE (resolution = 'minute' AND start < $1) \
+            OR (resolution = 'day' AND start < $2)",
+    )
+    .bind(oldest[0])
+    .bind(oldest[1])
+    .fetch_one(store.pool())
+    .await
+    .unwrap()
 }
 
 /// How often `jobs` of the store's schema was vacuumed by hand (not by
@@ -626,6 +691,7 @@ column archive.tags ARRAY not null default '{}'::text[]
 column archive_counts.jobtype text not null collate C
 column archive_counts.code text not null
 column archive_counts.n bigint not null
+column archive_counts.slot smallint not null
 column handlers.seq bigint not null default nextval('handlers_seq_seq'::regclass)
 column handlers.jobtype text not null collate C
 column handlers.dt bigint not null
@@ -675,8 +741,8 @@ archive archive_code_check: CHECK ((code = ANY (ARRAY['ok'::text, 'failed'::text
 archive archive_pkey: PRIMARY KEY (id)
 archive_by_code: CREATE INDEX archive_by_code ON archive USING btree (code, done_dt, id)
 archive_by_type: CREATE INDEX archive_by_type ON archive USING btree (jobtype, code, done_dt, id)
-archive_counts archive_counts_pkey: PRIMARY KEY (jobtype, code)
-archive_counts_pkey: CREATE UNIQUE INDEX archive_counts_pkey ON archive_counts USING btree (jobtype, code)
+archive_counts archive_counts_pkey: PRIMARY KEY (jobtype, code, slot)
+archive_counts_pkey: CREATE UNIQUE INDEX archive_counts_pkey ON archive_counts USING btree (jobtype, code, slot)
 archive_pkey: CREATE UNIQUE INDEX archive_pkey ON archive USING btree (id)
 handlers handlers_pkey: PRIMARY KEY (seq)
 handlers_newest: CREATE INDEX handlers_newest ON handlers USING btree (jobtype, dt DESC, seq DESC)
