@@ -35,6 +35,16 @@ groups=(
     "mongo|store-mongo/src/*.rs|--test-package jobstore-mongo -- --lib --tests"
     "scheduler|daemon/src/executor/scheduler/mod.rs|--test-package jobstore-daemon --cargo-arg=--lib -- executor::scheduler::"
     "journal-reader|daemon/src/journal/reader.rs daemon/src/journal/record.rs daemon/src/journal/segment.rs|--test-package jobstore-daemon --cargo-arg=--lib -- journal::"
+    # Timing stats: the contract's types, their validation and the
+    # reference store's two methods (several --re: a pattern cannot hold
+    # the separator |); then the daemon's sink and each store's module, with
+    # the tests that exercise stats (name filters after a second --).
+    "stats-api|store-api/src/stats.rs store-api/src/validate.rs store-api/src/memory.rs|--re store-api/src/stats.rs: --re ::add_stats --re ::job_stats --re claimed_due --re stats_deltas --re durations --re stats_query --re jobtype_filter --test-package jobstore-api --test-package jobstore-conformance -- --lib --tests"
+    "stats-daemon|daemon/src/executor/stats.rs|--test-package jobstore-daemon --cargo-arg=--lib -- executor::stats::"
+    "stats-sqlite|store-sqlite/src/stats.rs|--test-package jobstore-sqlite -- --lib --tests -- stats state_matrix namespace_isolation_of_management claim_reports_when_each_job_was_due"
+    "stats-postgres|store-postgres/src/stats.rs|--test-package jobstore-postgres -- --lib --tests -- stats state_matrix namespace_isolation_of_management claim_reports_when_each_job_was_due"
+    "stats-redis|store-redis/src/stats.rs|--test-package jobstore-redis -- --lib --tests -- stats state_matrix namespace_isolation_of_management claim_reports_when_each_job_was_due"
+    "stats-mongo|store-mongo/src/stats.rs|--test-package jobstore-mongo -- --lib --tests -- stats state_matrix namespace_isolation_of_management claim_reports_when_each_job_was_due"
 )
 
 wanted=("$@")
@@ -63,10 +73,18 @@ for g in "${groups[@]}"; do
     # The copy's sources are restored now; build them once more so that a
     # shared CARGO_TARGET_DIR holds no artifact of the last mutant (cargo
     # may otherwise take it as fresh for the original tree).
-    pkgs=${rest%% -- *}
-    pkgs=${pkgs//--test-package/-p}
-    # shellcheck disable=SC2086
-    (cd "$work" && cargo test --profile mutants --no-run ${pkgs//--cargo-arg=/} >/dev/null 2>&1) || true
+    pkgs=()
+    # shellcheck disable=SC2206 # the options before the first --, split at spaces
+    set -f
+    opts=(${rest%% -- *})
+    set +f
+    for i in "${!opts[@]}"; do
+        case ${opts[$i]} in
+        --test-package) pkgs+=(-p "${opts[$((i + 1))]}") ;;
+        --cargo-arg=*) pkgs+=("${opts[$i]#--cargo-arg=}") ;;
+        esac
+    done
+    (cd "$work" && cargo test --profile mutants --no-run "${pkgs[@]}" >/dev/null 2>&1) || true
     # 2: mutants missed, 3: timeouts; anything else is a failed run.
     case $rc in 0 | 2 | 3) ;; *) echo "cargo mutants failed for $name (exit $rc)" >&2; exit "$rc" ;; esac
     d="$out/$name/mutants.out"

@@ -335,4 +335,15 @@ mod tests {
         assert_eq!(StatsDelta::new("a", t).minute, 1_700_000_100_000);
         assert_eq!(StatsResolution::Minute.start_of(-1), -MINUTE_MS);
     }
+
+    #[test]
+    fn resolutions_are_named_alike_in_storage_and_on_the_wire() {
+        for (res, name) in [
+            (StatsResolution::Minute, "minute"),
+            (StatsResolution::Day, "day"),
+        ] {
+            assert_eq!(res.as_str(), name);
+            assert_eq!(serde_json::to_value(res).unwrap(), name);
+        }
+    }
 }

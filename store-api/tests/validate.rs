@@ -4,10 +4,12 @@ use std::time::Duration;
 
 use jobstore_api::limits::{
     MAX_BATCH, MAX_DELAY, MAX_HANDLER_ATTEMPTS, MAX_HANDLER_CONCURRENCY, MAX_ID_LEN,
-    MAX_JOBTYPE_LEN, MAX_LEASE, MAX_OUTPUT,
+    MAX_JOBTYPE_LEN, MAX_LEASE, MAX_OUTPUT, MAX_QUERY_JOBTYPES,
 };
+use jobstore_api::stats::MINUTE_MS;
 use jobstore_api::{
-    ErrorKind, Handler, HandlerLimits, JobRelease, JobResult, Release, ResultCode, validate,
+    Durations, ErrorKind, Handler, HandlerLimits, JobRelease, JobResult, JobtypeFilter, Release,
+    ResultCode, StatsDelta, validate,
 };
 use proptest::prelude::*;
 
@@ -79,6 +81,33 @@ fn result_codes_round_trip_through_their_names() {
     assert_eq!(
         "nope".parse::<ResultCode>().unwrap_err().kind(),
         ErrorKind::InvalidInput
+    );
+}
+
+#[test]
+fn jobtype_lists_may_name_up_to_the_limit() {
+    let list = |n: usize| JobtypeFilter::Exact((0..n).map(|i| format!("t{i}")).collect());
+    assert!(validate::jobtype_filter(&list(MAX_QUERY_JOBTYPES)).is_ok());
+    assert_eq!(
+        kind(validate::jobtype_filter(&list(MAX_QUERY_JOBTYPES + 1))),
+        Some(ErrorKind::InvalidInput)
+    );
+}
+
+#[test]
+fn stats_may_be_added_for_the_minute_starting_now() {
+    let now = 1_700_000_040_000;
+    assert_eq!(now % MINUTE_MS, 0);
+    let delta = |minute| StatsDelta {
+        minute,
+        wait: Durations::of(&[1]),
+        ..StatsDelta::new("st", minute)
+    };
+    assert!(validate::stats_deltas(&[delta(now)], now).is_ok());
+    assert!(validate::stats_deltas(&[delta(now)], now + 1).is_ok());
+    assert_eq!(
+        kind(validate::stats_deltas(&[delta(now)], now - 1)),
+        Some(ErrorKind::InvalidInput)
     );
 }
 

@@ -480,9 +480,20 @@ mod tests {
         assert_eq!(b.start, 60_000);
         assert_eq!(b.wait, Durations::default());
         assert_eq!(b.run, Durations::of(&[2, 6]));
+        // Integers of either width, as other tools may write them.
+        let mut narrow = d.clone();
+        narrow.insert("start", 60_000_i32);
+        narrow.insert("run_sum_sq_ms", 40_i32);
+        assert_eq!(bucket_from_doc(&narrow).unwrap(), b);
         let mut bad = d.clone();
         bad.insert("run_h3", -1_i64);
         assert!(bucket_from_doc(&bad).is_err());
+        // A double counter must be integral and not negative.
+        for v in [1.5, -1.0] {
+            let mut bad = d.clone();
+            bad.insert("run_h3", v);
+            assert!(bucket_from_doc(&bad).is_err(), "{v}");
+        }
         let mut bad = d;
         bad.remove("jobtype");
         assert!(bucket_from_doc(&bad).is_err());
@@ -506,6 +517,11 @@ mod tests {
         assert_eq!(
             duplicate_key_failures(&doc! { "ok": 1, "writeErrors": [dup(0, 11000), dup(1, 2)] }),
             None
+        );
+        let wide = doc! { "index": 2_i64, "code": 11000_i64, "errmsg": "x" };
+        assert_eq!(
+            duplicate_key_failures(&doc! { "ok": 1, "writeErrors": [wide] }),
+            Some(vec![2])
         );
         assert_eq!(
             duplicate_key_failures(&doc! { "ok": 1, "writeConcernError": { "code": 64 } }),

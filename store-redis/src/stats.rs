@@ -316,8 +316,12 @@ mod tests {
             fields.push(Value::BulkString(f.into_bytes()));
             fields.push(Value::BulkString(x.to_string().into_bytes()));
         }
-        fields.push(Value::BulkString(b"zz".to_vec()));
-        fields.push(Value::BulkString(b"ignored".to_vec()));
+        // Fields it does not know, a histogram bucket past the last among
+        // them, are passed over.
+        for unknown in ["zz", "w17", "rx"] {
+            fields.push(Value::BulkString(unknown.as_bytes().to_vec()));
+            fields.push(Value::BulkString(b"1".to_vec()));
+        }
         let (mut w, mut r) = (Durations::default(), Durations::default());
         decode_bucket(fields, &mut w, &mut r).unwrap();
         assert_eq!((w, r), (wait, run));

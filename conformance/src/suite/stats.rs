@@ -210,12 +210,15 @@ pub async fn stats_bad_input_rejected(c: Ctx) {
         return;
     }
     let now = M0 + 5 * SEC;
-    let good = delta("sb", M0, &[1], &[2]);
-    let mut uneven = good.clone();
+    // Each bad delta is alone in its (jobtype, minute) beside `good`, so
+    // that it is refused for its own fault.
+    let good = delta("sb-good", M0, &[1], &[2]);
+    let bad = delta("sb", M0, &[1], &[2]);
+    let mut uneven = bad.clone();
     uneven.wait.buckets[3] += 1;
-    let mut negative = good.clone();
+    let mut negative = bad.clone();
     negative.run.sum_sq_ms = -1.0;
-    let mut nan = good.clone();
+    let mut nan = bad.clone();
     nan.run.sum_sq_ms = f64::NAN;
     let mut sums_without_count = delta("sb", M0, &[], &[2]);
     sums_without_count.wait.sum_ms = 3;
