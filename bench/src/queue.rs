@@ -117,6 +117,55 @@ fn archive_all(jobs: Vec<jobstore_api::Job>) -> Vec<JobRelease> {
         .collect()
 }
 
+/// Claims and archives the jobs `range` of `jobtype` under `owner`, the
+/// `i`th with a result of `status(i)`: jobs added at priority 1 beside a
+/// waiting backlog at 0, so each claim takes only them, in order.
+async fn archive_range(
+    ctx: &Ctx,
+    jobtype: &str,
+    owner: &str,
+    range: std::ops::Range<usize>,
+    status: impl Fn(usize) -> u16,
+    bar: &ProgressBar,
+) -> Result<(), CliError> {
+    let mut at = range.start;
+    while at < range.end {
+        let want = (range.end - at).min(jobstore_api::limits::MAX_CLAIM);
+        let got = ctx
+            .store
+            .claim_jobs(jobtype, want, owner, LEASE, now_millis())
+            .await
+            .map_err(store_err("claim_jobs"))?;
+        if got.len() != want || got.iter().any(|j| j.priority != 1) {
+            return Err(CliError::local(
+                "claiming the jobs to archive handed out other jobs",
+            ));
+        }
+        let releases: Vec<JobRelease> = got
+            .into_iter()
+            .enumerate()
+            .map(|(i, j)| {
+                JobRelease::new(
+                    j.id,
+                    Release::Archive(JobResult::from_status(status(at + i))),
+                )
+            })
+            .collect();
+        let n = ctx
+            .store
+            .release_jobs(&releases, owner, now_millis())
+            .await
+            .map_err(store_err("release_jobs"))?
+            .len();
+        if n != want {
+            return Err(CliError::local("not every job was archived"));
+        }
+        at += n;
+        bar.inc(n as u64);
+    }
+    Ok(())
+}
+
 /// `store`: batched adds, then concurrent claim+archive of every job.
 pub(crate) async fn store(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let a = &ctx.args;
@@ -300,32 +349,7 @@ pub(crate) async fn scale(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
         add_range(ctx, &done, 0, archive, &bar).await?;
         bar.finish_and_clear();
         let bar = ctx.bar(archive as u64, "archive: run");
-        let mut archived = 0;
-        while archived < archive {
-            let want = (archive - archived).min(jobstore_api::limits::MAX_CLAIM);
-            let got = ctx
-                .store
-                .claim_jobs(&jobtype, want, &owner, LEASE, now_millis())
-                .await
-                .map_err(store_err("claim_jobs"))?;
-            if got.len() != want || got.iter().any(|j| j.priority != 1) {
-                return Err(CliError::local(
-                    "claiming the jobs to archive handed out other jobs",
-                ));
-            }
-            let releases = archive_all(got);
-            let n = ctx
-                .store
-                .release_jobs(&releases, &owner, now_millis())
-                .await
-                .map_err(store_err("release_jobs"))?
-                .len();
-            if n != want {
-                return Err(CliError::local("not every job was archived"));
-            }
-            archived += n;
-            bar.inc(n as u64);
-        }
+        archive_range(ctx, &jobtype, &owner, 0..archive, |_| 200, &bar).await?;
         bar.finish_and_clear();
         point("claims + archive".to_owned(), largest, archive).await?;
     }
@@ -716,42 +740,10 @@ pub(crate) async fn query(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     for &size in &sizes {
         let bar = ctx.bar((size - archived) as u64, &format!("archive to {size}"));
         add_range(ctx, &done, archived, size, &bar).await?;
-        while archived < size {
-            let want = (size - archived).min(jobstore_api::limits::MAX_CLAIM);
-            let got = ctx
-                .store
-                .claim_jobs(&jobtype, want, &owner, LEASE, now_millis())
-                .await
-                .map_err(store_err("claim_jobs"))?;
-            if got.len() != want || got.iter().any(|j| j.priority != 1) {
-                return Err(CliError::local(
-                    "claiming the jobs to archive handed out other jobs",
-                ));
-            }
-            let releases: Vec<JobRelease> = got
-                .into_iter()
-                .enumerate()
-                .map(|(i, j)| {
-                    let status = if (archived + i) % 10 == 0 { 404 } else { 200 };
-                    JobRelease::new(j.id, Release::Archive(JobResult::from_status(status)))
-                })
-                .collect();
-            failed += releases
-                .iter()
-                .filter(|r| matches!(&r.how, Release::Archive(res) if res.status == 404))
-                .count() as u64;
-            let n = ctx
-                .store
-                .release_jobs(&releases, &owner, now_millis())
-                .await
-                .map_err(store_err("release_jobs"))?
-                .len();
-            if n != want {
-                return Err(CliError::local("not every job was archived"));
-            }
-            archived += n;
-            bar.inc(n as u64);
-        }
+        let status = |i: usize| if i.is_multiple_of(10) { 404 } else { 200 };
+        archive_range(ctx, &jobtype, &owner, archived..size, status, &bar).await?;
+        failed += (archived..size).filter(|&i| status(i) == 404).count() as u64;
+        archived = size;
         bar.finish_and_clear();
         // Pages of 100 failed jobs: the first, then on by cursor, back to
         // the first when the failures run out.
