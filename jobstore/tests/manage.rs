@@ -15,13 +15,7 @@ use support::*;
 const WAIT: Duration = Duration::from_secs(90);
 
 fn runner(store: Option<&str>) -> Start<'_> {
-    Start::store(store)
-        .env("JOBSTORE_ADMIN_TOKEN", ADMIN)
-        .arg("--allow-process-handlers")
-        .arg("--poll")
-        .arg("200ms")
-        .arg("--lease")
-        .arg("3s")
+    admin_runner(store).arg("--lease").arg("3s")
 }
 
 /// The walk-through: 1,000 jobs of which 100 fail; `jobstore failures`

@@ -15,13 +15,7 @@ use support::*;
 const WAIT: Duration = Duration::from_secs(60);
 
 fn runner(store: Option<&str>) -> Start<'_> {
-    Start::store(store)
-        .env("JOBSTORE_ADMIN_TOKEN", ADMIN)
-        .arg("--allow-process-handlers")
-        .arg("--poll")
-        .arg("200ms")
-        .arg("--stats-every")
-        .arg("200ms")
+    admin_runner(store).arg("--stats-every").arg("200ms")
 }
 
 /// The one bucket of `jobtype` in a stats history, if any.

@@ -27,6 +27,15 @@ pub enum JobtypeFilter {
 }
 
 impl JobtypeFilter {
+    /// These jobtypes.
+    pub fn exact<I, S>(jobtypes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        JobtypeFilter::Exact(jobtypes.into_iter().map(Into::into).collect())
+    }
+
     /// Whether `jobtype` passes the filter.
     pub fn matches(&self, jobtype: &str) -> bool {
         match self {
@@ -137,7 +146,7 @@ impl JobQuery {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.jobtypes = JobtypeFilter::Exact(jobtypes.into_iter().map(Into::into).collect());
+        self.jobtypes = JobtypeFilter::exact(jobtypes);
         self
     }
 

@@ -234,7 +234,7 @@ impl StatsQuery {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.jobtypes = JobtypeFilter::Exact(jobtypes.into_iter().map(Into::into).collect());
+        self.jobtypes = JobtypeFilter::exact(jobtypes);
         self
     }
 

@@ -5,9 +5,19 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-use super::{BIN, http, ids, json};
+use super::{BIN, Start, http, ids, json};
 
 pub const ADMIN: &str = "admin-token-for-tests";
+
+/// A daemon on `store` with the admin token, process handlers allowed and
+/// a short poll.
+pub fn admin_runner(store: Option<&str>) -> Start<'_> {
+    Start::store(store)
+        .env("JOBSTORE_ADMIN_TOKEN", ADMIN)
+        .arg("--allow-process-handlers")
+        .arg("--poll")
+        .arg("200ms")
+}
 
 /// The `jobstore` command line against `url` with the admin token.
 pub fn cli(url: &str, args: &[&str]) -> Output {
