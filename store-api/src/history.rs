@@ -99,6 +99,67 @@ pub fn push_event(history: &mut Vec<JobEvent>, event: JobEvent) {
     }
 }
 
+/// A claim a store keeps in the job's own fields instead of as a stored
+/// event, so the claim and the release that archives the job, the two
+/// writes every job goes through, append nothing to the stored history.
+///
+/// A store that keeps history this way writes, on a claim, when and by whom
+/// the job was claimed (`at`, `by`: its owner) beside the job's attempts, and
+/// on the release that archives it, copies those fields into the archived
+/// job: [`complete_history`] then shows the `Claimed` and `Archived` events as
+/// if they were stored. Every other change to the job first appends the
+/// pending claim as a stored `Claimed` event and clears it (a renewal leaves
+/// it as it is), so the stored events and the pending ones never overlap:
+/// a claim of an expired job stores the previous claim's event, a release
+/// for retry or hand-back stores `Claimed` then its own event, a release
+/// that archives a job whose claim was already stored (a cancel was
+/// requested in between) stores its `Archived` event itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingClaim {
+    /// When the job was claimed.
+    pub at: Millis,
+    /// Who claimed it (the owner).
+    pub by: String,
+    /// The job's attempts after that claim.
+    pub attempt: u32,
+}
+
+impl PendingClaim {
+    /// The `Claimed` event it stands for.
+    pub fn event(&self) -> JobEvent {
+        JobEvent::new(self.at, self.by.clone(), self.attempt, EventKind::Claimed)
+    }
+}
+
+/// A job's history as the contract shows it, from its stored events and
+/// the claim kept in its fields ([`PendingClaim`]): the stored events, then
+/// the pending claim's `Claimed` event, then, for a job archived by the
+/// release that ended that claim, `Archived` with the job's result at its
+/// archive time (`archived`: `done_dt` and the result's code and status);
+/// the newest [`MAX_HISTORY`]. `archived` without a pending claim adds
+/// nothing: such a job's archival is among its stored events.
+pub fn complete_history(
+    mut stored: Vec<JobEvent>,
+    claim: Option<PendingClaim>,
+    archived: Option<(Millis, ResultCode, u16)>,
+) -> Vec<JobEvent> {
+    if let Some(claim) = claim {
+        let archived = archived.map(|(at, code, status)| {
+            JobEvent::new(
+                at,
+                claim.by.clone(),
+                claim.attempt,
+                EventKind::Archived { code, status },
+            )
+        });
+        push_event(&mut stored, claim.event());
+        if let Some(event) = archived {
+            push_event(&mut stored, event);
+        }
+    }
+    stored
+}
+
 /// A history from a JSON array of events (how SQL and document stores
 /// keep it); empty text or `null` is an empty history.
 pub fn history_from_json(text: &str) -> Result<Vec<JobEvent>> {
@@ -167,6 +228,60 @@ mod tests {
         assert_eq!(history_from_json(&all).unwrap(), events.to_vec());
         assert!(history_from_json("").unwrap().is_empty());
         assert!(JobEvent::from_json("{").is_err());
+    }
+
+    #[test]
+    fn pending_claim_completes_the_history() {
+        let added = JobEvent::new(1, "", 0, EventKind::Added);
+        let claim = PendingClaim {
+            at: 5,
+            by: "sys-a".into(),
+            attempt: 2,
+        };
+        assert_eq!(
+            complete_history(vec![added.clone()], None, None),
+            vec![added.clone()]
+        );
+        assert_eq!(
+            complete_history(vec![added.clone()], None, Some((9, ResultCode::Ok, 200))),
+            vec![added.clone()],
+            "an archival without a pending claim is among the stored events"
+        );
+        assert_eq!(
+            complete_history(vec![added.clone()], Some(claim.clone()), None),
+            vec![
+                added.clone(),
+                JobEvent::new(5, "sys-a", 2, EventKind::Claimed)
+            ]
+        );
+        assert_eq!(
+            complete_history(
+                vec![added.clone()],
+                Some(claim.clone()),
+                Some((9, ResultCode::Failed, 404))
+            ),
+            vec![
+                added,
+                JobEvent::new(5, "sys-a", 2, EventKind::Claimed),
+                JobEvent::new(
+                    9,
+                    "sys-a",
+                    2,
+                    EventKind::Archived {
+                        code: ResultCode::Failed,
+                        status: 404
+                    }
+                ),
+            ]
+        );
+        let full: Vec<_> = (0..MAX_HISTORY as i64)
+            .map(|i| JobEvent::new(i, "", 0, EventKind::Edited))
+            .collect();
+        let h = complete_history(full, Some(claim), Some((99, ResultCode::Ok, 200)));
+        assert_eq!(h.len(), MAX_HISTORY);
+        assert_eq!(h[0].at, 2, "the oldest two make room");
+        assert_eq!(h[MAX_HISTORY - 2].what, EventKind::Claimed);
+        assert_eq!(h[MAX_HISTORY - 1].at, 99);
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub mod validate;
 mod watch;
 
 pub use error::{BoxError, Error, ErrorKind, Result};
-pub use history::{EventKind, JobEvent};
+pub use history::{EventKind, JobEvent, PendingClaim};
 pub use manage::*;
 pub use memory::MemoryStore;
 pub use stats::{Durations, StatsBucket, StatsDelta, StatsQuery, StatsResolution};
