@@ -4,7 +4,9 @@
 -- jobs (running, or expired and not taken again) get the cancel mark
 -- (x = "1"), which their holder learns at its next renewal or a claimer
 -- with the job. Each gets its event in its history (h): cancelled or
--- cancel_requested (every marking). Returns pairs: id, "c" (cancelled) or "m" (marked).
+-- cancel_requested (every marking); a locked job's pending claim (ca) is
+-- stored first (its claimed event, then ca cleared). A free job has no
+-- pending claim (every release that frees a job stores it). Returns pairs: id, "c" (cancelled) or "m" (marked).
 local pre = ARGV[1]
 local head = event_head(ARGV[2], '')
 -- Every job hash is read before the first write, and each job's hash is
@@ -13,7 +15,7 @@ local head = event_head(ARGV[2], '')
 local out, fields = {}, {}
 local cancelled = 0
 for i = 4, #ARGV do
-  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt', 'a', 'h')
+  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt', 'a', 'h', 'ca')
 end
 for i = 4, #ARGV do
   local id = ARGV[i]
@@ -29,8 +31,14 @@ for i = 4, #ARGV do
     out[#out + 1] = id
     out[#out + 1] = 'c'
   elseif f[1] and f[1] ~= DONE then
-    local h = push_event(f[4], head .. (f[3] or '0') .. ',"event":"cancel_requested"}')
-    redis.call('HSET', pre .. id, 'x', MARK, 'h', h)
+    local a = f[3] or '0'
+    local h, stored = store_claim(f[4], f[5], f[1], a)
+    h = push_event(h, head .. a .. ',"event":"cancel_requested"}')
+    if stored then
+      redis.call('HSET', pre .. id, 'x', MARK, 'h', h, 'ca', '')
+    else
+      redis.call('HSET', pre .. id, 'x', MARK, 'h', h)
+    end
     out[#out + 1] = id
     out[#out + 1] = 'm'
   end

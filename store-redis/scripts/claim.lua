@@ -1,14 +1,17 @@
 -- KEYS ready, sched, lock, paused. ARGV: job key prefix, now, limit, owner,
 -- lease expiry, promotion slice, now as 15 zero-padded digits.
+-- Each job taken gets its claim in its fields (l owner, a attempts, ca
+-- now), not in its history: h is written only for a job whose previous
+-- claim is still pending (an expired lease taken again), which gets that
+-- claim's event stored first.
 -- Returns groups of 9: id, data, priority, create_dt, attempts, cancel
--- mark (x, or false), history (h, with the claim's event), tags (t, or
--- false), due time (the job's dt before the claim, as 15 digits: the dt
--- part of its ready member).
+-- mark (x, or false), stored history (h, or false; without this claim's
+-- event, which the client adds), tags (t, or false), due time (the job's
+-- dt before the claim, as 15 digits: the dt part of its ready member).
 local pre, now, limit, owner, exp = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local slice = tonumber(ARGV[6])
 local nowp = ARGV[7]
 local READY, SCHED, LOCK = KEYS[1], KEYS[2], KEYS[3]
-local head = event_head(ARGV[2], owner)
 
 -- A paused jobtype hands out nothing (and promotes nothing).
 if redis.call('EXISTS', KEYS[4]) == 1 then
@@ -36,7 +39,7 @@ while got < limit and putback <= slice do
   end
   local fields = {}
   for i = 1, #members do
-    fields[i] = redis.call('HMGET', pre .. string.sub(members[i], 16), 'l', 'd', 'p', 'c', 'a', 'x', 'h', 't')
+    fields[i] = redis.call('HMGET', pre .. string.sub(members[i], 16), 'l', 'd', 'p', 'c', 'a', 'x', 'h', 't', 'ca')
   end
   local locked, sched_back, lock_back = {}, {}, {}
   for i = 1, #members do
@@ -58,9 +61,13 @@ while got < limit and putback <= slice do
       putback = putback + 1
     else
       local a = tonumber(f[5]) + 1
+      local h, stored = store_claim(f[7], f[9], f[1], f[5])
       -- a Lua number goes to Redis as its shortest decimal form
-      local h = push_event(f[7], head .. fmt(a) .. ',"event":"claimed"}')
-      redis.call('HSET', pre .. id, 'l', owner, 'dt', exp, 'a', a, 'h', h)
+      if stored then
+        redis.call('HSET', pre .. id, 'l', owner, 'dt', exp, 'a', a, 'ca', ARGV[2], 'h', h)
+      else
+        redis.call('HSET', pre .. id, 'l', owner, 'dt', exp, 'a', a, 'ca', ARGV[2])
+      end
       locked[#locked + 1] = exp
       locked[#locked + 1] = id
       out[#out + 1] = id

@@ -122,12 +122,33 @@ local function push_event(h, event)
   end
   return string.format('%02d', n + 1) .. string.sub(h, 3) .. '\n' .. event
 end
+-- The `by` part of an event's JSON: left out when empty, as
+-- JobEvent::to_json does.
+local function by_part(by)
+  if by == '' then
+    return ''
+  end
+  return ',"by":' .. cjson.encode(by)
+end
 -- The start of an event's JSON up to its attempt: `at` (a decimal number
--- as a string) and `by` (left out when empty, as JobEvent::to_json does).
+-- as a string) and `by` (left out when empty).
 -- The caller appends the attempt and the rest (`,"event":...}`).
 local function event_head(at, by)
-  if by == '' then
-    return '{"at":' .. at .. ',"attempt":'
+  return '{"at":' .. at .. by_part(by) .. ',"attempt":'
+end
+-- A job's current claim is kept in its own fields, not in h: `ca` the
+-- claim's time (decimal), the owner in `l` (in `cb` once archived by the
+-- release that ended the claim), the attempts in `a`. Absent or '' is no
+-- pending claim (see README, "History and tags").
+local function pending(ca)
+  return ca ~= nil and ca ~= false and ca ~= ''
+end
+-- `h` with the pending claim's `claimed` event appended (claimed at `ca`
+-- by `by`, attempts `a` after the claim); `h` unchanged without one.
+-- Returns the history and whether a claim was stored.
+local function store_claim(h, ca, by, a)
+  if not pending(ca) then
+    return h, false
   end
-  return '{"at":' .. at .. ',"by":' .. cjson.encode(by) .. ',"attempt":'
+  return push_event(h, event_head(ca, by) .. a .. ',"event":"claimed"}'), true
 end

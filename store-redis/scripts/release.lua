@@ -7,8 +7,12 @@
 --   'u' unget:   -
 --   'a' archive: result code, status, output
 --   'd' delete:  -
--- Only jobs with l == owner are touched; each loses its cancel mark (x),
--- and each but a deleted one gets its event in its history (h).
+-- Only jobs with l == owner are touched; each loses its cancel mark (x).
+-- An archive whose claim is pending (ca) copies it: h stays as it is, cb =
+-- owner, ca stays (the claimed and archived events are read from these
+-- fields); one whose claim was already stored (a cancel was requested
+-- meanwhile) gets its archived event in h. A retry or unget stores the
+-- pending claim's event, then its own, in h, and clears ca.
 -- Returns pairs: id, reservation token (for deletes, '' otherwise), for
 -- every job released.
 local pre, owner, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -19,9 +23,10 @@ local VALUES = { r = 3, u = 0, a = 3, d = 0 }
 local head = event_head(fmt(now), owner)
 -- per released job: id, kind, ARGV index of its values, and (but for
 -- archives, which need only the owner check) dt, priority, attempts; the
--- history of each
+-- claimed-at field and the history of each (an archive with a pending
+-- claim does not read its history)
 local ids, kinds, at, dts, prios, atts, marks, out = {}, {}, {}, {}, {}, {}, {}, {}
-local hists = {}
+local cas, hists = {}, {}
 local i, n = 7, #ARGV
 -- Every job is read before anything is written (see README, "Scripts that
 -- fail midway").
@@ -37,19 +42,23 @@ while i <= n do
   if kind == 'a' then
     -- dt is read by unlock, and only for an expired lease a claim had
     -- moved to ready
-    local f = redis.call('HMGET', pre .. id, 'l', 'x', 'a', 'h')
+    local f = redis.call('HMGET', pre .. id, 'l', 'x', 'a', 'ca')
     if f[1] == owner then
       local k = #ids + 1
       ids[k], kinds[k], at[k], dts[k], marks[k] = id, kind, i + 2, false, f[2]
-      atts[k], hists[k] = f[3] or '0', f[4]
+      atts[k], cas[k] = f[3] or '0', f[4]
+      if not pending(f[4]) then
+        hists[k] = redis.call('HGET', pre .. id, 'h')
+      end
       out[#out + 1] = id
       out[#out + 1] = ''
     end
   else
-    local f = redis.call('HMGET', pre .. id, 'l', 'dt', 'p', 'a', 'g', 'x', 'h')
+    local f = redis.call('HMGET', pre .. id, 'l', 'dt', 'p', 'a', 'g', 'x', 'h', 'ca')
     if f[1] == owner then
       local k = #ids + 1
       ids[k], kinds[k], at[k], marks[k], hists[k] = id, kind, i + 2, f[6], f[7]
+      cas[k] = f[8]
       dts[k], prios[k], atts[k] = tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
       out[#out + 1] = id
       out[#out + 1] = kind == 'd' and (f[5] or '') or ''
@@ -74,8 +83,9 @@ for k = 1, #ids do
     if ARGV[a + 2] ~= '' then
       e = e .. ',"status":' .. ARGV[a + 2]
     end
-    local h = push_event(hists[k], head .. fmt(atts[k]) .. e .. '}')
-    redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[a], 'h', h)
+    local h = store_claim(hists[k], cas[k], owner, fmt(atts[k]))
+    h = push_event(h, head .. fmt(atts[k]) .. e .. '}')
+    redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[a], 'h', h, 'ca', '')
     if dt <= now then
       ready[#ready + 1] = fmt(-prios[k])
       ready[#ready + 1] = rmember(dt, id)
@@ -89,8 +99,9 @@ for k = 1, #ids do
     if left < 0 then
       left = 0
     end
-    local h = push_event(hists[k], head .. fmt(left) .. ',"event":"handed_back"}')
-    redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[3], 'a', fmt(left), 'h', h)
+    local h = store_claim(hists[k], cas[k], owner, fmt(atts[k]))
+    h = push_event(h, head .. fmt(left) .. ',"event":"handed_back"}')
+    redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[3], 'a', fmt(left), 'h', h, 'ca', '')
     ready[#ready + 1] = fmt(-prios[k])
     ready[#ready + 1] = rmember(now, id)
     freed = true
@@ -98,10 +109,15 @@ for k = 1, #ids do
     -- ro is written even when empty: a job run again keeps its last
     -- result, whose output must not outlive the next archive
     local code = ARGV[a]
-    local h = push_event(hists[k], head .. atts[k] .. ',"event":"archived","code":"' .. code
-      .. '","status":' .. ARGV[a + 1] .. '}')
-    redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6], 'dd', ARGV[3],
-      'rc', code, 'rs', ARGV[a + 1], 'ro', ARGV[a + 2], 'h', h)
+    if pending(cas[k]) then
+      redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6], 'dd', ARGV[3],
+        'rc', code, 'rs', ARGV[a + 1], 'ro', ARGV[a + 2], 'cb', owner)
+    else
+      local h = push_event(hists[k], head .. atts[k] .. ',"event":"archived","code":"' .. code
+        .. '","status":' .. ARGV[a + 1] .. '}')
+      redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6], 'dd', ARGV[3],
+        'rc', code, 'rs', ARGV[a + 1], 'ro', ARGV[a + 2], 'h', h)
+    end
     done[code] = done[code] or {}
     local buf = done[code]
     buf[#buf + 1] = ARGV[3]

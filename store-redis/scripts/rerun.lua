@@ -3,7 +3,9 @@
 -- prefix, now (15 digits), new dt (15 digits), channel, jobtype, ids...
 -- Each archived job becomes free again: l = '', dt = new dt, a = 0, no
 -- done_dt (its result fields stay); into ready (due) or sched, out of its
--- archive set, one less in codes; the event rerun in its history (h). Publishes the jobtype if any ran again.
+-- archive set, one less in codes; the event rerun in its history (h),
+-- after the claimed and archived events of a claim still pending (ca, cb:
+-- archived by the release that ended it), whose fields are cleared. Publishes the jobtype if any ran again.
 -- Returns the ids run again.
 local pre, nowp, dtp = ARGV[1], ARGV[2], ARGV[3]
 local READY, SCHED, CODES = KEYS[1], KEYS[2], KEYS[3]
@@ -15,15 +17,25 @@ local event = event_head(fmt(tonumber(nowp)), '') .. '0,"event":"rerun","delay_m
 -- set before it leaves its archive set.
 local fields = {}
 for i = 6, #ARGV do
-  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'p', 'rc', 'h')
+  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'p', 'rc', 'h', 'ca', 'cb', 'a', 'dd', 'rs')
 end
 local out, per = {}, {}
 for i = 6, #ARGV do
   local id, f = ARGV[i], fields[i]
   if f[1] == DONE then
     local key = pre .. id
-    redis.call('HSET', key, 'l', '', 'dt', dtp, 'a', '0', 'h', push_event(f[4], event))
-    redis.call('HDEL', key, 'dd')
+    local by, a = f[6] or '', f[7] or '0'
+    local h, stored = store_claim(f[4], f[5], by, a)
+    if stored and f[8] and f[3] then
+      h = push_event(h, event_head(fmt(tonumber(f[8])), by) .. a .. ',"event":"archived","code":"'
+        .. f[3] .. '","status":' .. (f[9] or '0') .. '}')
+    end
+    redis.call('HSET', key, 'l', '', 'dt', dtp, 'a', '0', 'h', push_event(h, event))
+    if stored then
+      redis.call('HDEL', key, 'dd', 'ca', 'cb')
+    else
+      redis.call('HDEL', key, 'dd')
+    end
     if dtp <= nowp then
       redis.call('ZADD', READY, fmt(-tonumber(f[2])), dtp .. id)
     else

@@ -4,8 +4,10 @@
 
 use std::collections::HashMap;
 
-use jobstore_api::history::tags_from_json;
-use jobstore_api::{Error, Handler, HandlerVersion, Job, JobEvent, JobResult, Result, ResultCode};
+use jobstore_api::history::{PendingClaim, complete_history, tags_from_json};
+use jobstore_api::{
+    Error, Handler, HandlerVersion, Job, JobEvent, JobResult, LOCK_DONE, Result, ResultCode,
+};
 use redis::{FromRedisValue, Value};
 
 use crate::error::malformed;
@@ -44,6 +46,24 @@ pub(crate) fn history(h: Option<&[u8]>) -> Result<Vec<JobEvent>> {
         return Err(malformed("job history"));
     };
     events.split('\n').map(JobEvent::from_json).collect()
+}
+
+/// The claim a job keeps in its fields (see `lib.lua`): claimed at `ca`
+/// (absent or empty: none) by `by` (the lock, or `cb` once archived),
+/// with the job's attempts.
+pub(crate) fn pending_claim(
+    ca: Option<&[u8]>,
+    by: &str,
+    attempt: u32,
+) -> Result<Option<PendingClaim>> {
+    match ca.filter(|ca| !ca.is_empty()) {
+        None => Ok(None),
+        Some(ca) => Ok(Some(PendingClaim {
+            at: parse_int(ca, "claimed at")?,
+            by: by.to_owned(),
+            attempt,
+        })),
+    }
 }
 
 /// A job's tags from its hash field `t` (the JSON array); absent is none.
@@ -118,8 +138,10 @@ pub(crate) fn job_from_hash(
     let attempts = num(take("a"), "attempts")?;
     let create_dt = num(take("c"), "create_dt")?;
     let cancel_requested = take("x").is_some_and(|x| x == MARK.as_bytes());
-    let history = history(take("h").as_deref())?;
+    let stored = history(take("h").as_deref())?;
     let tags = tags(take("t").as_deref())?;
+    let claimed_at = take("ca");
+    let claimed_by = take("cb");
     let done_dt = take("dd").map(|v| parse_int(&v, "done_dt")).transpose()?;
     let result = match take("rc") {
         None => None,
@@ -136,6 +158,19 @@ pub(crate) fn job_from_hash(
             })
         }
     };
+    let attempts = u32::try_from(attempts).map_err(|_| malformed("attempts"))?;
+    let archived = lock == LOCK_DONE;
+    let by = if archived {
+        String::from_utf8(claimed_by.unwrap_or_default()).map_err(|_| malformed("claimed by"))?
+    } else {
+        lock.clone()
+    };
+    let claim = pending_claim(claimed_at.as_deref(), &by, attempts)?;
+    let archive = match (archived, done_dt, &result) {
+        (true, Some(at), Some(r)) => Some((at, r.code, r.status)),
+        _ => None,
+    };
+    let history = complete_history(stored, claim, archive);
     Ok(Job {
         id: id.to_owned(),
         jobtype: jobtype.to_owned(),
@@ -143,7 +178,7 @@ pub(crate) fn job_from_hash(
         priority: i32::try_from(priority).map_err(|_| malformed("priority"))?,
         dt,
         lock,
-        attempts: u32::try_from(attempts).map_err(|_| malformed("attempts"))?,
+        attempts,
         create_dt,
         done_dt,
         result,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::{join_all, try_join_all};
+use jobstore_api::history::complete_history;
 use jobstore_api::*;
 use jobstore_api::{CancelOutcome, Renewal};
 use redis::Value;
@@ -312,10 +313,21 @@ impl JobStore for RedisStore {
             it.next(),
             it.next(),
         ) {
-            let h = bytes(h, "claimed history")?;
+            let h = match h {
+                Value::Nil => None,
+                h => Some(bytes(h, "claimed history")?),
+            };
             let t = match t {
                 Value::Nil => None,
                 t => Some(bytes(t, "claimed tags")?),
+            };
+            let attempts =
+                u32::try_from(int(&a, "attempts")?).map_err(|_| malformed("attempts"))?;
+            // the claim just made is pending: in the job's fields, not in h
+            let claim = PendingClaim {
+                at: now,
+                by: owner.to_owned(),
+                attempt: attempts,
             };
             jobs.push(Job {
                 id: string(id, "claimed id")?,
@@ -324,13 +336,13 @@ impl JobStore for RedisStore {
                 priority: i32::try_from(int(&p, "priority")?).map_err(|_| malformed("priority"))?,
                 dt: expiry,
                 lock: owner.to_owned(),
-                attempts: u32::try_from(int(&a, "attempts")?).map_err(|_| malformed("attempts"))?,
+                attempts,
                 create_dt: int(&c, "create_dt")?,
                 done_dt: None,
                 result: None,
                 cancel_requested: is_marked(&x),
                 tags: tags(t.as_deref())?,
-                history: history(Some(&h))?,
+                history: complete_history(history(h.as_deref())?, Some(claim), None),
                 claimed_due: Some(int(&due, "due time")?),
             });
         }

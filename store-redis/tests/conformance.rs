@@ -1042,17 +1042,183 @@ fn hashes_without_history_or_tags_read_as_empty() {
             let claimed = s.claim_jobs("t", 1, "w\"1", min, now).await.unwrap();
             assert_eq!(claimed.len(), 1);
             assert_eq!(claimed[0].history.len(), 1);
+            assert_eq!(
+                s.get_job("old").await.unwrap().unwrap().history,
+                claimed[0].history
+            );
+            // The claim is kept in the job's fields (ca), not in h, until
+            // a change that is not its archive stores it.
+            let h: Option<String> = redis::cmd("HGET")
+                .arg(&key)
+                .arg("h")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(h, None);
+            let retry = Release::Retry {
+                delay: Duration::ZERO,
+            };
+            let released = s
+                .release_jobs(&[JobRelease::new("old", retry)], "w\"1", now)
+                .await
+                .unwrap();
+            assert_eq!(released, ["old"]);
+            let job = s.get_job("old").await.unwrap().unwrap();
+            assert_eq!(job.history.len(), 2);
             let h: String = redis::cmd("HGET")
                 .arg(&key)
                 .arg("h")
                 .query_async(&mut c)
                 .await
                 .unwrap();
-            assert_eq!(h, format!("01\n{}", claimed[0].history[0].to_json()));
             assert_eq!(
-                s.get_job("old").await.unwrap().unwrap().history,
-                claimed[0].history
+                h,
+                format!(
+                    "02\n{}\n{}",
+                    job.history[0].to_json(),
+                    job.history[1].to_json()
+                )
             );
+            assert_eq!(job.history[0], claimed[0].history[0]);
+        },
+    );
+}
+
+/// A job's current claim lives in its fields (`ca`, and `cb` once
+/// archived), not in `h`: every path that stores it (a claim of an expired
+/// lease, a cancel request, a retry, a hand-back, a run again of a job
+/// archived by the claim's release) reads back exactly as `MemoryStore`'s
+/// stored events, at every step, by `get_job`, by listings and in the
+/// claim's reply; a hash claimed before the fields existed (its claim in
+/// `h`, no `ca`) reads and archives as before.
+#[test]
+fn pending_claims_read_as_the_memory_stores_events() {
+    use jobstore_api::MemoryStore;
+
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let m = MemoryStore::new();
+            let t = 1_700_000_000_000;
+            let sec = Duration::from_secs(1);
+            let both = [&s as &dyn JobStore, &m];
+            let jobs = [NewJob::new("e", "pc", ""), NewJob::new("old", "pc2", "")];
+            for st in both {
+                st.add_jobs(&jobs, t).await.unwrap();
+            }
+            let same = |what: &'static str| {
+                let (s, m) = (&s, &m);
+                async move {
+                    for id in ["e", "old"] {
+                        let a = s.get_job(id).await.unwrap().unwrap();
+                        let b = m.get_job(id).await.unwrap().unwrap();
+                        assert_eq!(a.history, b.history, "{what}: {id}");
+                        assert_eq!((a.lock, a.attempts), (b.lock, b.attempts), "{what}: {id}");
+                    }
+                }
+            };
+            let claim = |jobtype: &'static str, owner: &'static str, now| {
+                let (s, m) = (&s, &m);
+                async move {
+                    let a = s.claim_jobs(jobtype, 1, owner, sec, now).await.unwrap();
+                    let b = m.claim_jobs(jobtype, 1, owner, sec, now).await.unwrap();
+                    assert_eq!(a.len(), 1);
+                    assert_eq!(a[0].history, b[0].history, "claim reply at {now}");
+                }
+            };
+            let release = |id: &'static str, owner: &'static str, how: Release, now| {
+                let (s, m) = (&s, &m);
+                async move {
+                    let r = [JobRelease::new(id, how)];
+                    assert_eq!(s.release_jobs(&r, owner, now).await.unwrap(), [id]);
+                    assert_eq!(m.release_jobs(&r, owner, now).await.unwrap(), [id]);
+                }
+            };
+            claim("pc", "w1", t + 1).await;
+            same("claimed").await;
+            // expired, taken again: the first claim is stored
+            claim("pc", "w\"2", t + 5_000).await;
+            same("claimed again").await;
+            let page = s
+                .list_jobs(&JobQuery::new(JobState::Running), t + 5_001)
+                .await
+                .unwrap();
+            let want = m.get_job("e").await.unwrap().unwrap().history;
+            assert_eq!(page.jobs[0].history, want, "listed");
+            for st in both {
+                st.cancel_jobs(&["e".to_owned()], t + 5_002).await.unwrap();
+            }
+            same("cancel requested").await;
+            // expired with its claim stored by the cancel: nothing more
+            claim("pc", "w1", t + 20_000).await;
+            same("claimed after the cancel request").await;
+            release("e", "w1", Release::Unget, t + 20_001).await;
+            same("handed back").await;
+            claim("pc", "w1", t + 20_002).await;
+            let retry = Release::Retry {
+                delay: Duration::ZERO,
+            };
+            release("e", "w1", retry, t + 20_003).await;
+            same("retried").await;
+            claim("pc", "w1", t + 20_004).await;
+            let ok = Release::Archive(JobResult::new(ResultCode::Ok, 200));
+            release("e", "w1", ok.clone(), t + 20_005).await;
+            same("archived").await;
+            let page = s
+                .list_jobs(&JobQuery::new(JobState::Archived), t + 20_006)
+                .await
+                .unwrap();
+            let want = m.get_job("e").await.unwrap().unwrap().history;
+            assert_eq!(page.jobs[0].history, want, "listed archived");
+            for st in both {
+                st.rerun_jobs(&["e".to_owned()], Duration::ZERO, t + 20_006)
+                    .await
+                    .unwrap();
+            }
+            same("run again").await;
+            let key = format!("{{{prefix}:pc}}:j:e");
+            let mut c = raw::conn(&url).await;
+            let left: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(&key)
+                .arg("ca")
+                .arg("cb")
+                .arg("dd")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(left, [None, None, None], "run again clears the claim");
+            // A claim as stored before the claim fields: in h, no ca.
+            claim("pc2", "w1", t + 30_000).await;
+            let key = format!("{{{prefix}:pc2}}:j:old");
+            let h: String = redis::cmd("HGET")
+                .arg(&key)
+                .arg("h")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let claimed = m.get_job("old").await.unwrap().unwrap().history[1].to_json();
+            let _: () = redis::cmd("HSET")
+                .arg(&key)
+                .arg("h")
+                .arg(format!("02{}\n{claimed}", &h[2..]))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let _: i64 = redis::cmd("HDEL")
+                .arg(&key)
+                .arg("ca")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            same("claimed before the claim fields").await;
+            release("old", "w1", ok, t + 30_001).await;
+            same("archived, claimed before the claim fields").await;
+            for st in both {
+                st.rerun_jobs(&["old".to_owned()], Duration::ZERO, t + 30_002)
+                    .await
+                    .unwrap();
+            }
+            same("run again, claimed before the claim fields").await;
         },
     );
 }
