@@ -9,19 +9,23 @@
 -- a job claimed or released meanwhile is decided as it is now. The two
 -- data-modifying CTEs touch disjoint rows. Each job changed gets one
 -- event in the same row change: `cancelled` (in the row the archive
--- receives) or `cancel_requested` (every marking).
+-- receives) or `cancel_requested` (every marking), after its pending claim
+-- (if any: a locked job's first marking) is stored as a `claimed` event
+-- and cleared (jobstore_push_claim_event).
 WITH l AS (
     SELECT id, lock FROM jobs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE
 ), done AS (
     DELETE FROM jobs j
     USING l
     WHERE j.id = l.id AND l.lock = ''
-    RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt, j.tags, j.history
+    RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt, j.tags, j.history,
+              j.claimed_at, j.lock
 ), marked AS (
     UPDATE jobs j
     SET cancel_requested = true,
-        history = jobstore_push_event(j.history, jsonb_build_object(
-            'at', $2::int8, 'attempt', j.attempts, 'event', 'cancel_requested'))
+        claimed_at = NULL,
+        history = jobstore_push_claim_event(j.history, j.claimed_at, j.lock, j.attempts,
+            jsonb_build_object('at', $2::int8, 'attempt', j.attempts, 'event', 'cancel_requested'))
     FROM l
     WHERE j.id = l.id AND l.lock <> ''
     RETURNING j.id
@@ -29,8 +33,8 @@ WITH l AS (
     INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt,
                          done_dt, code, status, output, tags, history)
     SELECT id, jobtype, data, priority, $3, attempts, create_dt, $2, 'cancelled', 0, '',
-           tags, jobstore_push_event(history, jsonb_build_object(
-               'at', $2::int8, 'attempt', attempts, 'event', 'cancelled'))
+           tags, jobstore_push_claim_event(history, claimed_at, lock, attempts,
+               jsonb_build_object('at', $2::int8, 'attempt', attempts, 'event', 'cancelled'))
     FROM done
     -- add_jobs never lets an archived id back into jobs; should one get
     -- there anyway, the newer result replaces the older instead of failing.

@@ -17,8 +17,13 @@
 -- primary-key probe of `paused` per branch, evaluated once before the
 -- branch reads (or locks) anything. The claimed jobs come back with their
 -- cancel mark and, for a job run again, its last result. Each claimed job
--- gets a `claimed` event (by $4, its attempts after the claim), appended
--- to its history in the same update (see jobstore_push_event).
+-- gets `claimed_at = $2` (its pending claim: by its lock, $4, with its
+-- attempts after the claim), and its history is neither read nor written;
+-- only a job taken over from an expired lease that still has a pending
+-- claim first has that claim appended to its history as a `claimed` event
+-- (its old claimed_at, lock and attempts; see jobstore_store_claim). The
+-- jobs come back with their stored history and their pending claim
+-- (claimed_at, claimed_by), which the reader shows as the last event.
 WITH picked AS (
     SELECT * FROM (
         SELECT ctid AS tid, id, priority, dt
@@ -43,17 +48,16 @@ WITH picked AS (
     LIMIT $3
 ), claimed AS (
     UPDATE jobs j
-    SET lock = $4, dt = $5, attempts = j.attempts + 1,
-        history = jobstore_push_event(j.history, jsonb_build_object(
-            'at', $2::int8, 'by', $4::text, 'attempt', j.attempts + 1, 'event', 'claimed'))
+    SET lock = $4, dt = $5, attempts = j.attempts + 1, claimed_at = $2,
+        history = jobstore_store_claim(j.history, j.claimed_at, j.lock, j.attempts)
     FROM picked p
     WHERE j.ctid = p.tid AND j.id = p.id
     RETURNING j.id, j.jobtype, j.data, j.priority, j.dt, j.lock, j.attempts, j.create_dt,
               j.code, j.status, j.output, j.cancel_requested, j.tags, j.history,
-              p.dt AS was_dt
+              j.claimed_at, p.dt AS was_dt
 )
 SELECT id, jobtype, data, priority, dt, lock, attempts, create_dt,
        NULL::int8 AS done_dt, code, status, output, cancel_requested, tags,
-       history::text, was_dt
+       history::text, claimed_at, lock AS claimed_by, was_dt
 FROM claimed
 ORDER BY priority DESC, was_dt, id

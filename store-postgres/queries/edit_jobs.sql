@@ -5,7 +5,9 @@
 -- id (so two of them never wait on each other in a cycle), and each is
 -- re-checked on its newest version (lock = ''), so a job claimed
 -- meanwhile is left alone. Each job edited
--- gets an `edited` event in the same row change. Returns the ids
+-- gets an `edited` event in the same row change (after its pending claim,
+-- should a free job have one; none does: a release that frees a job
+-- stores its claim). Returns the ids
 -- edited; notifies the channel once per jobtype with an edited job due at
 -- $5.
 WITH e AS (
@@ -21,8 +23,9 @@ WITH e AS (
     SET priority = coalesce(e.priority, j.priority),
         dt = coalesce(e.dt, j.dt),
         data = coalesce(e.data, j.data),
-        history = jobstore_push_event(j.history, jsonb_build_object(
-            'at', $5::int8, 'attempt', j.attempts, 'event', 'edited'))
+        claimed_at = NULL,
+        history = jobstore_push_claim_event(j.history, j.claimed_at, j.lock, j.attempts,
+            jsonb_build_object('at', $5::int8, 'attempt', j.attempts, 'event', 'edited'))
     FROM e
     WHERE j.id = e.id AND j.lock = ''
     RETURNING j.id, j.jobtype, j.dt

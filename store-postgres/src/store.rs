@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jobstore_api::batch::split_by_size;
-use jobstore_api::history::history_from_json;
+use jobstore_api::history::{PendingClaim, complete_history, history_from_json};
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
@@ -419,10 +419,16 @@ where
 /// A job from the columns every statement returning jobs selects (see
 /// `queries/get_job.sql`): id, jobtype, data, priority, dt, lock, attempts,
 /// create_dt, done_dt, code, status, output, cancel_requested, tags,
-/// history (JSON text). A result is read when `code` is set: an archived
-/// job's, or a live job's last one.
+/// history (JSON text), claimed_at, claimed_by. A result is read when
+/// `code` is set: an archived job's, or a live job's last one. The history
+/// is the stored one completed with the pending claim (`claimed_at` set:
+/// claimed then by `claimed_by`, with the job's attempts) and, for an
+/// archived job, its archival ([`complete_history`]).
 fn job_from_row(row: &PgRow) -> Result<Job> {
     let attempts: i32 = get(row, 6)?;
+    let attempts = u32::try_from(attempts)
+        .map_err(|_| Error::backend_msg(format!("negative attempts {attempts}")))?;
+    let done_dt: Option<Millis> = get(row, 8)?;
     let code: Option<String> = get(row, 9)?;
     let result = match code {
         None => None,
@@ -439,6 +445,19 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
             })
         }
     };
+    let stored = history_from_json(&get::<String>(row, 14)?)?;
+    let claim = match get::<Option<Millis>>(row, 15)? {
+        None => None,
+        Some(at) => Some(PendingClaim {
+            at,
+            by: get::<Option<String>>(row, 16)?.unwrap_or_default(),
+            attempt: attempts,
+        }),
+    };
+    let archived = match (done_dt, &result) {
+        (Some(at), Some(r)) => Some((at, r.code, r.status)),
+        _ => None,
+    };
     Ok(Job {
         id: get(row, 0)?,
         jobtype: get(row, 1)?,
@@ -446,14 +465,13 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         priority: get(row, 3)?,
         dt: get(row, 4)?,
         lock: get(row, 5)?,
-        attempts: u32::try_from(attempts)
-            .map_err(|_| Error::backend_msg(format!("negative attempts {attempts}")))?,
+        attempts,
         create_dt: get(row, 7)?,
-        done_dt: get(row, 8)?,
+        done_dt,
         result,
         cancel_requested: get(row, 12)?,
         tags: get(row, 13)?,
-        history: history_from_json(&get::<String>(row, 14)?)?,
+        history: complete_history(stored, claim, archived),
         claimed_due: None,
     })
 }
@@ -579,11 +597,11 @@ impl JobStore for PgStore {
         if let Some(v) = &self.vacuums {
             v.claimed(rows.len());
         }
-        // Column 15: the job's dt before the claim.
+        // Column 17: the job's dt before the claim.
         rows.iter()
             .map(|r| {
                 Ok(Job {
-                    claimed_due: Some(get(r, 15)?),
+                    claimed_due: Some(get(r, 17)?),
                     ..job_from_row(r)?
                 })
             })

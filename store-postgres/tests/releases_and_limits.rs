@@ -688,6 +688,8 @@ column archive.status integer not null
 column archive.output bytea not null
 column archive.history jsonb not null default '[]'::jsonb
 column archive.tags ARRAY not null default '{}'::text[]
+column archive.claimed_at bigint null
+column archive.claimed_by text null collate C
 column archive_counts.jobtype text not null collate C
 column archive_counts.code text not null
 column archive_counts.n bigint not null
@@ -721,6 +723,7 @@ column jobs.status integer null
 column jobs.output bytea null
 column jobs.history jsonb not null default '[]'::jsonb
 column jobs.tags ARRAY not null default '{}'::text[]
+column jobs.claimed_at bigint null
 column paused.jobtype text not null collate C
 column paused.dt bigint not null
 column stats.resolution text not null
@@ -765,3 +768,356 @@ stats_pkey: CREATE UNIQUE INDEX stats_pkey ON stats USING btree (resolution, job
 sysids sysids_pkey: PRIMARY KEY (sysid)
 sysids_pkey: CREATE UNIQUE INDEX sysids_pkey ON sysids USING btree (sysid)
 ";
+
+/// The histories of jobs whose claims are kept pending in their rows
+/// (migration 10) read exactly as `MemoryStore`'s, which stores every
+/// event, after each step of the paths that store a pending claim or read
+/// it: a claim of an expired lease whose claim is pending, archives with
+/// the claim pending and with it stored (a cancel requested meanwhile),
+/// retries and hand-backs, runs again of jobs archived either way, edits,
+/// cancels, and the newest 20 kept when the pending claim and the archival
+/// are the events that push the oldest out. Read by `get_job`, by
+/// `list_jobs` of every state, and as `claim_jobs` returns them.
+#[test]
+fn pending_claims_read_as_memory_store_histories() {
+    use jobstore_api::{JobEdit, JobStoreExt, MemoryStore};
+    with_store(|store| async move {
+        let mem = MemoryStore::new();
+        let stores: [&dyn JobStore; 2] = [&mem, &store];
+        let lease = Duration::from_secs(60);
+        let ids = |v: &[&str]| -> Vec<String> { v.iter().map(|s| s.to_string()).collect() };
+        let mut t = T0;
+        let jobs: Vec<NewJob> = ["e", "f", "g", "h"]
+            .iter()
+            .map(|id| NewJob::new(*id, format!("t-{id}"), "x"))
+            .collect();
+        for s in stores {
+            s.add_jobs(&jobs, t).await.unwrap();
+        }
+        // Compares what both stores read of every job, at `now`.
+        let check = |what: String, now: i64| async move {
+            let mut read = Vec::new();
+            for s in stores {
+                let mut jobs = Vec::new();
+                for id in ["e", "f", "g", "h"] {
+                    jobs.push(s.get_job(id).await.unwrap().map(|j| (j.id, j.history)));
+                }
+                for state in [
+                    JobState::Waiting,
+                    JobState::Scheduled,
+                    JobState::Running,
+                    JobState::Expired,
+                    JobState::Archived,
+                ] {
+                    let page = s.list_jobs(&JobQuery::new(state), now).await.unwrap();
+                    for j in page.jobs {
+                        jobs.push(Some((j.id, j.history)));
+                    }
+                }
+                read.push(jobs);
+            }
+            assert_eq!(read[0], read[1], "after {what}");
+        };
+        let claim = |jobtype: &'static str, owner: &'static str, now: i64| async move {
+            let mut got = Vec::new();
+            for s in stores {
+                let jobs = s.claim_jobs(jobtype, 10, owner, lease, now).await.unwrap();
+                got.push(
+                    jobs.into_iter()
+                        .map(|j| (j.id, j.history))
+                        .collect::<Vec<_>>(),
+                );
+            }
+            assert_eq!(got[0], got[1], "claimed by {owner} at {now}");
+            assert_eq!(got[0].len(), 1, "claimed by {owner} at {now}");
+        };
+        let minute = 61_000;
+
+        // e: claimed, its lease expires, claimed by another (the first
+        // claim is stored then), archived, run again, claimed, marked for
+        // cancelling (claim stored), expired, claimed, archived.
+        t += 1;
+        claim("t-e", "sys-a", t).await;
+        check("e claimed".into(), t).await;
+        t += minute;
+        check("e expired".into(), t).await;
+        claim("t-e", "sys-b", t).await;
+        check("e claimed again".into(), t).await;
+        t += 1;
+        for s in stores {
+            let how = Release::Archive(JobResult::from_status(500));
+            s.release_all(&ids(&["e"]), "sys-b", &how, t).await.unwrap();
+        }
+        check("e archived".into(), t).await;
+        t += 1;
+        for s in stores {
+            s.rerun_jobs(&ids(&["e"]), Duration::ZERO, t).await.unwrap();
+        }
+        check("e run again".into(), t).await;
+        t += 1;
+        claim("t-e", "sys-c", t).await;
+        for _ in 0..2 {
+            t += 1;
+            for s in stores {
+                s.cancel_jobs(&ids(&["e"]), t).await.unwrap();
+            }
+            check("e marked".into(), t).await;
+        }
+        t += minute;
+        claim("t-e", "sys-d", t).await;
+        check("e claimed after the mark".into(), t).await;
+        t += 1;
+        for s in stores {
+            s.release_all(
+                &ids(&["e"]),
+                "sys-d",
+                &Release::Archive(JobResult::cancelled()),
+                t,
+            )
+            .await
+            .unwrap();
+        }
+        check("e archived after the mark".into(), t).await;
+        t += 1;
+        for s in stores {
+            s.rerun_jobs(&ids(&["e"]), Duration::ZERO, t).await.unwrap();
+        }
+        check("e run again after the mark".into(), t).await;
+
+        // f: 19 events stored (added and 9 claims with their retries or
+        // hand-backs), then a claim and an archive push the oldest out;
+        // run again pushes two more (claimed and archived stored, then
+        // rerun); an edit; claimed, its lease expires, claimed again.
+        for i in 0..9 {
+            t += 1;
+            claim("t-f", "sys-a", t).await;
+            t += 1;
+            for s in stores {
+                let how = if i % 2 == 0 {
+                    Release::Unget
+                } else {
+                    Release::Retry {
+                        delay: Duration::ZERO,
+                    }
+                };
+                s.release_all(&ids(&["f"]), "sys-a", &how, t).await.unwrap();
+            }
+        }
+        check("f with 19 events".into(), t).await;
+        t += 1;
+        claim("t-f", "sys-b", t).await;
+        check("f claimed with 19 events".into(), t).await;
+        t += 1;
+        for s in stores {
+            let how = Release::Archive(JobResult::from_status(200));
+            s.release_all(&ids(&["f"]), "sys-b", &how, t).await.unwrap();
+        }
+        check("f archived past 20 events".into(), t).await;
+        t += 1;
+        for s in stores {
+            s.rerun_jobs(&ids(&["f"]), Duration::from_secs(1), t)
+                .await
+                .unwrap();
+        }
+        check("f run again past 20 events".into(), t).await;
+        t += 1;
+        for s in stores {
+            s.edit_jobs(&[JobEdit::new("f").priority(2)], t)
+                .await
+                .unwrap();
+        }
+        t += 1000;
+        claim("t-f", "sys-a", t).await;
+        t += minute;
+        claim("t-f", "sys-b", t).await;
+        check("f claimed from an expired lease at 20 events".into(), t).await;
+
+        // g: claimed, retried, claimed, handed back, cancelled while free.
+        t += 1;
+        claim("t-g", "sys-a", t).await;
+        t += 1;
+        for s in stores {
+            let how = Release::Retry {
+                delay: Duration::ZERO,
+            };
+            s.release_all(&ids(&["g"]), "sys-a", &how, t).await.unwrap();
+        }
+        t += 1;
+        claim("t-g", "sys-a", t).await;
+        t += 1;
+        for s in stores {
+            s.release_all(&ids(&["g"]), "sys-a", &Release::Unget, t)
+                .await
+                .unwrap();
+        }
+        check("g handed back".into(), t).await;
+        t += 1;
+        for s in stores {
+            s.cancel_jobs(&ids(&["g"]), t).await.unwrap();
+        }
+        check("g cancelled".into(), t).await;
+
+        // h: claimed, then deleted by its holder: nothing left.
+        t += 1;
+        claim("t-h", "sys-a", t).await;
+        t += 1;
+        for s in stores {
+            s.release_all(&ids(&["h"]), "sys-a", &Release::Delete, t)
+                .await
+                .unwrap();
+        }
+        check("h deleted".into(), t).await;
+    });
+}
+
+/// A job claimed before migration 10 (its `claimed` event stored, no
+/// pending claim) and archived after it gets its `archived` event
+/// appended: it reads claimed once and archived once.
+#[test]
+fn a_claim_stored_before_migration_10_is_archived_once() {
+    use jobstore_api::{EventKind, JobEvent};
+    with_store(|store| async move {
+        store
+            .add_jobs(&[NewJob::new("old", "t", "x")], T0)
+            .await
+            .unwrap();
+        // As migration 7's claim left it.
+        sqlx::query(
+            "UPDATE jobs SET lock = 'sys-a', dt = $1, attempts = 1, \
+             history = history || jsonb_build_array(jsonb_build_object( \
+                 'at', $2::int8, 'by', 'sys-a', 'attempt', 1, 'event', 'claimed')) \
+             WHERE id = 'old'",
+        )
+        .bind(T0 + 60_000)
+        .bind(T0 + 1)
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let how = Release::Archive(JobResult::from_status(200));
+        store
+            .release_jobs(&[JobRelease::new("old", how)], "sys-a", T0 + 2)
+            .await
+            .unwrap();
+        let job = store.get_job("old").await.unwrap().unwrap();
+        let archived = EventKind::Archived {
+            code: jobstore_api::ResultCode::Ok,
+            status: 200,
+        };
+        assert_eq!(
+            job.history,
+            vec![
+                JobEvent::new(T0, "", 0, EventKind::Added),
+                JobEvent::new(T0 + 1, "sys-a", 1, EventKind::Claimed),
+                JobEvent::new(T0 + 2, "sys-a", 1, archived),
+            ]
+        );
+        let pending: Option<i64> =
+            sqlx::query_scalar("SELECT claimed_at FROM archive WHERE id = 'old'")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(pending, None);
+    });
+}
+
+/// A claim and the release that archives a job leave its stored history
+/// as it was (only `added`): the claim is in `claimed_at` and the archived
+/// row's `claimed_at` and `claimed_by`.
+#[test]
+fn claim_and_archive_store_no_events() {
+    with_store(|store| async move {
+        store
+            .add_jobs(&[NewJob::new("a", "t", "x")], T0)
+            .await
+            .unwrap();
+        let stored = || {
+            sqlx::query_as::<_, (String, Option<i64>)>(
+                "SELECT history::text, claimed_at FROM jobs WHERE id = 'a'",
+            )
+            .fetch_one(store.pool())
+        };
+        let (added, _) = stored().await.unwrap();
+        let got = store
+            .claim_jobs("t", 1, "sys-a", Duration::from_secs(60), T0 + 1)
+            .await
+            .unwrap();
+        assert_eq!(got[0].history.len(), 2, "added, claimed");
+        assert_eq!(stored().await.unwrap(), (added.clone(), Some(T0 + 1)));
+        let how = Release::Archive(JobResult::from_status(200));
+        store
+            .release_jobs(&[JobRelease::new("a", how)], "sys-a", T0 + 2)
+            .await
+            .unwrap();
+        let row: (String, Option<i64>, Option<String>) = sqlx::query_as(
+            "SELECT history::text, claimed_at, claimed_by FROM archive WHERE id = 'a'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        assert_eq!(row, (added, Some(T0 + 1), Some("sys-a".to_owned())));
+        assert_eq!(store.get_job("a").await.unwrap().unwrap().history.len(), 3);
+    });
+}
+
+/// An archive over an archived id (a job in `jobs` whose id is archived
+/// too, which only a hand-made row gives) replaces the archived row and
+/// moves its count from the old (jobtype, code) to the new one; archives
+/// without a conflict count as inserts.
+#[test]
+fn an_archive_over_an_archived_id_moves_its_count() {
+    with_store(|store| async move {
+        store
+            .add_jobs(
+                &[NewJob::new("dup", "t", "x"), NewJob::new("b", "t", "x")],
+                T0,
+            )
+            .await
+            .unwrap();
+        let got = store
+            .claim_jobs("t", 2, "sys-a", Duration::from_secs(60), T0 + 1)
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 2);
+        let ok = Release::Archive(JobResult::from_status(200));
+        store
+            .release_jobs(&[JobRelease::new("dup", ok.clone())], "sys-a", T0 + 2)
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt) \
+             VALUES ('dup', 'u', 'y', 0, $1, 'sys-a', 1, 5)",
+        )
+        .bind(T0 + 60_000)
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let failed = Release::Archive(JobResult::from_status(500));
+        let released = store
+            .release_jobs(
+                &[JobRelease::new("dup", failed), JobRelease::new("b", ok)],
+                "sys-a",
+                T0 + 3,
+            )
+            .await
+            .unwrap();
+        assert_eq!(released.len(), 2);
+        let counts: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT jobtype, code, sum(n)::int8 FROM archive_counts \
+             GROUP BY 1, 2 HAVING sum(n) <> 0 ORDER BY 1, 2",
+        )
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+        let want = [("t", "ok", 1), ("u", "error", 1)];
+        let want: Vec<(String, String, i64)> = want
+            .iter()
+            .map(|(t, c, n)| (t.to_string(), c.to_string(), *n))
+            .collect();
+        assert_eq!(counts, want);
+        let job = store.get_job("dup").await.unwrap().unwrap();
+        assert_eq!(
+            (job.jobtype.as_str(), job.data.as_slice()),
+            ("u", &b"y"[..])
+        );
+    });
+}
