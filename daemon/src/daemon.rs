@@ -209,6 +209,7 @@ impl Daemon {
             draining: draining.clone(),
             max_payload,
             executor: executor.clone(),
+            counts: Default::default(),
         }));
 
         // Ingest runs until told to stop, then drains within the grace period.

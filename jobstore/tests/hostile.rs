@@ -852,6 +852,8 @@ fn a_client_reaches_nothing_of_another_client() {
         assert_eq!(s, 200);
         let public = ["/health", "/openapi.json"];
         let admin_only = ["/stats", "/metrics", "/jobs"];
+        // Answers any valid token about that token only.
+        let own = ["/whoami"];
         let mut table = Vec::new();
         let mut routes = 0;
         for (path, item) in api["paths"].as_object().unwrap() {
@@ -877,6 +879,18 @@ fn a_client_reaches_nothing_of_another_client() {
                     let (s2, _) = json(route_request(&c, u, method, path, "", "")).await;
                     assert_eq!(s2, 401, "{method} {path} without a token");
                     table.push(format!("| {method} {path} (admin) | {s} | {s2} |"));
+                } else if own.contains(&path.as_str()) {
+                    let (s, v) = json(globex(route_request(&c, u, method, path, "", ""))).await;
+                    assert_eq!(s, 200, "{method} {path} with a client token: {v}");
+                    assert_eq!(v["client"], "globex", "{method} {path}: {v}");
+                    assert_eq!(v["admin"], false, "{method} {path}: {v}");
+                    assert!(
+                        !v.to_string().contains("acme"),
+                        "{path} names another client: {v}"
+                    );
+                    let (s2, _) = json(route_request(&c, u, method, path, "", "")).await;
+                    assert_eq!(s2, 401, "{method} {path} without a token");
+                    table.push(format!("| {method} {path} (own) | {s} | {s2} |"));
                 } else {
                     assert!(
                         public.contains(&path.as_str()),

@@ -57,6 +57,13 @@ pub struct FilterArgs {
     /// Only jobs with this tag.
     #[arg(long)]
     tag: Option<String>,
+    /// Archived jobs whose result has this status (a failure group's).
+    #[arg(long)]
+    status: Option<u16>,
+    /// Archived jobs whose output's first line is this (a failure
+    /// group's, as `jobstore failures` prints it).
+    #[arg(long)]
+    message: Option<String>,
 }
 
 impl FilterArgs {
@@ -69,6 +76,8 @@ impl FilterArgs {
             && self.archived_from.is_none()
             && self.archived_to.is_none()
             && self.tag.is_none()
+            && self.status.is_none()
+            && self.message.is_none()
     }
 
     fn filter(&self, default_state: Option<&str>) -> JobFilter {
@@ -85,6 +94,8 @@ impl FilterArgs {
             archived_from: self.archived_from.clone(),
             archived_to: self.archived_to.clone(),
             tag: self.tag.clone(),
+            status: self.status,
+            message: self.message.clone(),
         }
     }
 }
@@ -214,10 +225,14 @@ async fn list(a: ListArgs) -> Result<(), CliError> {
             ("archived_from", &f.archived_from),
             ("archived_to", &f.archived_to),
             ("tag", &f.tag),
+            ("message", &f.message),
         ] {
             if let Some(v) = v {
                 query.push((k, v.clone()));
             }
+        }
+        if let Some(status) = f.status {
+            query.push(("status", status.to_string()));
         }
         query.push(("limit", a.limit.to_string()));
         if a.data {

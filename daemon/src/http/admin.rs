@@ -10,6 +10,7 @@ use utoipa::{OpenApi, ToSchema};
 use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::extract::CallerOf;
+use crate::auth::Caller;
 
 /// The daemon's health.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -158,6 +159,47 @@ pub async fn metrics(
     ))
 }
 
+/// Whom a token speaks for.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WhoAmI {
+    /// Whether the daemon asks for tokens at all (`false`: every caller
+    /// may act for every client, as on a loopback listener without tokens).
+    pub auth: bool,
+    /// Whether the caller sees every client: the admin token, or any caller
+    /// when the daemon asks for no token.
+    pub admin: bool,
+    /// The client a client's token acts for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+}
+
+/// Whom the request's token speaks for (the dashboard asks at sign-in).
+#[utoipa::path(
+    get,
+    path = "/whoami",
+    tag = "admin",
+    responses(
+        (status = 200, body = WhoAmI),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)
+    ),
+    security(("bearer" = []), ())
+)]
+pub async fn whoami(
+    State(state): State<AppState>,
+    CallerOf(caller): CallerOf,
+) -> ApiResult<Json<WhoAmI>> {
+    let (admin, client) = match caller {
+        Caller::Open => (true, None),
+        Caller::Admin => (true, None),
+        Caller::Client(c) => (false, Some(c.to_string())),
+    };
+    Ok(Json(WhoAmI {
+        auth: state.config.auth.enabled(),
+        admin,
+        client,
+    }))
+}
+
 /// The OpenAPI document of this API.
 #[derive(OpenApi)]
 #[openapi(
@@ -181,6 +223,7 @@ pub async fn metrics(
         super::jobs::client_stats,
         super::timing::stats_history,
         super::jobs::all_stats,
+        whoami,
         super::jobtype_handlers::set,
         super::jobtype_handlers::get,
         super::jobtype_handlers::delete,

@@ -2,6 +2,7 @@
 //! other management routes are in [`manage`](super::manage).
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
+use super::counts::Counts;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{CallerOf, PathParams, QueryOf, RawBody, Tenant, is_json};
 use super::params::{ClientPath, JobtypePath};
@@ -557,9 +559,40 @@ fn jobtype_stats(c: &JobCounts, paused: &[String]) -> JobtypeStats {
     }
 }
 
+/// How old a snapshot of counts the caller accepts.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CountsParams {
+    /// Accept counts read up to this many seconds ago, 0 to 60 (default 0:
+    /// read now). The daemon keeps one snapshot for every caller, so pages
+    /// that refresh often cost the store one read per this many seconds.
+    #[param(maximum = 60)]
+    pub max_age: Option<u64>,
+}
+
+/// Counts and paused jobtypes at most `max_age` seconds old.
+async fn counts_with_paused(state: &AppState, params: &CountsParams) -> ApiResult<Arc<Counts>> {
+    let max_age = params.max_age.unwrap_or(0);
+    if max_age > MAX_COUNTS_AGE {
+        return Err(ApiError::invalid(format!(
+            "max_age {max_age} is above the maximum of {MAX_COUNTS_AGE} seconds"
+        ))
+        .field("max_age")
+        .limit(MAX_COUNTS_AGE));
+    }
+    state
+        .counts
+        .get(Duration::from_secs(max_age), || read_counts(&*state.store))
+        .await
+}
+
+/// The oldest counts a caller may accept, in seconds.
+const MAX_COUNTS_AGE: u64 = 60;
+
 /// Every jobtype's counts, and a row of zeros for each paused jobtype with
 /// no job; the paused jobtypes, sorted (none from a store without pauses).
-async fn counts_with_paused(store: &dyn JobStore) -> ApiResult<(Vec<JobCounts>, Vec<String>)> {
+async fn read_counts(store: &dyn JobStore) -> ApiResult<Counts> {
     let mut counts = store.job_counts(now_millis()).await?;
     let mut paused = if store.capabilities().pause {
         store.paused_jobtypes().await?
@@ -583,7 +616,7 @@ async fn counts_with_paused(store: &dyn JobStore) -> ApiResult<(Vec<JobCounts>, 
     get,
     path = "/{client}/stats",
     tag = "jobs",
-    params(ClientPath),
+    params(ClientPath, CountsParams),
     responses(
         (status = 200, body = ClientStats),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -594,12 +627,14 @@ async fn counts_with_paused(store: &dyn JobStore) -> ApiResult<(Vec<JobCounts>, 
 pub async fn client_stats(
     State(state): State<AppState>,
     tenant: Tenant,
+    QueryOf(params): QueryOf<CountsParams>,
 ) -> ApiResult<Json<ClientStats>> {
-    let (counts, paused) = counts_with_paused(&*state.store).await?;
+    let snapshot = counts_with_paused(&state, &params).await?;
+    let (counts, paused) = &*snapshot;
     let mut jobtypes: Vec<JobtypeStats> = counts
         .iter()
         .filter(|c| tenant.client.strip(&c.jobtype).is_some())
-        .map(|c| jobtype_stats(c, &paused))
+        .map(|c| jobtype_stats(c, paused))
         .collect();
     jobtypes.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
     Ok(Json(ClientStats {
@@ -613,26 +648,29 @@ pub async fn client_stats(
     get,
     path = "/stats",
     tag = "admin",
+    params(CountsParams),
     responses(
         (status = 200, body = AllStats),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)
     ),
     security(("bearer" = []), ())
 )]
 pub async fn all_stats(
     State(state): State<AppState>,
     CallerOf(caller): CallerOf,
+    QueryOf(params): QueryOf<CountsParams>,
 ) -> ApiResult<Json<AllStats>> {
     if state.config.auth.enabled() {
         caller.require_admin("stats of every client")?;
     }
-    let (counts, paused) = counts_with_paused(&*state.store).await?;
+    let snapshot = counts_with_paused(&state, &params).await?;
+    let (counts, paused) = &*snapshot;
     let mut by_client: BTreeMap<String, Vec<JobtypeStats>> = BTreeMap::new();
-    for c in &counts {
+    for c in counts {
         by_client
             .entry(tenant::tenant_of(&c.jobtype).to_owned())
             .or_default()
-            .push(jobtype_stats(c, &paused));
+            .push(jobtype_stats(c, paused));
     }
     Ok(Json(AllStats {
         clients: by_client

@@ -50,6 +50,11 @@ pub struct JobFilter {
     pub archived_to: Option<String>,
     /// Only jobs with this tag.
     pub tag: Option<String>,
+    /// For archived jobs: only those whose result has this status.
+    pub status: Option<u16>,
+    /// For archived jobs: only those whose output's first line is this (as
+    /// a failure group shows it, `[jobstore]` notes skipped).
+    pub message: Option<String>,
 }
 
 /// A page request: filters, page size, cursor, payloads.
@@ -81,6 +86,13 @@ pub struct ListParams {
     pub data: Option<bool>,
     /// Only jobs with this tag.
     pub tag: Option<String>,
+    /// For archived jobs: only those whose result has this status. The
+    /// daemon applies it (and `message`) to each page the store returns,
+    /// so a page may hold fewer than `limit` jobs, or none, before the last.
+    pub status: Option<u16>,
+    /// For archived jobs: only those whose output's first line is this (as
+    /// a failure group shows it).
+    pub message: Option<String>,
 }
 
 impl ListParams {
@@ -94,7 +106,61 @@ impl ListParams {
             archived_from: self.archived_from.clone(),
             archived_to: self.archived_to.clone(),
             tag: self.tag.clone(),
+            status: self.status,
+            message: self.message.clone(),
         }
+    }
+}
+
+/// What a filter asks of an archived job's result beyond what the store
+/// selects (its status, its output's first line): applied by the daemon to
+/// each page, which is how a failure group is selected.
+#[derive(Debug, Default)]
+struct ResultMatch {
+    status: Option<u16>,
+    message: Option<String>,
+}
+
+impl ResultMatch {
+    /// The match of `filter` (`prefix` as in [`query_of`]); `None` when it
+    /// asks nothing of the result.
+    fn of(filter: &JobFilter, prefix: &str) -> ApiResult<Option<ResultMatch>> {
+        if filter.status.is_none() && filter.message.is_none() {
+            return Ok(None);
+        }
+        if filter.state.as_deref() != Some("archived") {
+            let field = if filter.status.is_some() {
+                "status"
+            } else {
+                "message"
+            };
+            return Err(ApiError::invalid(format!(
+                "{prefix}{field} selects archived jobs by their result; set {prefix}state=archived"
+            ))
+            .field(format!("{prefix}{field}")));
+        }
+        Ok(Some(ResultMatch {
+            status: filter.status,
+            message: filter.message.clone(),
+        }))
+    }
+
+    fn matches(&self, job: &jobstore_api::Job) -> bool {
+        let Some(result) = &job.result else {
+            return false;
+        };
+        self.status.is_none_or(|s| s == result.status)
+            && self
+                .message
+                .as_deref()
+                .is_none_or(|m| m == first_line(&result.output))
+    }
+}
+
+/// Keeps the jobs `m` matches (all without one).
+fn keep_matching(jobs: &mut Vec<jobstore_api::Job>, m: &Option<ResultMatch>) {
+    if let Some(m) = m {
+        jobs.retain(|j| m.matches(j));
     }
 }
 
@@ -259,7 +325,9 @@ async fn list_scoped(
     scope: Scope<'_>,
     params: ListParams,
 ) -> ApiResult<Json<JobList>> {
-    let mut q = query_of(&scope, &params.filter(), "")?;
+    let filter = params.filter();
+    let mut q = query_of(&scope, &filter, "")?;
+    let by_result = ResultMatch::of(&filter, "")?;
     q.limit = params.limit.unwrap_or(100);
     q.with_data = params.data.unwrap_or(false);
     if let Some(c) = &params.cursor {
@@ -270,7 +338,8 @@ async fn list_scoped(
     }
     let now = now_millis();
     jobstore_api::validate::job_query(&q, now).map_err(|e| store_field(e, ""))?;
-    let page = state.store.list_jobs(&q, now).await?;
+    let mut page = state.store.list_jobs(&q, now).await?;
+    keep_matching(&mut page.jobs, &by_result);
     let view = |j: &jobstore_api::Job| {
         let mut v = job_view(j, now);
         if !q.with_data {
@@ -437,6 +506,7 @@ async fn bulk(
         }
         (None, Some(filter)) => {
             let mut q = query_of(&Scope::Client(client), filter, "filter.")?;
+            let by_result = ResultMatch::of(filter, "filter.")?;
             let wrong_state = match action {
                 Action::Rerun => q.state != JobState::Archived,
                 Action::Delete => matches!(q.state, JobState::Running | JobState::Expired),
@@ -466,7 +536,8 @@ async fn bulk(
                 let mut total = 0u64;
                 q.limit = MAX_PAGE;
                 loop {
-                    let page = state.store.list_jobs(&q, now).await?;
+                    let mut page = state.store.list_jobs(&q, now).await?;
+                    keep_matching(&mut page.jobs, &by_result);
                     total += page.jobs.len() as u64;
                     match page.next {
                         Some(c) => q.cursor = Some(c),
@@ -478,7 +549,8 @@ async fn bulk(
                     ..BulkResponse::default()
                 });
             }
-            let page = state.store.list_jobs(&q, now).await?;
+            let mut page = state.store.list_jobs(&q, now).await?;
+            keep_matching(&mut page.jobs, &by_result);
             let ids: Vec<String> = page.jobs.into_iter().map(|j| j.id).collect();
             let n = ids.len() as u64;
             (ids, page.next.map(|c| c.to_string()), n)
@@ -1006,6 +1078,80 @@ mod tests {
         assert_eq!(first_line(b""), "");
         let long = "é".repeat(150);
         assert!(first_line(long.as_bytes()).len() <= 200);
+    }
+
+    #[test]
+    fn result_match_selects_a_failure_group() {
+        let archived = |status: Option<u16>, message: Option<&str>| JobFilter {
+            state: Some("archived".into()),
+            status,
+            message: message.map(str::to_owned),
+            ..JobFilter::default()
+        };
+        assert!(
+            ResultMatch::of(&archived(None, None), "")
+                .unwrap()
+                .is_none()
+        );
+        let waiting = JobFilter {
+            state: Some("waiting".into()),
+            status: Some(404),
+            ..JobFilter::default()
+        };
+        let e = ResultMatch::of(&waiting, "filter.")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("filter.status") && e.contains("state=archived"),
+            "{e}"
+        );
+        let mut no_state = archived(None, Some("boom"));
+        no_state.state = None;
+        assert!(
+            ResultMatch::of(&no_state, "")
+                .unwrap_err()
+                .to_string()
+                .contains("message")
+        );
+
+        let job = |status: u16, output: &str| jobstore_api::Job {
+            id: "acme-1".into(),
+            jobtype: "acme-import".into(),
+            data: Vec::new(),
+            priority: 0,
+            dt: 0,
+            lock: jobstore_api::LOCK_DONE.into(),
+            attempts: 1,
+            create_dt: 0,
+            done_dt: Some(1),
+            result: Some(jobstore_api::JobResult {
+                code: ResultCode::Failed,
+                status,
+                output: output.as_bytes().to_vec(),
+            }),
+            cancel_requested: false,
+            tags: Vec::new(),
+            history: Vec::new(),
+            claimed_due: None,
+        };
+        let m = ResultMatch::of(&archived(Some(404), Some("connection refused")), "")
+            .unwrap()
+            .unwrap();
+        assert!(m.matches(&job(404, "[jobstore] note\nconnection refused\n")));
+        assert!(!m.matches(&job(500, "connection refused")));
+        assert!(!m.matches(&job(404, "timed out")));
+        let mut unfinished = job(404, "connection refused");
+        unfinished.result = None;
+        assert!(!m.matches(&unfinished));
+        let by_status = ResultMatch::of(&archived(Some(404), None), "")
+            .unwrap()
+            .unwrap();
+        assert!(by_status.matches(&job(404, "anything")));
+        let mut jobs = vec![job(404, "a"), job(500, "a"), job(404, "b")];
+        keep_matching(&mut jobs, &Some(by_status));
+        assert_eq!(jobs.len(), 2);
+        keep_matching(&mut jobs, &None);
+        assert_eq!(jobs.len(), 2);
     }
 
     #[test]

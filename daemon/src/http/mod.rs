@@ -6,6 +6,8 @@
 //! /openapi.json` describes all of it.
 
 pub mod admin;
+pub mod counts;
+pub mod dashboard;
 pub mod error;
 pub mod extract;
 pub mod jobs;
@@ -60,6 +62,8 @@ pub struct Shared {
     pub max_payload: usize,
     /// The core: remote workers' fetches, heartbeats and finishes.
     pub executor: Executor,
+    /// The newest job counts, for callers that accept them a little old.
+    pub counts: counts::CountsCache,
 }
 
 /// The router's state: a cheap handle on [`Shared`].
@@ -107,6 +111,7 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/{client}/handler/get/{type}", get(jobtype_handlers::get)),
         ("/{client}/handlers", get(jobtype_handlers::list)),
         ("/stats", get(jobs::all_stats)),
+        ("/whoami", get(admin::whoami)),
         ("/health", get(admin::health)),
         ("/metrics", get(admin::metrics)),
         ("/openapi.json", get(admin::openapi)),
@@ -119,6 +124,7 @@ pub fn router(state: AppState) -> Router {
     let timeout = state.config.request_timeout;
     routes()
         .into_iter()
+        .chain(dashboard::routes())
         .fold(Router::new(), |r, (path, route)| r.route(path, route))
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
