@@ -31,10 +31,12 @@ WITH l AS (
     RETURNING j.id
 ), archived AS (
     INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt,
-                         done_dt, code, status, output, tags, history)
+                         done_dt, code, status, output, tags, history,
+                         claimed_at, claimed_by)
     SELECT id, jobtype, data, priority, $3, attempts, create_dt, $2, 'cancelled', 0, '',
            tags, jobstore_push_claim_event(history, claimed_at, lock, attempts,
-               jsonb_build_object('at', $2::int8, 'attempt', attempts, 'event', 'cancelled'))
+               jsonb_build_object('at', $2::int8, 'attempt', attempts, 'event', 'cancelled')),
+           NULL, NULL
     FROM done
     -- add_jobs never lets an archived id back into jobs; should one get
     -- there anyway, the newer result replaces the older instead of failing.
@@ -44,7 +46,8 @@ WITH l AS (
         attempts = EXCLUDED.attempts, create_dt = EXCLUDED.create_dt,
         done_dt = EXCLUDED.done_dt, code = EXCLUDED.code,
         status = EXCLUDED.status, output = EXCLUDED.output,
-        tags = EXCLUDED.tags, history = EXCLUDED.history
+        tags = EXCLUDED.tags, history = EXCLUDED.history,
+        claimed_at = EXCLUDED.claimed_at, claimed_by = EXCLUDED.claimed_by
 )
 SELECT id, 'c' AS what FROM done
 UNION ALL

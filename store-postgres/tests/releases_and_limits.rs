@@ -1121,3 +1121,48 @@ fn an_archive_over_an_archived_id_moves_its_count() {
         );
     });
 }
+
+/// A cancel over an archived id (a hand-made free row whose id is archived
+/// with its claim pending) replaces the archived row's pending claim too:
+/// the history ends with the cancel, not with the older claim and result.
+#[test]
+fn a_cancel_over_an_archived_id_leaves_no_pending_claim() {
+    use jobstore_api::EventKind;
+    with_store(|store| async move {
+        store
+            .add_jobs(&[NewJob::new("dup", "t", "x")], T0)
+            .await
+            .unwrap();
+        store
+            .claim_jobs("t", 1, "sys-a", Duration::from_secs(60), T0 + 1)
+            .await
+            .unwrap();
+        let ok = Release::Archive(JobResult::from_status(200));
+        store
+            .release_jobs(&[JobRelease::new("dup", ok)], "sys-a", T0 + 2)
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt) \
+             VALUES ('dup', 't', 'y', 0, $1, '', 0, 5)",
+        )
+        .bind(T0 + 3)
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let out = store
+            .cancel_jobs(&["dup".to_owned()], T0 + 4)
+            .await
+            .unwrap();
+        assert_eq!(out.cancelled, vec!["dup".to_owned()]);
+        let job = store.get_job("dup").await.unwrap().unwrap();
+        let kinds: Vec<EventKind> = job.history.iter().map(|e| e.what.clone()).collect();
+        assert_eq!(kinds.last(), Some(&EventKind::Cancelled), "{kinds:?}");
+        assert!(
+            !kinds
+                .iter()
+                .any(|k| matches!(k, EventKind::Claimed | EventKind::Archived { .. })),
+            "{kinds:?}"
+        );
+    });
+}
