@@ -1,9 +1,11 @@
 -- ?1 before, ?2 most rows, ?3 result codes (JSON array). One bounded
 -- batch (the purge index, one range per code); the caller repeats it until
--- a batch comes back short.
+-- a batch comes back short. Returns each deleted job's jobtype and result
+-- code, which the caller takes out of the counts in the same transaction.
 DELETE FROM jobs WHERE rowid IN (
     SELECT rowid FROM jobs
     WHERE lock = '__done' AND result_code IN (SELECT value FROM json_each(?3))
         AND done_dt < ?1
     LIMIT ?2
 )
+RETURNING jobtype, result_code

@@ -2,13 +2,32 @@
 -- and archive ("a"), each with its own values, for the jobs locked by the
 -- owner. ?1 owner, ?2 now (done_dt), ?3 now + 1000 years, ?4 JSON array of
 -- {"id", "k", "dt" (retry: now + delay, unget: now), "c" code, "s" status,
--- "o" output as hex, "e" the event (a JSON object; its attempt is set
--- here)} objects, each id once. The event is appended to the history, the
--- oldest dropped past 20. One primary-key lookup per entry. jsonb_each
--- hands out each element as binary JSONB, which ->> reads without parsing
--- the element's text again for every field.
--- Returns the jobs changed with their new lock: '' means freed (to notify
--- its jobtype), '__done' archived. Every kind clears the cancel mark.
+-- "o" output as hex, "e" the retry's or unget's event (a JSON object; its
+-- attempt is set here)} objects, each id once. One primary-key lookup per
+-- entry. jsonb_each hands out each element as binary JSONB, which ->>
+-- reads without parsing the element's text again for every field; r is
+-- MATERIALIZED so that each field is read once per entry (a subquery in
+-- FROM is flattened, and every use of r.k, a dozen per row, would run its
+-- ->> again).
+--
+-- History: an archive of a job with a pending claim (claimed_at) keeps
+-- the history as it is and the claim in the row (claimed_by = the lock),
+-- so reads show Claimed and Archived from the row. Every other entry
+-- first stores the pending claim's Claimed event (claimed_at, lock,
+-- attempts) if there is one and clears it, then appends its own event
+-- (an archive's Archived is built here), the oldest dropped past 20.
+-- Returns the jobs changed with their new lock ('' means freed: its
+-- jobtype is notified; '__done' archived: counted under its jobtype and
+-- result code). Every kind clears the cancel mark.
+-- The owner is compared as `+?1`, an expression, not a bare parameter: SQLite's
+-- planner would test a bare one's bound value against the partial indexes'
+-- `lock = '__done'`, and so prepare the statement again on every call.
+WITH r AS MATERIALIZED (
+    SELECT value ->> 'id' AS id, value ->> 'k' AS k, value ->> 'dt' AS dt,
+           value ->> 'c' AS c, value ->> 's' AS s, value ->> 'o' AS o,
+           value -> 'e' AS e
+    FROM jsonb_each(?4)
+)
 UPDATE jobs SET
     lock = CASE r.k WHEN 'a' THEN '__done' ELSE '' END,
     dt = CASE r.k WHEN 'a' THEN ?3 ELSE r.dt END,
@@ -18,13 +37,25 @@ UPDATE jobs SET
     result_status = CASE r.k WHEN 'a' THEN r.s ELSE result_status END,
     result_output = CASE r.k WHEN 'a' THEN unhex(r.o) ELSE result_output END,
     cancel_requested = 0,
-    history = json_insert(CASE WHEN json_array_length(history) >= 20 THEN json_remove(history, '$[0]') ELSE history END,
-                      '$[#]', json_set(r.e, '$.attempt', CASE r.k WHEN 'u' THEN MAX(attempts - 1, 0) ELSE attempts END))
-FROM (
-    SELECT value ->> 'id' AS id, value ->> 'k' AS k, value ->> 'dt' AS dt,
-           value ->> 'c' AS c, value ->> 's' AS s, value ->> 'o' AS o,
-           value -> 'e' AS e
-    FROM jsonb_each(?4)
-) AS r
-WHERE jobs.id = r.id AND jobs.lock = ?1
-RETURNING id, jobtype, lock
+    claimed_at = CASE r.k WHEN 'a' THEN claimed_at END,
+    claimed_by = CASE WHEN r.k = 'a' AND claimed_at IS NOT NULL THEN lock END,
+    history = CASE
+        WHEN claimed_at IS NOT NULL AND r.k = 'a' THEN history
+        WHEN claimed_at IS NULL THEN
+            json_insert(CASE WHEN json_array_length(history) >= 20 THEN json_remove(history, '$[0]') ELSE history END,
+                        '$[#]', CASE r.k
+                            WHEN 'a' THEN json_object('at', ?2, 'by', ?1, 'attempt', attempts,
+                                                      'event', 'archived', 'code', r.c, 'status', r.s)
+                            ELSE json_set(r.e, '$.attempt', CASE r.k WHEN 'u' THEN MAX(attempts - 1, 0) ELSE attempts END)
+                        END)
+        ELSE
+            json_insert(CASE MAX(json_array_length(history) - 18, 0)
+                            WHEN 0 THEN history
+                            WHEN 1 THEN json_remove(history, '$[0]')
+                            ELSE json_remove(history, '$[0]', '$[0]') END,
+                        '$[#]', json_object('at', claimed_at, 'by', lock, 'attempt', attempts, 'event', 'claimed'),
+                        '$[#]', json_set(r.e, '$.attempt', CASE r.k WHEN 'u' THEN MAX(attempts - 1, 0) ELSE attempts END))
+    END
+FROM r
+WHERE jobs.id = r.id AND jobs.lock = +?1
+RETURNING id, jobtype, lock, result_code

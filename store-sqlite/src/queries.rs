@@ -17,6 +17,7 @@ queries! {
     RELEASE_DELETE => "release_delete.sql",
     UPDATE_DATA => "update_data.sql",
     CANCEL_JOBS => "cancel_jobs.sql",
+    COUNTS_ADD => "counts_add.sql",
     PURGE_ARCHIVED => "purge_archived.sql",
     WAITING_JOBTYPES => "waiting_jobtypes.sql",
     JOB_COUNTS => "job_counts.sql",
@@ -79,7 +80,7 @@ fn list_columns(with_data: bool) -> String {
     format!(
         "j.id, j.jobtype, j.priority, j.dt, j.lock, j.attempts, j.create_dt, j.done_dt, \
          j.result_code, j.result_status, j.result_output, j.cancel_requested, j.tags, j.history, \
-         {data}"
+         j.claimed_at, j.claimed_by, {data}"
     )
 }
 

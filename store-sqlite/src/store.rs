@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jobstore_api::batch::split_by_size;
-use jobstore_api::history::{MAX_HISTORY, history_from_json, tags_from_json};
+use jobstore_api::history::{
+    MAX_HISTORY, PendingClaim, complete_history, history_from_json, tags_from_json,
+};
 use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, EventKind, Handler, HandlerLimits,
@@ -286,8 +288,9 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The JSON object of one release entry that keeps its job (see
-/// `queries/release_keep.sql`), with its event by `owner`; `None` for a
-/// delete.
+/// `queries/release_keep.sql`), a retry or unget with its event by
+/// `owner` (an archive's event, when the statement appends one, is built
+/// there from the entry's code and status); `None` for a delete.
 fn keep_entry(r: &JobRelease, owner: &str, now: Millis) -> Option<serde_json::Value> {
     use serde_json::json;
     let event = |what| serde_json::to_value(JobEvent::new(now, owner, 0, what)).ok();
@@ -302,20 +305,13 @@ fn keep_entry(r: &JobRelease, owner: &str, now: Millis) -> Option<serde_json::Va
         Release::Unget => {
             json!({ "id": r.id, "k": "u", "dt": now, "e": event(EventKind::HandedBack) })
         }
-        Release::Archive(result) => {
-            let what = EventKind::Archived {
-                code: result.code,
-                status: result.status,
-            };
-            json!({
-                "id": r.id,
-                "k": "a",
-                "c": result.code.as_str(),
-                "s": result.status,
-                "o": hex(&result.output),
-                "e": event(what),
-            })
-        }
+        Release::Archive(result) => json!({
+            "id": r.id,
+            "k": "a",
+            "c": result.code.as_str(),
+            "s": result.status,
+            "o": hex(&result.output),
+        }),
         Release::Delete => return None,
     })
 }
@@ -337,6 +333,46 @@ fn keep_chunks(releases: &[JobRelease], owner: &str, now: Millis) -> Result<Vec<
                 .map_err(|e| Error::backend("encoding releases as JSON", e))
         })
         .collect()
+}
+
+/// What one statement moved into the archive (`sign` 1) or out of it
+/// (`sign` -1): the jobs' (jobtype, result code) pairs, a job archived
+/// without a code counting as `ok`, grouped as the JSON parameter of
+/// `queries/counts_add.sql`; `None` when there are none.
+fn counts_delta<'a>(
+    jobs: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+    sign: i64,
+) -> Result<Option<String>> {
+    let mut groups: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    for (jobtype, code) in jobs {
+        *groups
+            .entry((jobtype, code.unwrap_or(ResultCode::Ok.as_str())))
+            .or_default() += sign;
+    }
+    if groups.is_empty() {
+        return Ok(None);
+    }
+    let rows: Vec<(&str, &str, i64)> = groups.into_iter().map(|((j, c), n)| (j, c, n)).collect();
+    serde_json::to_string(&rows)
+        .map(Some)
+        .map_err(|e| Error::backend("encoding archive counts as JSON", e))
+}
+
+/// Adds `delta` (from [`counts_delta`]) to the archive counts, in the
+/// transaction of the statement whose rows it counts.
+async fn add_counts(
+    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    delta: Option<String>,
+    what: &str,
+) -> Result<()> {
+    if let Some(json) = delta {
+        sqlx::query(queries::COUNTS_ADD)
+            .bind(json)
+            .execute(&mut **tx)
+            .await
+            .map_err(|e| error::map(what, e))?;
+    }
+    Ok(())
 }
 
 /// Splits edits into JSON arrays of `{"id", "p", "dt", "d"}` objects (see
@@ -457,6 +493,9 @@ fn decode<T>(what: &str, r: std::result::Result<T, sqlx::Error>) -> Result<T> {
 fn job_from_row(row: &SqliteRow) -> Result<Job> {
     let d = |e| error::map("decoding a job", e);
     let attempts: i64 = row.try_get("attempts").map_err(d)?;
+    let attempts = u32::try_from(attempts).map_err(|e| Error::backend("stored attempts", e))?;
+    let lock: String = row.try_get("lock").map_err(d)?;
+    let done_dt: Option<Millis> = row.try_get("done_dt").map_err(d)?;
     let code: Option<String> = row.try_get("result_code").map_err(d)?;
     let result = match code {
         None => None,
@@ -472,6 +511,33 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
             })
         }
     };
+    // The claim kept in the row: by the lock while the job is locked, by
+    // `claimed_by` once the release that ended it archived the job (whose
+    // `Archived` event is then the row's result too).
+    let archived = lock == LOCK_DONE;
+    let claim = row
+        .try_get::<Option<Millis>, _>("claimed_at")
+        .map_err(d)?
+        .map(|at| -> Result<PendingClaim> {
+            let by = if archived {
+                row.try_get::<Option<String>, _>("claimed_by")
+                    .map_err(d)?
+                    .unwrap_or_default()
+            } else {
+                lock.clone()
+            };
+            Ok(PendingClaim {
+                at,
+                by,
+                attempt: attempts,
+            })
+        })
+        .transpose()?;
+    let ended = match (&result, done_dt) {
+        (Some(r), Some(at)) if archived => Some((at, r.code, r.status)),
+        _ => None,
+    };
+    let stored = history_from_json(&row.try_get::<String, _>("history").map_err(d)?)?;
     Ok(Job {
         id: row.try_get("id").map_err(d)?,
         jobtype: row.try_get("jobtype").map_err(d)?,
@@ -481,14 +547,14 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
             .unwrap_or_default(),
         priority: row.try_get("priority").map_err(d)?,
         dt: row.try_get("dt").map_err(d)?,
-        lock: row.try_get("lock").map_err(d)?,
-        attempts: u32::try_from(attempts).map_err(|e| Error::backend("stored attempts", e))?,
+        lock,
+        attempts,
         create_dt: row.try_get("create_dt").map_err(d)?,
-        done_dt: row.try_get("done_dt").map_err(d)?,
+        done_dt,
         result,
         cancel_requested: row.try_get::<i64, _>("cancel_requested").map_err(d)? != 0,
         tags: tags_from_json(&row.try_get::<String, _>("tags").map_err(d)?)?,
-        history: history_from_json(&row.try_get::<String, _>("history").map_err(d)?)?,
+        history: complete_history(stored, claim, ended),
         claimed_due: None,
     })
 }
@@ -663,7 +729,7 @@ impl JobStore for SqliteStore {
             .bind(owner)
             .bind(now + duration_ms(lease))
             .bind(ids_json(&ids)?)
-            .bind(event(now, owner, EventKind::Claimed))
+            .bind(now)
             .fetch_all(&mut *tx)
             .await
             .map_err(|e| error::map("claim_jobs", e))?;
@@ -732,9 +798,12 @@ impl JobStore for SqliteStore {
                     .map_err(|e| Error::backend("encoding ids as JSON", e))?,
             )
         };
+        let archives = releases
+            .iter()
+            .any(|r| matches!(r.how, Release::Archive(_)));
         let m = |e| error::map("release_jobs", e);
         let keep_query = |json: String| {
-            sqlx::query_as::<_, (String, String, String)>(queries::RELEASE_KEEP)
+            sqlx::query_as::<_, (String, String, String, Option<String>)>(queries::RELEASE_KEEP)
                 .bind(owner)
                 .bind(now)
                 .bind(now + ARCHIVE_HORIZON_MS)
@@ -745,12 +814,12 @@ impl JobStore for SqliteStore {
                 .bind(owner)
                 .bind(json)
         };
-        let mut kept: Vec<(String, String, String)> = Vec::new();
+        let mut kept: Vec<(String, String, String, Option<String>)> = Vec::new();
         let mut deleted: Vec<String> = Vec::new();
         match (keep.len(), deletes) {
             (0, None) => return Ok(Vec::new()),
-            // One kind, one statement: autocommit.
-            (1, None) => {
+            // One statement that archives nothing: autocommit.
+            (1, None) if !archives => {
                 let json = keep.into_iter().next().expect("one chunk");
                 kept = keep_query(json)
                     .fetch_all(&self.inner.writer)
@@ -763,7 +832,8 @@ impl JobStore for SqliteStore {
                     .await
                     .map_err(m)?;
             }
-            // Several statements: one transaction, one commit.
+            // Several statements, or archives and their counts: one
+            // transaction, one commit.
             (_, deletes) => {
                 let mut tx = self.begin_write("release_jobs").await?;
                 for json in keep {
@@ -772,12 +842,17 @@ impl JobStore for SqliteStore {
                 if let Some(json) = deletes {
                     deleted = delete_query(json).fetch_all(&mut *tx).await.map_err(m)?;
                 }
+                let archived = kept
+                    .iter()
+                    .filter(|(_, _, lock, _)| lock == LOCK_DONE)
+                    .map(|(_, jobtype, _, code)| (jobtype.as_str(), code.as_deref()));
+                add_counts(&mut tx, counts_delta(archived, 1)?, "release_jobs").await?;
                 tx.commit().await.map_err(m)?;
             }
         }
         let mut released = deleted;
         let mut freed = Vec::new();
-        for (id, jobtype, lock) in kept {
+        for (id, jobtype, lock, _) in kept {
             if lock.is_empty() {
                 freed.push(jobtype);
             }
@@ -804,17 +879,25 @@ impl JobStore for SqliteStore {
         if ids.is_empty() {
             return Ok(CancelOutcome::default());
         }
-        let rows: Vec<(String, String)> = sqlx::query_as(queries::CANCEL_JOBS)
+        let m = |e| error::map("cancel_jobs", e);
+        let mut tx = self.begin_write("cancel_jobs").await?;
+        let rows: Vec<(String, String, String)> = sqlx::query_as(queries::CANCEL_JOBS)
             .bind(now)
             .bind(now + ARCHIVE_HORIZON_MS)
             .bind(ids_json(ids)?)
             .bind(event(now, "", EventKind::Cancelled))
             .bind(event(now, "", EventKind::CancelRequested))
-            .fetch_all(&self.inner.writer)
+            .fetch_all(&mut *tx)
             .await
-            .map_err(|e| error::map("cancel_jobs", e))?;
+            .map_err(m)?;
+        let cancelled = rows
+            .iter()
+            .filter(|(_, lock, _)| lock == LOCK_DONE)
+            .map(|(_, _, jobtype)| (jobtype.as_str(), Some(ResultCode::Cancelled.as_str())));
+        add_counts(&mut tx, counts_delta(cancelled, 1)?, "cancel_jobs").await?;
+        tx.commit().await.map_err(m)?;
         let mut outcome = CancelOutcome::default();
-        for (id, lock) in rows {
+        for (id, lock, _) in rows {
             if lock == LOCK_DONE {
                 outcome.cancelled.push(id);
             } else {
@@ -845,16 +928,22 @@ impl JobStore for SqliteStore {
         // `before`, so the batches run out.
         let batch = self.inner.purge_batch;
         let mut total = 0;
+        let m = |e| error::map("purge_archived", e);
         loop {
-            let done = sqlx::query(queries::PURGE_ARCHIVED)
+            let mut tx = self.begin_write("purge_archived").await?;
+            let gone: Vec<(String, Option<String>)> = sqlx::query_as(queries::PURGE_ARCHIVED)
                 .bind(before)
                 .bind(i64::from(batch))
                 .bind(&codes)
-                .execute(&self.inner.writer)
+                .fetch_all(&mut *tx)
                 .await
-                .map_err(|e| error::map("purge_archived", e))?;
-            total += done.rows_affected();
-            if done.rows_affected() < u64::from(batch) {
+                .map_err(m)?;
+            let delta = counts_delta(gone.iter().map(|(j, c)| (j.as_str(), c.as_deref())), -1)?;
+            add_counts(&mut tx, delta, "purge_archived").await?;
+            tx.commit().await.map_err(m)?;
+            let n = u64::try_from(gone.len()).unwrap_or(u64::MAX);
+            total += n;
+            if n < u64::from(batch) {
                 return Ok(total);
             }
         }
@@ -934,7 +1023,9 @@ impl JobStore for SqliteStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: Vec<(String, String)> = sqlx::query_as(queries::RERUN_JOBS)
+        let m = |e| error::map("rerun_jobs", e);
+        let mut tx = self.begin_write("rerun_jobs").await?;
+        let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(queries::RERUN_JOBS)
             .bind(now + duration_ms(delay))
             .bind(ids_json(ids)?)
             .bind(event(
@@ -944,10 +1035,16 @@ impl JobStore for SqliteStore {
                     delay_ms: u64::try_from(duration_ms(delay)).unwrap_or(0),
                 },
             ))
-            .fetch_all(&self.inner.writer)
+            .fetch_all(&mut *tx)
             .await
-            .map_err(|e| error::map("rerun_jobs", e))?;
-        let (rerun, jobtypes): (Vec<String>, Vec<String>) = rows.into_iter().unzip();
+            .map_err(m)?;
+        let left = rows.iter().map(|(_, j, c)| (j.as_str(), c.as_deref()));
+        add_counts(&mut tx, counts_delta(left, -1)?, "rerun_jobs").await?;
+        tx.commit().await.map_err(m)?;
+        let (rerun, jobtypes): (Vec<String>, Vec<String>) = rows
+            .into_iter()
+            .map(|(id, jobtype, _)| (id, jobtype))
+            .unzip();
         self.notify(jobtypes);
         Ok(rerun)
     }
@@ -960,17 +1057,24 @@ impl JobStore for SqliteStore {
         let json = ids_json(ids)?;
         let m = |e| error::map("delete_jobs", e);
         let mut tx = self.begin_write("delete_jobs").await?;
-        let deleted: Vec<String> = sqlx::query_scalar(queries::DELETE_JOBS)
-            .bind(&json)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(m)?;
+        let rows: Vec<(String, String, String, Option<String>)> =
+            sqlx::query_as(queries::DELETE_JOBS)
+                .bind(&json)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(m)?;
+        let archived = rows
+            .iter()
+            .filter(|(_, _, lock, _)| lock == LOCK_DONE)
+            .map(|(_, jobtype, _, code)| (jobtype.as_str(), code.as_deref()));
+        add_counts(&mut tx, counts_delta(archived, -1)?, "delete_jobs").await?;
         let running: Vec<String> = sqlx::query_scalar(queries::DELETE_LOCKED)
             .bind(&json)
             .fetch_all(&mut *tx)
             .await
             .map_err(m)?;
         tx.commit().await.map_err(m)?;
+        let deleted = rows.into_iter().map(|(id, ..)| id).collect();
         Ok(DeleteOutcome { deleted, running })
     }
 
@@ -1333,6 +1437,36 @@ mod tests {
             "{text:?}"
         );
         assert!(text.contains(&"SCAN counts"), "{text:?}");
+        store.close().await;
+    }
+
+    /// The statements that name the owner look their jobs up by primary
+    /// key (the owner, written `+?n` so that the planner does not prepare
+    /// them again for each value, filters the rows found).
+    #[tokio::test]
+    async fn owner_statements_look_jobs_up_by_id() {
+        let store = SqliteStore::connect("sqlite::memory:").await.unwrap();
+        for (sql, params) in [
+            (queries::RELEASE_KEEP, 4),
+            (queries::RELEASE_DELETE, 2),
+            (queries::RENEW_LOCKS, 3),
+            (queries::UPDATE_DATA, 3),
+        ] {
+            assert!(sql.contains("lock = +?"), "{sql}");
+            let mut q = sqlx::query_as::<_, (i64, i64, i64, String)>(AssertSqlSafe(format!(
+                "EXPLAIN QUERY PLAN {sql}"
+            )));
+            for _ in 0..params {
+                q = q.bind("[]");
+            }
+            let plan = q.fetch_all(&store.inner.reader).await.unwrap();
+            let text: Vec<&str> = plan.iter().map(|r| r.3.as_str()).collect();
+            assert!(
+                text.contains(&"SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)"),
+                "{sql}: {text:?}"
+            );
+            assert!(!text.iter().any(|l| l.contains("SCAN jobs")), "{text:?}");
+        }
         store.close().await;
     }
 

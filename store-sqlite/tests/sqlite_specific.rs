@@ -542,6 +542,8 @@ column jobs.data BLOB not null
 column jobs.cancel_requested INTEGER not null default 0
 column jobs.history TEXT not null default '[]'
 column jobs.tags TEXT not null default '[]'
+column jobs.claimed_at INTEGER
+column jobs.claimed_by TEXT
 column paused.jobtype TEXT not null primary key
 column paused.dt INTEGER not null
 column stats.resolution TEXT not null primary key
@@ -596,10 +598,6 @@ CREATE INDEX jobs_done_code ON jobs (result_code, done_dt, id) WHERE lock = '__d
 CREATE INDEX jobs_done_type ON jobs (jobtype, result_code, done_dt, id) WHERE lock = '__done'
 CREATE INDEX jobs_locked ON jobs (jobtype, dt, id) WHERE lock NOT IN ('', '__done')
 CREATE INDEX stats_by_age ON stats (resolution, start)
-CREATE TRIGGER jobs_counts_delete AFTER DELETE ON jobs WHEN OLD.lock = '__done' BEGIN UPDATE counts SET n = n - 1 WHERE jobtype = OLD.jobtype AND code = COALESCE(OLD.result_code, 'ok'); END
-CREATE TRIGGER jobs_counts_enter AFTER UPDATE OF lock, result_code, jobtype ON jobs WHEN NEW.lock = '__done' BEGIN INSERT INTO counts (jobtype, code, n) VALUES (NEW.jobtype, COALESCE(NEW.result_code, 'ok'), 1) ON CONFLICT (jobtype, code) DO UPDATE SET n = n + 1; END
-CREATE TRIGGER jobs_counts_insert AFTER INSERT ON jobs WHEN NEW.lock = '__done' BEGIN INSERT INTO counts (jobtype, code, n) VALUES (NEW.jobtype, COALESCE(NEW.result_code, 'ok'), 1) ON CONFLICT (jobtype, code) DO UPDATE SET n = n + 1; END
-CREATE TRIGGER jobs_counts_leave AFTER UPDATE OF lock, result_code, jobtype ON jobs WHEN OLD.lock = '__done' BEGIN UPDATE counts SET n = n - 1 WHERE jobtype = OLD.jobtype AND code = COALESCE(OLD.result_code, 'ok'); END
 ";
 
 /// A database of the schema before histories and tags (migrations 1 to 4)
@@ -671,5 +669,200 @@ async fn jobs_stored_before_histories_read_empty_and_are_counted() {
     let mut want = counts(0, &[(ResultCode::Error, 1)]);
     want[0].scheduled = 1;
     assert_eq!(store.job_counts(T0 + 2).await.unwrap(), want);
+    store.close().await;
+}
+
+/// The row of a job as stored: its history text and pending claim.
+async fn stored_claim(db: &TempDb, id: &str) -> (String, Option<i64>, Option<String>) {
+    let mut conn = db.connect().await;
+    let row = sqlx::query_as("SELECT history, claimed_at, claimed_by FROM jobs WHERE id = ?1")
+        .bind(id)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    row
+}
+
+/// A claim and the release that archives the job write the claim into the
+/// row and leave the stored history as the add wrote it; reads show the
+/// `Claimed` and `Archived` events all the same, and a run again stores
+/// them before its own. A claim of an expired job stores the claim that
+/// expired first.
+#[tokio::test]
+async fn claims_and_archives_leave_the_stored_history_alone() {
+    use jobstore_api::{EventKind, JobEvent, ResultCode};
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    store
+        .add_jobs(&[NewJob::new("j", "t", "x")], T0)
+        .await
+        .unwrap();
+    let (added, ..) = stored_claim(&db, "j").await;
+    let got = store
+        .claim_jobs("t", 1, "sys-a", MIN, T0 + 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored_claim(&db, "j").await,
+        (added.clone(), Some(T0 + 1), None)
+    );
+    let claimed = JobEvent::new(T0 + 1, "sys-a", 1, EventKind::Claimed);
+    let mut want = vec![JobEvent::new(T0, "", 0, EventKind::Added), claimed.clone()];
+    assert_eq!(got[0].history, want);
+    // The lease runs out; another claim stores the first one's event.
+    let later = T0 + 2 * 60_000;
+    let got = store.claim_jobs("t", 1, "sys-b", MIN, later).await.unwrap();
+    let (history, at, by) = stored_claim(&db, "j").await;
+    assert_eq!((at, by), (Some(later), None));
+    assert_eq!(
+        jobstore_api::history::history_from_json(&history).unwrap(),
+        want
+    );
+    want.push(JobEvent::new(later, "sys-b", 2, EventKind::Claimed));
+    assert_eq!(got[0].history, want);
+    let fail = Release::Archive(JobResult::from_status(404));
+    store
+        .release_all(&["j".to_owned()], "sys-b", &fail, later + 1)
+        .await
+        .unwrap();
+    let (stored, at, by) = stored_claim(&db, "j").await;
+    assert_eq!(
+        (&stored, at, by.as_deref()),
+        (&history, Some(later), Some("sys-b"))
+    );
+    let archived = EventKind::Archived {
+        code: ResultCode::Failed,
+        status: 404,
+    };
+    want.push(JobEvent::new(later + 1, "sys-b", 2, archived));
+    assert_eq!(store.get_job("j").await.unwrap().unwrap().history, want);
+    // Run again: the claim and the archive are stored, then the Rerun.
+    store
+        .rerun_jobs(&["j".to_owned()], MIN, later + 2)
+        .await
+        .unwrap();
+    want.push(JobEvent::new(
+        later + 2,
+        "",
+        0,
+        EventKind::Rerun { delay_ms: 60_000 },
+    ));
+    let (stored, at, by) = stored_claim(&db, "j").await;
+    assert_eq!((at, by), (None, None));
+    assert_eq!(
+        jobstore_api::history::history_from_json(&stored).unwrap(),
+        want
+    );
+    assert_eq!(store.get_job("j").await.unwrap().unwrap().history, want);
+    store.close().await;
+}
+
+/// A database of migrations 1 to 6 (histories stored whole, counts kept
+/// by triggers) is upgraded by `connect`: its jobs, a claim among their
+/// stored events, read back as they were stored, the release of a job
+/// claimed before the upgrade appends its own `Archived` event, and the
+/// counts carried over go on from there without the triggers.
+#[tokio::test]
+async fn jobs_stored_before_pending_claims_read_as_stored() {
+    use jobstore_api::{EventKind, JobCounts, JobEvent, ResultCode};
+    let db = TempDb::new();
+    let dir = std::env::temp_dir().join(unique_namespace());
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"));
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.as_str() < "20261202000007" {
+            std::fs::copy(&path, dir.join(&name)).unwrap();
+        }
+    }
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db.0)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .unwrap();
+    let old = sqlx::migrate::Migrator::new(dir.as_path()).await.unwrap();
+    old.run(&mut conn).await.unwrap();
+    let added = JobEvent::new(T0, "", 0, EventKind::Added);
+    let claimed = JobEvent::new(T0 + 1, "sys-a", 1, EventKind::Claimed);
+    let archived = JobEvent::new(
+        T0 + 2,
+        "sys-a",
+        1,
+        EventKind::Archived {
+            code: ResultCode::Ok,
+            status: 200,
+        },
+    );
+    let json = |events: &[&JobEvent]| serde_json::to_string(events).unwrap();
+    sqlx::query(
+        "INSERT INTO jobs (id, jobtype, priority, dt, lock, attempts, create_dt, done_dt,
+                           result_code, result_status, data, history)
+         VALUES ('held', 't', 0, ?1, 'sys-a', 1, ?2, NULL, NULL, NULL, x'', ?3),
+                ('done', 't', 0, ?1, '__done', 1, ?2, ?4, 'ok', 200, x'', ?5)",
+    )
+    .bind(T0 + 60_000)
+    .bind(T0)
+    .bind(json(&[&added, &claimed]))
+    .bind(T0 + 2)
+    .bind(json(&[&added, &claimed, &archived]))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    let held = store.get_job("held").await.unwrap().unwrap();
+    assert_eq!(held.history, [added.clone(), claimed.clone()]);
+    let done = store.get_job("done").await.unwrap().unwrap();
+    assert_eq!(
+        done.history,
+        [added.clone(), claimed.clone(), archived.clone()]
+    );
+    let fail = Release::Archive(JobResult::from_status(404));
+    store
+        .release_all(&["held".to_owned()], "sys-a", &fail, T0 + 3)
+        .await
+        .unwrap();
+    let held = store.get_job("held").await.unwrap().unwrap();
+    let failed = JobEvent::new(
+        T0 + 3,
+        "sys-a",
+        1,
+        EventKind::Archived {
+            code: ResultCode::Failed,
+            status: 404,
+        },
+    );
+    assert_eq!(held.history, [added, claimed, failed]);
+    let (stored, at, by) = stored_claim(&db, "held").await;
+    assert_eq!((at, by), (None, None));
+    assert_eq!(
+        jobstore_api::history::history_from_json(&stored).unwrap(),
+        held.history
+    );
+    assert_eq!(
+        store.job_counts(T0 + 4).await.unwrap(),
+        vec![JobCounts {
+            jobtype: "t".into(),
+            archived: [(ResultCode::Ok, 1), (ResultCode::Failed, 1)]
+                .into_iter()
+                .collect(),
+            ..JobCounts::default()
+        }]
+    );
+    store
+        .rerun_jobs(&["done".to_owned()], MIN, T0 + 5)
+        .await
+        .unwrap();
+    let done = store.get_job("done").await.unwrap().unwrap();
+    assert_eq!(done.history.len(), 4, "{:?}", done.history);
+    assert_eq!(
+        store.job_counts(T0 + 6).await.unwrap()[0].archived,
+        [(ResultCode::Failed, 1)].into_iter().collect()
+    );
     store.close().await;
 }

@@ -1,0 +1,284 @@
+//! The SQLite store against the reference store (`MemoryStore`), step by
+//! step, on one long pseudo-random run of every operation that changes a
+//! job: every answer, every job as read back (its history above all: the
+//! store keeps a job's current claim in its row and shows it as events,
+//! which must read exactly as the reference's stored events, at the limit
+//! of 20 too) and the job counts (kept by grouped updates of `counts`)
+//! must be the same after each step.
+
+use std::time::Duration;
+
+use jobstore_api::{
+    EventKind, Job, JobEdit, JobRelease, JobResult, JobStore, LOCK_DONE, MemoryStore, Millis,
+    NewJob, Release, ResultCode,
+};
+use jobstore_sqlite::SqliteStore;
+
+const T0: Millis = 1_700_000_000_000;
+const LEASE: Duration = Duration::from_secs(60);
+const IDS: [&str; 5] = ["a", "b", "c", "d", "e"];
+const OWNERS: [&str; 2] = ["sys-a", "sys-b"];
+
+/// A small deterministic generator (an LCG; the high bits).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+    fn pick<'a>(&mut self, of: &[&'a str]) -> &'a str {
+        of[self.below(of.len())]
+    }
+    /// One to three ids, maybe repeated across calls.
+    fn ids(&mut self) -> Vec<String> {
+        let mut ids: Vec<String> = Vec::new();
+        for _ in 0..=self.below(3) {
+            let id = self.pick(&IDS).to_owned();
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        ids
+    }
+}
+
+/// How often the run reached the cases where the SQLite store stores a
+/// pending claim (or shows one), with the history full or nearly so.
+#[derive(Debug, Default)]
+struct Seen {
+    /// A claim of an expired job whose claim is pending.
+    expired: usize,
+    /// A release for retry or unget, a cancel request or a run again
+    /// that stores a pending claim (and an archive) with 18 or more events
+    /// stored, so the oldest must make room for two or three.
+    full: usize,
+}
+
+/// Whether `job`'s last claim is pending in the SQLite store: its newest
+/// event (before the archive that ended it, if so) is that claim.
+fn pending(job: &Job) -> bool {
+    let h = &job.history;
+    let claimed =
+        |e: Option<&jobstore_api::JobEvent>| e.is_some_and(|e| e.what == EventKind::Claimed);
+    if job.lock == LOCK_DONE {
+        h.len() >= 2
+            && claimed(h.get(h.len() - 2))
+            && matches!(h.last().map(|e| &e.what), Some(EventKind::Archived { .. }))
+    } else {
+        claimed(h.last())
+    }
+}
+
+async fn count(memory: &MemoryStore, ids: &[String], now: Millis, seen: &mut Seen, claim: bool) {
+    for id in ids {
+        let Some(job) = memory.get_job(id).await.unwrap() else {
+            continue;
+        };
+        if !pending(&job) {
+            continue;
+        }
+        if claim && job.lock != LOCK_DONE && !job.lock.is_empty() && job.dt <= now {
+            seen.expired += 1;
+        }
+        if !claim && job.history.len() >= 18 {
+            seen.full += 1;
+        }
+    }
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// The same call on both stores; the answers, normalized by `$norm`, must
+/// be equal.
+macro_rules! both {
+    ($step:expr, $sqlite:expr, $memory:expr, |$s:ident| $call:expr, $norm:expr) => {{
+        let got = {
+            let $s = $sqlite;
+            $call.await.map($norm)
+        };
+        let want = {
+            let $s = $memory;
+            $call.await.map($norm)
+        };
+        assert_eq!(
+            got.as_ref().map_err(|e| e.kind()),
+            want.as_ref().map_err(|e| e.kind()),
+            "step {}: {}",
+            $step,
+            stringify!($call)
+        );
+    }};
+}
+
+async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
+    let mut seen = Seen::default();
+    let all: Vec<String> = IDS.iter().map(|id| (*id).to_owned()).collect();
+    let memory = &MemoryStore::new();
+    let mut rng = Rng(seed);
+    let mut now = T0;
+    let jobs: Vec<NewJob> = IDS.iter().map(|id| NewJob::new(*id, "t", *id)).collect();
+    both!(0, sqlite, memory, |s| s.add_jobs(&jobs, now), |o| o);
+    for step in 1..=steps {
+        // Up to 80 s a step: leases of 60 s run out now and then.
+        now += (rng.below(80) as Millis) * 1_000 + 1;
+        let owner = rng.pick(&OWNERS);
+        match rng.below(40) {
+            0..=11 => {
+                let limit = 1 + rng.below(3);
+                count(memory, &all, now, &mut seen, true).await;
+                both!(
+                    step,
+                    sqlite,
+                    memory,
+                    |s| s.claim_jobs("t", limit, owner, LEASE, now),
+                    |jobs| jobs
+                );
+            }
+            12..=21 => {
+                let releases: Vec<JobRelease> = rng
+                    .ids()
+                    .into_iter()
+                    .map(|id| {
+                        let how = match rng.below(8) {
+                            0 => Release::Retry {
+                                delay: Duration::from_secs(rng.below(30) as u64),
+                            },
+                            1 => Release::Unget,
+                            2 => Release::Delete,
+                            3 => Release::Archive(JobResult::cancelled()),
+                            4 => Release::Archive(JobResult::from_status(404)),
+                            5 => Release::Archive(JobResult::from_status(500)),
+                            _ => Release::Archive(
+                                JobResult::from_status(200).with_output(b"done".to_vec()),
+                            ),
+                        };
+                        JobRelease::new(id, how)
+                    })
+                    .collect();
+                let freed: Vec<String> = releases
+                    .iter()
+                    .filter(|r| matches!(r.how, Release::Retry { .. } | Release::Unget))
+                    .map(|r| r.id.clone())
+                    .collect();
+                count(memory, &freed, now, &mut seen, false).await;
+                both!(
+                    step,
+                    sqlite,
+                    memory,
+                    |s| s.release_jobs(&releases, owner, now),
+                    sorted
+                );
+            }
+            22..=25 => {
+                let ids = rng.ids();
+                count(memory, &ids, now, &mut seen, false).await;
+                both!(
+                    step,
+                    sqlite,
+                    memory,
+                    |s| s.cancel_jobs(&ids, now),
+                    |mut o| {
+                        o.cancelled.sort();
+                        o.marked.sort();
+                        o
+                    }
+                );
+            }
+            26..=31 => {
+                let ids = rng.ids();
+                count(memory, &ids, now, &mut seen, false).await;
+                let delay = Duration::from_secs(rng.below(20) as u64);
+                both!(
+                    step,
+                    sqlite,
+                    memory,
+                    |s| s.rerun_jobs(&ids, delay, now),
+                    sorted
+                );
+            }
+            32 | 33 => {
+                let edits: Vec<JobEdit> = rng
+                    .ids()
+                    .into_iter()
+                    .map(|id| JobEdit::new(id).priority(rng.below(3) as i32))
+                    .collect();
+                both!(step, sqlite, memory, |s| s.edit_jobs(&edits, now), sorted);
+            }
+            34 | 35 => {
+                let ids = rng.ids();
+                both!(
+                    step,
+                    sqlite,
+                    memory,
+                    |s| s.renew_locks(&ids, owner, LEASE, now),
+                    |mut r| {
+                        r.renewed.sort();
+                        r.cancelled.sort();
+                        r
+                    }
+                );
+                let id = rng.pick(&IDS);
+                both!(
+                    step,
+                    sqlite,
+                    memory,
+                    |s| s.update_data(id, owner, b"progress", now),
+                    |b| b
+                );
+            }
+            36 => {
+                let ids = rng.ids();
+                both!(step, sqlite, memory, |s| s.delete_jobs(&ids), |mut o| {
+                    o.deleted.sort();
+                    o.running.sort();
+                    o
+                });
+            }
+            37 => {
+                let codes = if rng.below(2) == 0 {
+                    vec![ResultCode::Ok, ResultCode::Cancelled]
+                } else {
+                    ResultCode::ALL.to_vec()
+                };
+                let before = now - (rng.below(300) as Millis) * 1_000;
+                both!(
+                    step,
+                    sqlite,
+                    memory,
+                    |s| s.purge_archived(before, &codes),
+                    |n| n
+                );
+            }
+            _ => {
+                // Deleted or purged jobs come back (as new jobs).
+                both!(step, sqlite, memory, |s| s.add_jobs(&jobs, now), |o| o);
+            }
+        }
+        for id in IDS {
+            both!(step, sqlite, memory, |s| s.get_job(id), |j| j);
+        }
+        both!(step, sqlite, memory, |s| s.job_counts(now), |c| c);
+    }
+    seen
+}
+
+#[tokio::test]
+async fn every_step_reads_as_the_reference_store() {
+    let mut seen = Seen::default();
+    for seed in 1..=4 {
+        let store = SqliteStore::connect("sqlite::memory:").await.unwrap();
+        let s = run(&store, seed, 600).await;
+        seen.expired += s.expired;
+        seen.full += s.full;
+        store.close().await;
+    }
+    println!("{seen:?}");
+    assert!(seen.expired > 0 && seen.full > 0, "{seen:?}");
+}
