@@ -299,6 +299,7 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(watch_wakes_on_resume);
         __jobstore_conformance_test!(history_records_every_change);
         __jobstore_conformance_test!(history_keeps_the_newest_events);
+        __jobstore_conformance_test!(history_reads_as_the_memory_store_in_every_path);
         __jobstore_conformance_test!(tags_round_trip_and_filter_lists);
         __jobstore_conformance_test!(stats_add_and_read);
         __jobstore_conformance_test!(stats_keep_the_last_hour_and_30_days);

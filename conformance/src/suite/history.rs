@@ -296,3 +296,208 @@ pub async fn tags_round_trip_and_filter_lists(c: Ctx) {
         "bad tag in a query",
     );
 }
+
+/// The same history as the MemoryStore's, in every path a store may take
+/// to keep it: a claim of an expired lease, archives with the claim just
+/// made and with it already recorded (a cancel requested meanwhile),
+/// retries and hand-backs, runs again of jobs archived either way, edits,
+/// cancels, and the newest 20 kept when the claim and the archival are the
+/// events that push the oldest out. Read by `get_job`, by `list_jobs` of
+/// every state, and as `claim_jobs` returns them. (Stores that keep a job's
+/// current claim in its fields, see `jobstore_api::history::PendingClaim`,
+/// take every one of these paths.) Needs history and the management
+/// operations; without history, `history_records_every_change` checks that
+/// every history reads empty, and without the others their own behaviours
+/// check that they answer `Unsupported`.
+pub async fn history_reads_as_the_memory_store_in_every_path(c: Ctx) {
+    let store = &*c.store;
+    let caps = store.capabilities();
+    if !(caps.history && caps.list_jobs && caps.edit_jobs && caps.cancel_running) {
+        return;
+    }
+    let mem = MemoryStore::new();
+    let stores: [&dyn JobStore; 2] = [&mem, store];
+    let lease = Duration::from_secs(60);
+    let ids = |v: &[&str]| -> Vec<String> { v.iter().map(|s| s.to_string()).collect() };
+    let mut t = T0;
+    let jobs: Vec<NewJob> = ["e", "f", "g", "h"]
+        .iter()
+        .map(|id| NewJob::new(*id, format!("t-{id}"), "x"))
+        .collect();
+    for s in stores {
+        s.add_jobs(&jobs, t).await.unwrap();
+    }
+    // Compares what both stores read of every job, at `now`.
+    let check = |what: String, now: i64| async move {
+        let mut read = Vec::new();
+        for s in stores {
+            let mut jobs = Vec::new();
+            for id in ["e", "f", "g", "h"] {
+                jobs.push(s.get_job(id).await.unwrap().map(|j| (j.id, j.history)));
+            }
+            for state in [
+                JobState::Waiting,
+                JobState::Scheduled,
+                JobState::Running,
+                JobState::Expired,
+                JobState::Archived,
+            ] {
+                let page = s.list_jobs(&JobQuery::new(state), now).await.unwrap();
+                for j in page.jobs {
+                    jobs.push(Some((j.id, j.history)));
+                }
+            }
+            read.push(jobs);
+        }
+        assert_eq!(read[0], read[1], "after {what}");
+    };
+    let claim = |jobtype: &'static str, owner: &'static str, now: i64| async move {
+        let mut got = Vec::new();
+        for s in stores {
+            let jobs = s.claim_jobs(jobtype, 10, owner, lease, now).await.unwrap();
+            got.push(
+                jobs.into_iter()
+                    .map(|j| (j.id, j.history))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        assert_eq!(got[0], got[1], "claimed by {owner} at {now}");
+        assert_eq!(got[0].len(), 1, "claimed by {owner} at {now}");
+    };
+    let minute = 61_000;
+
+    // e: claimed, its lease expires, claimed by another (the first
+    // claim is stored then), archived, run again, claimed, marked for
+    // cancelling (claim stored), expired, claimed, archived.
+    t += 1;
+    claim("t-e", "sys-a", t).await;
+    check("e claimed".into(), t).await;
+    t += minute;
+    check("e expired".into(), t).await;
+    claim("t-e", "sys-b", t).await;
+    check("e claimed again".into(), t).await;
+    t += 1;
+    for s in stores {
+        let how = Release::Archive(JobResult::from_status(500));
+        s.release_all(&ids(&["e"]), "sys-b", &how, t).await.unwrap();
+    }
+    check("e archived".into(), t).await;
+    t += 1;
+    for s in stores {
+        s.rerun_jobs(&ids(&["e"]), Duration::ZERO, t).await.unwrap();
+    }
+    check("e run again".into(), t).await;
+    t += 1;
+    claim("t-e", "sys-c", t).await;
+    for _ in 0..2 {
+        t += 1;
+        for s in stores {
+            s.cancel_jobs(&ids(&["e"]), t).await.unwrap();
+        }
+        check("e marked".into(), t).await;
+    }
+    t += minute;
+    claim("t-e", "sys-d", t).await;
+    check("e claimed after the mark".into(), t).await;
+    t += 1;
+    for s in stores {
+        s.release_all(
+            &ids(&["e"]),
+            "sys-d",
+            &Release::Archive(JobResult::cancelled()),
+            t,
+        )
+        .await
+        .unwrap();
+    }
+    check("e archived after the mark".into(), t).await;
+    t += 1;
+    for s in stores {
+        s.rerun_jobs(&ids(&["e"]), Duration::ZERO, t).await.unwrap();
+    }
+    check("e run again after the mark".into(), t).await;
+
+    // f: 19 events stored (added and 9 claims with their retries or
+    // hand-backs), then a claim and an archive push the oldest out;
+    // run again pushes two more (claimed and archived stored, then
+    // rerun); an edit; claimed, its lease expires, claimed again.
+    for i in 0..9 {
+        t += 1;
+        claim("t-f", "sys-a", t).await;
+        t += 1;
+        for s in stores {
+            let how = if i % 2 == 0 {
+                Release::Unget
+            } else {
+                Release::Retry {
+                    delay: Duration::ZERO,
+                }
+            };
+            s.release_all(&ids(&["f"]), "sys-a", &how, t).await.unwrap();
+        }
+    }
+    check("f with 19 events".into(), t).await;
+    t += 1;
+    claim("t-f", "sys-b", t).await;
+    check("f claimed with 19 events".into(), t).await;
+    t += 1;
+    for s in stores {
+        let how = Release::Archive(JobResult::from_status(200));
+        s.release_all(&ids(&["f"]), "sys-b", &how, t).await.unwrap();
+    }
+    check("f archived past 20 events".into(), t).await;
+    t += 1;
+    for s in stores {
+        s.rerun_jobs(&ids(&["f"]), Duration::from_secs(1), t)
+            .await
+            .unwrap();
+    }
+    check("f run again past 20 events".into(), t).await;
+    t += 1;
+    for s in stores {
+        s.edit_jobs(&[JobEdit::new("f").priority(2)], t)
+            .await
+            .unwrap();
+    }
+    t += 1000;
+    claim("t-f", "sys-a", t).await;
+    t += minute;
+    claim("t-f", "sys-b", t).await;
+    check("f claimed from an expired lease at 20 events".into(), t).await;
+
+    // g: claimed, retried, claimed, handed back, cancelled while free.
+    t += 1;
+    claim("t-g", "sys-a", t).await;
+    t += 1;
+    for s in stores {
+        let how = Release::Retry {
+            delay: Duration::ZERO,
+        };
+        s.release_all(&ids(&["g"]), "sys-a", &how, t).await.unwrap();
+    }
+    t += 1;
+    claim("t-g", "sys-a", t).await;
+    t += 1;
+    for s in stores {
+        s.release_all(&ids(&["g"]), "sys-a", &Release::Unget, t)
+            .await
+            .unwrap();
+    }
+    check("g handed back".into(), t).await;
+    t += 1;
+    for s in stores {
+        s.cancel_jobs(&ids(&["g"]), t).await.unwrap();
+    }
+    check("g cancelled".into(), t).await;
+
+    // h: claimed, then deleted by its holder: nothing left.
+    t += 1;
+    claim("t-h", "sys-a", t).await;
+    t += 1;
+    for s in stores {
+        s.release_all(&ids(&["h"]), "sys-a", &Release::Delete, t)
+            .await
+            .unwrap();
+    }
+    check("h deleted".into(), t).await;
+}
