@@ -16,12 +16,15 @@
 mod support;
 
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, Locator};
 use jobstore_conformance::services;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use serde_json::{Value, json};
 use support::*;
 
@@ -64,7 +67,9 @@ fn tools() -> Result<Tools, String> {
     })
 }
 
-/// A ChromeDriver process on a free port, killed on drop.
+/// A ChromeDriver process on a free port, in a process group of its own
+/// with the browsers it starts: dropping it (also when a test fails before
+/// closing its sessions) kills the whole group, so no browser outlives it.
 struct Driver {
     child: Child,
     url: String,
@@ -79,6 +84,7 @@ impl Driver {
             .port();
         let child = Command::new(&tools.chromedriver)
             .arg(format!("--port={port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -114,7 +120,8 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        let group = Pid::from_raw(-(self.child.id() as i32));
+        let _ = kill(group, Signal::SIGKILL);
         let _ = self.child.wait();
     }
 }
