@@ -8,27 +8,19 @@
 -- $8 now (done_dt), $9 now + 1000 years (dt of archived jobs), $10 channel.
 --
 -- Retry and unget update the job in place (clearing its cancel mark) and
--- notify the channel once per jobtype freed; archive moves it to `archive` with its own result;
--- delete removes it. The entries are joined to their jobs by id and the
--- jobs locked first, in id order like every statement that locks jobs by
--- id (so two of them never wait on each other in a cycle); a job is
--- re-checked on its newest version (`lock = $2`) as it is locked, and
--- only the jobs locked change. (One CTE carries both the entries and the
--- lock: joining a second CTE of the locked ids to the entries planned a
--- nested loop over CTE scans, 100 x 100 rows per release of 100.) The
--- update and the delete join the CTE's rows by id alone: the CTE holds the
--- lock of each, taken on its newest version with lock = $2, so nobody else
--- changes them before this statement ends, and an update or delete that
--- finds an older version (one a cancel marked after this statement's
--- snapshot) follows it to the version locked. With `j.lock = $2` there
--- too, once ANALYZE had seen the jobs free (an empty `jobs_leased`), the
--- planner read the owner's rows from `jobs_leased` expecting one, and
--- joined them to the CTE with a nested loop over it, again 100 x 100 rows
--- per release of 100; by id alone, each row is a primary-key lookup. (By
--- ctid, as claims do, a job marked after the snapshot was missed: the
--- version locked is newer than the snapshot, and a TID scan does not see
--- it.) The two data-modifying CTEs touch disjoint rows: an id is listed
--- once, with one kind. Returns the ids released.
+-- notify the channel once per jobtype freed; archive moves it to `archive`
+-- with its own result; delete removes it. Each entry is joined to its job
+-- by primary key (a nested loop driven by the entries), and a job is
+-- changed only if it is locked by $2 on its newest version (`j.lock = $2`
+-- is re-checked on the version found should another transaction change
+-- it meanwhile). The caller sorts the entries by id and never mixes kinds
+-- that update (r, u) with kinds that delete (a, d) in one statement: each
+-- statement then locks its jobs in id order, like every statement that
+-- locks jobs by id, so two of them never wait on each other in a cycle,
+-- with no locking pass of its own. (Both CTEs run in one statement: with
+-- both kinds, the updates would lock their ids in order, then the
+-- deletes theirs, and a cancel locking both in id order between them
+-- could close a cycle.) Returns the ids released.
 --
 -- Every job changed gets one event (by $2, at $8): `retried` (delay_ms =
 -- dt - now, and the run's status if given), `handed_back` (attempts after
@@ -43,13 +35,9 @@
 -- was requested meanwhile: claimed_at is NULL) gets its `archived` event
 -- appended, as before. A delete records nothing.
 WITH r AS (
-    SELECT j.id, e.kind, e.dt, e.code, e.status, e.output
+    SELECT *
     FROM unnest($1::text[], $3::text[], $4::int8[], $5::text[], $6::int4[], $7::bytea[])
-        AS e (id, kind, dt, code, status, output)
-    JOIN jobs j ON j.id = e.id
-    WHERE j.lock = $2
-    ORDER BY j.id
-    FOR UPDATE OF j
+        AS r (id, kind, dt, code, status, output)
 ), freed AS (
     UPDATE jobs j
     SET lock = '',
@@ -65,12 +53,12 @@ WITH r AS (
                                     'delay_ms', r.dt - $8::int8, 'status', r.status))
             END)
     FROM r
-    WHERE j.id = r.id AND r.kind IN ('r', 'u')
+    WHERE j.id = r.id AND r.kind IN ('r', 'u') AND j.lock = $2
     RETURNING j.id, j.jobtype
 ), gone AS (
     DELETE FROM jobs j
     USING r
-    WHERE j.id = r.id AND r.kind IN ('a', 'd')
+    WHERE j.id = r.id AND r.kind IN ('a', 'd') AND j.lock = $2
     RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt,
               j.tags, j.history, j.claimed_at, r.kind, r.code, r.status, r.output
 ), archived AS (

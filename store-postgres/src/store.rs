@@ -64,7 +64,7 @@ impl PgStore {
     /// split into several statements.
     const ADD_CHUNK_BYTES: usize = 32 << 20;
     /// Most result output bytes sent in one release statement; longer
-    /// lists are split into several statements in one transaction.
+    /// lists are split into several statements.
     const RELEASE_CHUNK_BYTES: usize = 32 << 20;
     /// Most connections of the listing pool (opened on first use).
     const LIST_CONNECTIONS: u32 = 2;
@@ -162,7 +162,7 @@ impl PgStore {
     /// The release statements for `releases`: one per
     /// [`Self::RELEASE_CHUNK_BYTES`] of result output, at least one entry
     /// each.
-    fn release_chunks(releases: &[JobRelease]) -> Vec<&[JobRelease]> {
+    fn release_chunks<'r>(releases: &'r [&'r JobRelease]) -> Vec<&'r [&'r JobRelease]> {
         split_by_size(releases, Self::RELEASE_CHUNK_BYTES, |r| r.how.output_len())
     }
 
@@ -192,7 +192,7 @@ impl PgStore {
     /// The release statement for `releases` (see `queries/release_jobs.sql`).
     fn release_query<'q>(
         &'q self,
-        releases: &'q [JobRelease],
+        releases: &'q [&'q JobRelease],
         owner: &'q str,
         now: Millis,
     ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
@@ -644,33 +644,27 @@ impl JobStore for PgStore {
         now: Millis,
     ) -> Result<Vec<String>> {
         validate::release(releases, owner, now)?;
-        // One statement per RELEASE_CHUNK_BYTES of result output: one for
-        // any ordinary list.
-        let chunks = Self::release_chunks(releases);
-        match chunks.as_slice() {
-            [] => Ok(Vec::new()),
-            [one] => {
-                self.ids_query("release_jobs", self.release_query(one, owner, now))
-                    .await
-            }
-            many => {
-                let m = |e| map("release_jobs", e);
-                let mut tx = self.pool.begin().await.map_err(m)?;
-                let mut released = Vec::with_capacity(releases.len());
-                for chunk in many {
-                    let rows = self
-                        .release_query(chunk, owner, now)
-                        .fetch_all(&mut *tx)
-                        .await
-                        .map_err(m)?;
-                    for r in &rows {
-                        released.push(get::<String>(r, 0)?);
-                    }
-                }
-                tx.commit().await.map_err(m)?;
-                Ok(released)
+        // Sorted by id, with the kinds that keep their job (retry, unget)
+        // apart from those that remove it (archive, delete): each statement
+        // then locks its jobs in id order (see queries/release_jobs.sql).
+        // One statement per kind present and RELEASE_CHUNK_BYTES of result
+        // output, each its own transaction: one for an ordinary list of
+        // one kind, two when it mixes them.
+        let mut sorted: Vec<&JobRelease> = releases.iter().collect();
+        sorted.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        let (stay, go): (Vec<&JobRelease>, Vec<&JobRelease>) = sorted
+            .into_iter()
+            .partition(|r| matches!(r.how, Release::Retry { .. } | Release::Unget));
+        let mut released = Vec::with_capacity(releases.len());
+        for group in [stay, go] {
+            for chunk in Self::release_chunks(&group) {
+                released.extend(
+                    self.ids_query("release_jobs", self.release_query(chunk, owner, now))
+                        .await?,
+                );
             }
         }
+        Ok(released)
     }
 
     async fn update_data(&self, id: &str, owner: &str, data: &[u8], now: Millis) -> Result<bool> {
@@ -1064,9 +1058,12 @@ mod tests {
                 })
                 .collect()
         };
-        assert_eq!(PgStore::release_chunks(&archived(512)).len(), 1);
-        assert_eq!(PgStore::release_chunks(&archived(513)).len(), 2);
-        let deletes = [JobRelease::new("a", Release::Delete)];
-        assert_eq!(PgStore::release_chunks(&deletes).len(), 1);
+        let chunks = |list: &[JobRelease]| {
+            let refs: Vec<&JobRelease> = list.iter().collect();
+            PgStore::release_chunks(&refs).len()
+        };
+        assert_eq!(chunks(&archived(512)), 1);
+        assert_eq!(chunks(&archived(513)), 2);
+        assert_eq!(chunks(&[JobRelease::new("a", Release::Delete)]), 1);
     }
 }

@@ -965,3 +965,49 @@ fn a_cancel_over_an_archived_id_leaves_no_pending_claim() {
         );
     });
 }
+
+/// Releases that mix retries with archives, their entries in no order,
+/// racing cancels and renewals of the same jobs: every statement locks its
+/// jobs in id order (a release, one statement per kind of entry), so none
+/// waits on another in a cycle, which PostgreSQL would end by aborting one
+/// of them with a deadlock error.
+#[test]
+fn mixed_releases_racing_cancels_and_renewals_never_deadlock() {
+    with_store_opts(
+        |o| o.max_connections(6),
+        |store| async move {
+            let lease = Duration::from_secs(60);
+            for round in 0..20 {
+                let now = T0 + round;
+                let ids: Vec<String> = (0..40).map(|i| format!("r{round}-{i:02}")).collect();
+                let jobs: Vec<NewJob> = ids.iter().map(|id| NewJob::new(id, "t", "")).collect();
+                store.add_jobs(&jobs, now).await.unwrap();
+                let got = store.claim_jobs("t", 40, "o", lease, now).await.unwrap();
+                assert_eq!(got.len(), 40);
+                let releases: Vec<JobRelease> = ids
+                    .iter()
+                    .rev()
+                    .enumerate()
+                    .map(|(i, id)| {
+                        let how = if i % 2 == 0 {
+                            Release::Retry {
+                                delay: Duration::from_secs(3600),
+                            }
+                        } else {
+                            Release::Archive(JobResult::from_status(0))
+                        };
+                        JobRelease::new(id.clone(), how)
+                    })
+                    .collect();
+                let (released, cancelled, renewed) = tokio::join!(
+                    store.release_jobs(&releases, "o", now),
+                    store.cancel_jobs(&ids, now),
+                    store.renew_locks(&ids, "o", lease, now),
+                );
+                assert_eq!(released.unwrap().len(), 40, "round {round}");
+                cancelled.unwrap();
+                renewed.unwrap();
+            }
+        },
+    );
+}
