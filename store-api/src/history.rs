@@ -160,6 +160,22 @@ pub fn complete_history(
     stored
 }
 
+/// A stored history with the job's `Added` event put back, for stores
+/// that leave it implicit: every job's first event is `Added`, at its
+/// `create_dt`, by nobody, attempt 0, so such a store writes no history
+/// when it adds a job and keeps only the events after it. The event is
+/// put first unless the stored events already start with it (a job
+/// stored before the store left it out) or fill [`MAX_HISTORY`] (it is
+/// then older than the newest events kept, as if it had been stored and
+/// dropped). Apply it before [`complete_history`].
+pub fn with_added(mut stored: Vec<JobEvent>, created: Millis) -> Vec<JobEvent> {
+    let has_it = stored.first().is_some_and(|e| e.what == EventKind::Added);
+    if !has_it && stored.len() < MAX_HISTORY {
+        stored.insert(0, JobEvent::new(created, "", 0, EventKind::Added));
+    }
+    stored
+}
+
 /// A history from a JSON array of events (how SQL and document stores
 /// keep it); empty text or `null` is an empty history.
 pub fn history_from_json(text: &str) -> Result<Vec<JobEvent>> {
@@ -182,6 +198,50 @@ pub fn tags_from_json(text: &str) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With the `Added` event implicit, a history reads as it would with
+    /// every event stored: the store keeps the same newest events after
+    /// it (capped at MAX_HISTORY), and `with_added` puts it back exactly
+    /// while it would still be among the newest.
+    #[test]
+    fn an_implicit_added_event_reads_as_a_stored_one() {
+        let event = |i: usize| JobEvent::new(10 + i as Millis, "s", 1, EventKind::Edited);
+        let added = JobEvent::new(7, "", 0, EventKind::Added);
+        for n in 0..=MAX_HISTORY + 3 {
+            let mut all = vec![added.clone()];
+            let mut implicit = Vec::new();
+            for i in 0..n {
+                push_event(&mut all, event(i));
+                push_event(&mut implicit, event(i));
+            }
+            assert_eq!(with_added(implicit, 7), all, "{n} events after added");
+            // A history stored with its Added event is left as it is.
+            assert_eq!(
+                with_added(all.clone(), 99),
+                all,
+                "{n} events, stored with added"
+            );
+        }
+        let claim = PendingClaim {
+            at: 50,
+            by: "s".into(),
+            attempt: 2,
+        };
+        for n in MAX_HISTORY - 3..=MAX_HISTORY {
+            let mut all = vec![added.clone()];
+            let mut implicit = Vec::new();
+            for i in 0..n {
+                push_event(&mut all, event(i));
+                push_event(&mut implicit, event(i));
+            }
+            let done = Some((60, ResultCode::Ok, 0));
+            assert_eq!(
+                complete_history(with_added(implicit, 7), Some(claim.clone()), done),
+                complete_history(all, Some(claim.clone()), done),
+                "{n} events and a pending claim"
+            );
+        }
+    }
 
     #[test]
     fn events_round_trip_through_json() {

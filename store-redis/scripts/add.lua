@@ -3,7 +3,9 @@
 -- priority, ready score (-priority), dt (15 zero-padded digits), tags (the
 -- JSON array text, '' for none). Padded times compare as strings: no
 -- number conversion per job. A created job gets its tags (field t, only
--- when it has any) and its history with the one event `added` (field h).
+-- when it has any) and no history: its `added` event is implicit (reads put
+-- it back from c, see README, "History and tags"), so h is first written
+-- by a later event.
 -- mode "c": create the job if its hash is missing, unless this call's
 -- reservation token was fenced (taken over) for that id.
 -- mode "r": only report; the group's data field is then the token of the
@@ -22,7 +24,6 @@ local pre, nowp, token = ARGV[1], ARGV[2], ARGV[5]
 local out, tokens = {}, {}
 local created = 0
 local fenced = redis.call('EXISTS', KEYS[3]) == 1
-local added = push_event(false, event_head(fmt(tonumber(nowp)), '') .. '0,"event":"added"}')
 for i = 6, #ARGV, 7 do
   tokens[#tokens + 1] = redis.call('HGET', pre .. ARGV[i], 'g')
 end
@@ -43,10 +44,10 @@ for i = 6, #ARGV, 7 do
     local tags = ARGV[i + 6]
     if tags == '' then
       redis.call('HSET', pre .. id, 'd', ARGV[i + 2], 'p', ARGV[i + 3], 'dt', dtp,
-        'l', '', 'a', '0', 'c', nowp, 'g', ARGV[5], 'h', added)
+        'l', '', 'a', '0', 'c', nowp, 'g', ARGV[5])
     else
       redis.call('HSET', pre .. id, 'd', ARGV[i + 2], 'p', ARGV[i + 3], 'dt', dtp,
-        'l', '', 'a', '0', 'c', nowp, 'g', ARGV[5], 'h', added, 't', tags)
+        'l', '', 'a', '0', 'c', nowp, 'g', ARGV[5], 't', tags)
     end
     if dtp <= nowp then
       redis.call('ZADD', KEYS[1], ARGV[i + 4], dtp .. id)

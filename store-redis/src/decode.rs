@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use jobstore_api::history::{PendingClaim, complete_history, tags_from_json};
+use jobstore_api::history::{PendingClaim, complete_history, tags_from_json, with_added};
 use jobstore_api::{
     Error, Handler, HandlerVersion, Job, JobEvent, JobResult, LOCK_DONE, Result, ResultCode,
 };
@@ -170,7 +170,7 @@ pub(crate) fn job_from_hash(
         (true, Some(at), Some(r)) => Some((at, r.code, r.status)),
         _ => None,
     };
-    let history = complete_history(stored, claim, archive);
+    let history = complete_history(with_added(stored, create_dt), claim, archive);
     Ok(Job {
         id: id.to_owned(),
         jobtype: jobtype.to_owned(),

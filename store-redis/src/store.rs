@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::{join_all, try_join_all};
-use jobstore_api::history::complete_history;
+use jobstore_api::history::{complete_history, with_added};
 use jobstore_api::*;
 use jobstore_api::{CancelOutcome, Renewal};
 use redis::Value;
@@ -329,6 +329,7 @@ impl JobStore for RedisStore {
                 by: owner.to_owned(),
                 attempt: attempts,
             };
+            let create_dt = int(&c, "create_dt")?;
             jobs.push(Job {
                 id: string(id, "claimed id")?,
                 jobtype: jobtype.to_owned(),
@@ -337,12 +338,16 @@ impl JobStore for RedisStore {
                 dt: expiry,
                 lock: owner.to_owned(),
                 attempts,
-                create_dt: int(&c, "create_dt")?,
+                create_dt,
                 done_dt: None,
                 result: None,
                 cancel_requested: is_marked(&x),
                 tags: tags(t.as_deref())?,
-                history: complete_history(history(h.as_deref())?, Some(claim), None),
+                history: complete_history(
+                    with_added(history(h.as_deref())?, create_dt),
+                    Some(claim),
+                    None,
+                ),
                 claimed_due: Some(int(&due, "due time")?),
             });
         }

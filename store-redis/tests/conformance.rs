@@ -11,8 +11,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use jobstore_api::limits::MAX_PAGE;
 use jobstore_api::{
-    Handler, JobQuery, JobRelease, JobResult, JobState, JobStore, JobStoreExt, LOCK_DONE, NewJob,
-    Release, ResultCode,
+    EventKind, Handler, JobEvent, JobQuery, JobRelease, JobResult, JobState, JobStore, JobStoreExt,
+    LOCK_DONE, NewJob, Release, ResultCode,
 };
 use jobstore_redis::{RedisOptions, RedisStore};
 
@@ -1009,8 +1009,9 @@ fn archives_kept_in_one_set_are_listed_run_again_and_deleted() {
 }
 
 /// A job hash stored before histories and tags (no `h`, no `t`) reads
-/// back with neither, is listed, and starts its history at the next
-/// change; the stored events are `JobEvent::to_json`'s text.
+/// back with no tags and its implicit `added` event alone (as every hash
+/// added since), is listed, and stores its history from the next change;
+/// the stored events are `JobEvent::to_json`'s text.
 #[test]
 fn hashes_without_history_or_tags_read_as_empty() {
     with_namespace(
@@ -1029,19 +1030,20 @@ fn hashes_without_history_or_tags_read_as_empty() {
                 .await
                 .unwrap();
             let got = s.get_job("old").await.unwrap().unwrap();
-            assert!(got.history.is_empty() && got.tags.is_empty());
+            let added = [JobEvent::new(now, "", 0, EventKind::Added)];
+            assert!(got.history == added && got.tags.is_empty(), "{got:?}");
             let page = s
                 .list_jobs(&JobQuery::new(JobState::Waiting), now)
                 .await
                 .unwrap();
             assert_eq!(page.jobs.len(), 1);
-            assert!(page.jobs[0].history.is_empty());
+            assert_eq!(page.jobs[0].history, added);
             let tagged = JobQuery::new(JobState::Waiting).tag("a");
             assert!(s.list_jobs(&tagged, now).await.unwrap().jobs.is_empty());
             let min = Duration::from_secs(60);
             let claimed = s.claim_jobs("t", 1, "w\"1", min, now).await.unwrap();
             assert_eq!(claimed.len(), 1);
-            assert_eq!(claimed[0].history.len(), 1);
+            assert_eq!(claimed[0].history.len(), 2);
             assert_eq!(
                 s.get_job("old").await.unwrap().unwrap().history,
                 claimed[0].history
@@ -1064,7 +1066,7 @@ fn hashes_without_history_or_tags_read_as_empty() {
                 .unwrap();
             assert_eq!(released, ["old"]);
             let job = s.get_job("old").await.unwrap().unwrap();
-            assert_eq!(job.history.len(), 2);
+            assert_eq!(job.history.len(), 3);
             let h: String = redis::cmd("HGET")
                 .arg(&key)
                 .arg("h")
@@ -1075,11 +1077,11 @@ fn hashes_without_history_or_tags_read_as_empty() {
                 h,
                 format!(
                     "02\n{}\n{}",
-                    job.history[0].to_json(),
-                    job.history[1].to_json()
+                    job.history[1].to_json(),
+                    job.history[2].to_json()
                 )
             );
-            assert_eq!(job.history[0], claimed[0].history[0]);
+            assert_eq!(job.history[..2], claimed[0].history);
         },
     );
 }
@@ -1189,18 +1191,14 @@ fn pending_claims_read_as_the_memory_stores_events() {
             assert_eq!(left, [None, None, None], "run again clears the claim");
             // A claim as stored before the claim fields: in h, no ca.
             claim("pc2", "w1", t + 30_000).await;
+            // (And before the implicit added event: h holds it too.)
             let key = format!("{{{prefix}:pc2}}:j:old");
-            let h: String = redis::cmd("HGET")
-                .arg(&key)
-                .arg("h")
-                .query_async(&mut c)
-                .await
-                .unwrap();
-            let claimed = m.get_job("old").await.unwrap().unwrap().history[1].to_json();
+            let events = m.get_job("old").await.unwrap().unwrap().history;
+            let (added, claimed) = (events[0].to_json(), events[1].to_json());
             let _: () = redis::cmd("HSET")
                 .arg(&key)
                 .arg("h")
-                .arg(format!("02{}\n{claimed}", &h[2..]))
+                .arg(format!("02\n{added}\n{claimed}"))
                 .query_async(&mut c)
                 .await
                 .unwrap();

@@ -1,7 +1,8 @@
--- The rows are appended at {rows}: one "(?, ?, ?, ?, ?, ?, ?, ?)" per job,
+-- The rows are appended at {rows}: one "(?, ?, ?, ?, ?, ?, ?)" per job,
 -- bound as id, jobtype, priority, dt, create_dt, data, tags (JSON array of
--- strings), history (a JSON array of the one Added event).
-INSERT INTO jobs (id, jobtype, priority, dt, create_dt, data, tags, history)
+-- strings). The history stays empty: the Added event is implicit
+-- (jobstore_api::history::with_added puts it back on reads).
+INSERT INTO jobs (id, jobtype, priority, dt, create_dt, data, tags)
 VALUES {rows}
 ON CONFLICT (id) DO NOTHING
 RETURNING id

@@ -50,11 +50,11 @@ queries! {
 }
 
 /// One row of the multi-row insert in [`ADD_JOBS`]: id, jobtype, priority,
-/// dt, create_dt, data, tags, history.
-pub(crate) const ADD_JOBS_ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?)";
+/// dt, create_dt, data, tags.
+pub(crate) const ADD_JOBS_ROW: &str = "(?, ?, ?, ?, ?, ?, ?)";
 
 /// Parameters bound per row of [`ADD_JOBS`].
-pub(crate) const ADD_JOBS_PARAMS_PER_ROW: usize = 8;
+pub(crate) const ADD_JOBS_PARAMS_PER_ROW: usize = 7;
 
 /// The insert for `rows` jobs.
 pub(crate) fn add_jobs(rows: usize) -> String {

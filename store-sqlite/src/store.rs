@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jobstore_api::batch::split_by_size;
 use jobstore_api::history::{
-    MAX_HISTORY, PendingClaim, complete_history, history_from_json, tags_from_json,
+    MAX_HISTORY, PendingClaim, complete_history, history_from_json, tags_from_json, with_added,
 };
 use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
@@ -538,6 +538,7 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         _ => None,
     };
     let stored = history_from_json(&row.try_get::<String, _>("history").map_err(d)?)?;
+    let create_dt: Millis = row.try_get("create_dt").map_err(d)?;
     Ok(Job {
         id: row.try_get("id").map_err(d)?,
         jobtype: row.try_get("jobtype").map_err(d)?,
@@ -549,14 +550,84 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         dt: row.try_get("dt").map_err(d)?,
         lock,
         attempts,
-        create_dt: row.try_get("create_dt").map_err(d)?,
+        create_dt,
         done_dt,
         result,
         cancel_requested: row.try_get::<i64, _>("cancel_requested").map_err(d)? != 0,
         tags: tags_from_json(&row.try_get::<String, _>("tags").map_err(d)?)?,
-        history: complete_history(stored, claim, ended),
+        history: complete_history(with_added(stored, create_dt), claim, ended),
         claimed_due: None,
     })
+}
+
+/// What a claim knows of every job it takes: the rest comes from the
+/// row `queries/claim_take.sql` returns.
+struct Claimed<'a> {
+    jobtype: &'a str,
+    owner: &'a str,
+    expires: Millis,
+    now: Millis,
+}
+
+impl Claimed<'_> {
+    /// The claimed job of a row of `claim_take.sql`: id, priority,
+    /// attempts, create_dt, data, and the JSON array of the fields usually
+    /// empty (`NULL` when all are).
+    fn job(&self, row: &SqliteRow) -> Result<Job> {
+        type Rest = (
+            Option<String>,
+            Option<i64>,
+            Option<String>,
+            i64,
+            Vec<String>,
+            Vec<JobEvent>,
+        );
+        let d = |e| error::map("decoding a claimed job", e);
+        let attempts: i64 = row.try_get(2).map_err(d)?;
+        let attempts = u32::try_from(attempts).map_err(|e| Error::backend("stored attempts", e))?;
+        let create_dt: Millis = row.try_get(3).map_err(d)?;
+        let rest: Option<String> = row.try_get(5).map_err(d)?;
+        let (code, status, output, cancel, tags, stored): Rest = match rest {
+            None => (None, None, None, 0, Vec::new(), Vec::new()),
+            Some(text) => serde_json::from_str(&text)
+                .map_err(|e| Error::backend("malformed claimed job fields", e))?,
+        };
+        let result = match code {
+            None => None,
+            Some(code) => Some(JobResult {
+                code: ResultCode::from_str(&code)
+                    .map_err(|e| Error::backend("stored result code", e))?,
+                status: u16::try_from(status.unwrap_or(0))
+                    .map_err(|e| Error::backend("stored result status", e))?,
+                output: hex::decode(output.unwrap_or_default())
+                    .map_err(|e| Error::backend("stored result output", e))?,
+            }),
+        };
+        let claim = PendingClaim {
+            at: self.now,
+            by: self.owner.to_owned(),
+            attempt: attempts,
+        };
+        Ok(Job {
+            id: row.try_get(0).map_err(d)?,
+            jobtype: self.jobtype.to_owned(),
+            data: row
+                .try_get::<Option<Vec<u8>>, _>(4)
+                .map_err(d)?
+                .unwrap_or_default(),
+            priority: row.try_get(1).map_err(d)?,
+            dt: self.expires,
+            lock: self.owner.to_owned(),
+            attempts,
+            create_dt,
+            done_dt: None,
+            result,
+            cancel_requested: cancel != 0,
+            tags,
+            history: complete_history(with_added(stored, create_dt), Some(claim), None),
+            claimed_due: None,
+        })
+    }
 }
 
 /// A stored limit column: `NULL` is not set; a value out of the field's
@@ -625,7 +696,6 @@ impl JobStore for SqliteStore {
         if jobs.is_empty() {
             return Ok(AddOutcome::default());
         }
-        let history = format!("[{}]", event(now, "", EventKind::Added));
         let tags = jobs
             .iter()
             .map(|j| serde_json::to_string(&j.tags).map_err(|e| Error::backend("encoding tags", e)))
@@ -643,8 +713,7 @@ impl JobStore for SqliteStore {
                     .bind(job.run_at.unwrap_or(now))
                     .bind(now)
                     .bind(job.data.as_slice())
-                    .bind(tags.as_str())
-                    .bind(history.as_str());
+                    .bind(tags.as_str());
             }
             let new = q
                 .fetch_all(&mut *tx)
@@ -741,7 +810,16 @@ impl JobStore for SqliteStore {
             .enumerate()
             .map(|(i, (id, due))| (id.as_str(), (i, *due)))
             .collect();
-        let mut jobs = rows.iter().map(job_from_row).collect::<Result<Vec<_>>>()?;
+        let claim = Claimed {
+            jobtype,
+            owner,
+            expires: now + duration_ms(lease),
+            now,
+        };
+        let mut jobs = rows
+            .iter()
+            .map(|row| claim.job(row))
+            .collect::<Result<Vec<_>>>()?;
         for job in &mut jobs {
             job.claimed_due = picked.get(job.id.as_str()).map(|&(_, due)| due);
         }

@@ -601,9 +601,9 @@ CREATE INDEX stats_by_age ON stats (resolution, start)
 ";
 
 /// A database of the schema before histories and tags (migrations 1 to 4)
-/// is upgraded by `connect`: its jobs read back with no tags and no
-/// history, its archive is counted, and the counts follow the changes from
-/// then on.
+/// is upgraded by `connect`: its jobs read back with no tags and, for
+/// history, their implicit `Added` event alone (at their `create_dt`), its
+/// archive is counted, and the counts follow the changes from then on.
 #[tokio::test]
 async fn jobs_stored_before_histories_read_empty_and_are_counted() {
     use jobstore_api::{JobCounts, ResultCode};
@@ -640,7 +640,8 @@ async fn jobs_stored_before_histories_read_empty_and_are_counted() {
 
     let store = SqliteStore::connect(&db.url("")).await.unwrap();
     let live = store.get_job("live").await.unwrap().unwrap();
-    assert!(live.tags.is_empty() && live.history.is_empty(), "{live:?}");
+    let added = jobstore_api::JobEvent::new(0, "", 0, jobstore_api::EventKind::Added);
+    assert!(live.tags.is_empty() && live.history == [added], "{live:?}");
     let counts = |waiting, archived: &[(ResultCode, u64)]| {
         vec![JobCounts {
             jobtype: "t".into(),
@@ -654,7 +655,7 @@ async fn jobs_stored_before_histories_read_empty_and_are_counted() {
         counts(1, &[(ResultCode::Ok, 1), (ResultCode::Failed, 1)])
     );
     let got = store.claim_jobs("t", 1, "owner", MIN, T0).await.unwrap();
-    assert_eq!(got[0].history.len(), 1, "{:?}", got[0].history);
+    assert_eq!(got[0].history.len(), 2, "{:?}", got[0].history);
     let failed = vec!["failed".to_owned()];
     assert_eq!(store.rerun_jobs(&failed, MIN, T0).await.unwrap(), failed);
     assert_eq!(
@@ -684,11 +685,12 @@ async fn stored_claim(db: &TempDb, id: &str) -> (String, Option<i64>, Option<Str
     row
 }
 
-/// A claim and the release that archives the job write the claim into the
-/// row and leave the stored history as the add wrote it; reads show the
-/// `Claimed` and `Archived` events all the same, and a run again stores
-/// them before its own. A claim of an expired job stores the claim that
-/// expired first.
+/// An add stores no history (its `Added` event is implicit); a claim and
+/// the release that archives the job write the claim into the row and
+/// leave the stored history as it is; reads show the `Added`, `Claimed`
+/// and `Archived` events all the same, and a run again stores the claim
+/// and the archive before its own. A claim of an expired job stores the
+/// claim that expired first.
 #[tokio::test]
 async fn claims_and_archives_leave_the_stored_history_alone() {
     use jobstore_api::{EventKind, JobEvent, ResultCode};
@@ -699,6 +701,7 @@ async fn claims_and_archives_leave_the_stored_history_alone() {
         .await
         .unwrap();
     let (added, ..) = stored_claim(&db, "j").await;
+    assert_eq!(added, "[]");
     let got = store
         .claim_jobs("t", 1, "sys-a", MIN, T0 + 1)
         .await
@@ -717,7 +720,7 @@ async fn claims_and_archives_leave_the_stored_history_alone() {
     assert_eq!((at, by), (Some(later), None));
     assert_eq!(
         jobstore_api::history::history_from_json(&history).unwrap(),
-        want
+        want[1..]
     );
     want.push(JobEvent::new(later, "sys-b", 2, EventKind::Claimed));
     assert_eq!(got[0].history, want);
@@ -752,7 +755,7 @@ async fn claims_and_archives_leave_the_stored_history_alone() {
     assert_eq!((at, by), (None, None));
     assert_eq!(
         jobstore_api::history::history_from_json(&stored).unwrap(),
-        want
+        want[1..]
     );
     assert_eq!(store.get_job("j").await.unwrap().unwrap().history, want);
     store.close().await;
