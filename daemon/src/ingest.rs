@@ -216,6 +216,7 @@ impl Ingest {
                     priority: r.priority,
                     run_at: r.run_at,
                     tags: r.tags.clone(),
+                    trace: r.trace.clone(),
                 });
             }
         }

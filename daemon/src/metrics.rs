@@ -58,6 +58,13 @@ pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
 
+/// Labels naming an HTTP header.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HeaderLabels {
+    /// The header's name (`traceparent`, `tracestate`).
+    pub header: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -96,6 +103,9 @@ pub struct Metrics {
     pub remote_workers: Family<StateLabels, Gauge>,
     /// Jobs remote workers hold.
     pub remote_jobs_held: Gauge,
+    /// Adds whose malformed `traceparent` or `tracestate` header was
+    /// ignored (W3C Trace Context), by header.
+    pub trace_headers_ignored: Family<HeaderLabels, Counter>,
     journal_appended_records: Counter,
     journal_appended_bytes: Counter,
     journal_fsyncs: Counter,
@@ -136,6 +146,7 @@ impl Metrics {
             sysid_held: Gauge::default(),
             remote_workers: Family::default(),
             remote_jobs_held: Gauge::default(),
+            trace_headers_ignored: Family::default(),
             journal_appended_records: Counter::default(),
             journal_appended_bytes: Counter::default(),
             journal_fsyncs: Counter::default(),
@@ -207,6 +218,11 @@ impl Metrics {
             "remote_jobs_held",
             "Jobs remote workers hold",
             m.remote_jobs_held.clone(),
+        );
+        r.register(
+            "trace_headers_ignored",
+            "Adds whose malformed traceparent or tracestate header was ignored, by header",
+            m.trace_headers_ignored.clone(),
         );
         r.register(
             "journal_appended_records",

@@ -7,10 +7,11 @@
 -- Returns what the caller does not know already (the jobtype, lock, dt and
 -- claimed_at are its own arguments): id, priority, attempts, create_dt,
 -- data, then the fields a job usually has empty when claimed (the last
--- result of a job run again, its cancel mark, tags and stored history) as
--- one JSON array [code, status, output as hex, cancel mark, tags, history],
--- or NULL when all are empty: every value returned is copied once more
--- by the driver, so a fresh job comes back as six values, not sixteen.
+-- result of a job run again, its cancel mark, tags, stored history and
+-- trace context) as one JSON array [code, status, output as hex, cancel
+-- mark, tags, history, traceparent, tracestate], or NULL when all are
+-- empty: every value returned is copied once more by the driver, so a
+-- fresh job comes back as six values, not eighteen.
 UPDATE jobs SET lock = ?1, dt = ?2, attempts = attempts + 1, claimed_at = ?4,
     history = CASE WHEN claimed_at IS NULL THEN history ELSE
         json_insert(CASE WHEN json_array_length(history) >= 20 THEN json_remove(history, '$[0]') ELSE history END,
@@ -18,6 +19,8 @@ UPDATE jobs SET lock = ?1, dt = ?2, attempts = attempts + 1, claimed_at = ?4,
     END
 WHERE id IN (SELECT value FROM json_each(?3))
 RETURNING id, priority, attempts, create_dt, data,
-    CASE WHEN result_code IS NULL AND cancel_requested = 0 AND tags = '[]' AND history = '[]' THEN NULL
-         ELSE json_array(result_code, result_status, hex(result_output), cancel_requested, json(tags), json(history))
+    CASE WHEN result_code IS NULL AND cancel_requested = 0 AND tags = '[]' AND history = '[]'
+              AND traceparent IS NULL THEN NULL
+         ELSE json_array(result_code, result_status, hex(result_output), cancel_requested, json(tags), json(history),
+                         traceparent, tracestate)
     END

@@ -16,8 +16,8 @@ use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, EventKind, Handler, HandlerLimits,
     HandlerVersion, Job, JobCounts, JobEvent, JobRelease, JobResult, JobStore, LOCK_DONE, Millis,
-    NewJob, Release, Result, ResultCode, SysidLease, WaitingJobtype, WorkNotice, WorkWatcher,
-    duration_ms, validate,
+    NewJob, Release, Result, ResultCode, SysidLease, TraceContext, WaitingJobtype, WorkNotice,
+    WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -557,6 +557,16 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         tags: tags_from_json(&row.try_get::<String, _>("tags").map_err(d)?)?,
         history: complete_history(with_added(stored, create_dt), claim, ended),
         claimed_due: None,
+        trace: row
+            .try_get::<Option<String>, _>("traceparent")
+            .map_err(d)?
+            .map(|traceparent| -> Result<TraceContext> {
+                Ok(TraceContext {
+                    traceparent,
+                    tracestate: row.try_get("tracestate").map_err(d)?,
+                })
+            })
+            .transpose()?,
     })
 }
 
@@ -581,14 +591,16 @@ impl Claimed<'_> {
             i64,
             Vec<String>,
             Vec<JobEvent>,
+            Option<String>,
+            Option<String>,
         );
         let d = |e| error::map("decoding a claimed job", e);
         let attempts: i64 = row.try_get(2).map_err(d)?;
         let attempts = u32::try_from(attempts).map_err(|e| Error::backend("stored attempts", e))?;
         let create_dt: Millis = row.try_get(3).map_err(d)?;
         let rest: Option<String> = row.try_get(5).map_err(d)?;
-        let (code, status, output, cancel, tags, stored): Rest = match rest {
-            None => (None, None, None, 0, Vec::new(), Vec::new()),
+        let (code, status, output, cancel, tags, stored, traceparent, tracestate): Rest = match rest {
+            None => (None, None, None, 0, Vec::new(), Vec::new(), None, None),
             Some(text) => serde_json::from_str(&text)
                 .map_err(|e| Error::backend("malformed claimed job fields", e))?,
         };
@@ -626,6 +638,10 @@ impl Claimed<'_> {
             tags,
             history: complete_history(with_added(stored, create_dt), Some(claim), None),
             claimed_due: None,
+            trace: traceparent.map(|traceparent| TraceContext {
+                traceparent,
+                tracestate,
+            }),
         })
     }
 }
@@ -689,6 +705,7 @@ impl JobStore for SqliteStore {
             .with_management()
             .with_tags_and_history()
             .with_stats()
+            .with_trace()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -713,7 +730,9 @@ impl JobStore for SqliteStore {
                     .bind(job.run_at.unwrap_or(now))
                     .bind(now)
                     .bind(job.data.as_slice())
-                    .bind(tags.as_str());
+                    .bind(tags.as_str())
+                    .bind(job.trace.as_ref().map(|t| t.traceparent.as_str()))
+                    .bind(job.trace.as_ref().and_then(|t| t.tracestate.as_deref()));
             }
             let new = q
                 .fetch_all(&mut *tx)

@@ -76,6 +76,9 @@ pub struct RemoteJob {
     pub claimed: Option<Millis>,
     /// The limits of its handler when it was handed out.
     pub limits: Limits,
+    /// The trace context its run continues ([`crate::trace::run_trace`]),
+    /// given to the jobs its finish adds.
+    pub trace: Option<jobstore_api::TraceContext>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -340,6 +343,7 @@ mod tests {
                     created: 0,
                     claimed: Some(0),
                     limits: Limits::default(),
+                    trace: None,
                 },
             )
         };
