@@ -307,6 +307,9 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(stats_bad_input_rejected);
         __jobstore_conformance_test!(stats_concurrent_adds_sum_exactly);
         __jobstore_conformance_test!(claim_reports_when_each_job_was_due);
+        __jobstore_conformance_test!(trace_context_kept_from_add_to_every_read);
+        __jobstore_conformance_test!(trace_context_validated);
+        __jobstore_conformance_test!(trace_context_concurrent_claims_keep_each_jobs_own);
 
         #[test]
         fn namespace_isolation() {
@@ -316,6 +319,11 @@ macro_rules! __conformance_tests {
         #[test]
         fn namespace_isolation_of_management() {
             $crate::block_on($crate::run_pair($factory, $crate::suite::namespace_isolation_of_management))
+        }
+
+        #[test]
+        fn trace_context_isolated_between_namespaces() {
+            $crate::block_on($crate::run_pair($factory, $crate::suite::trace_context_isolated_between_namespaces))
         }
 
         #[test]

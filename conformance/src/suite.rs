@@ -18,9 +18,11 @@ use crate::Ctx;
 mod history;
 mod manage;
 mod stats;
+mod trace;
 pub use history::*;
 pub use manage::*;
 pub use stats::*;
+pub use trace::*;
 
 /// The `now` every test starts from: 2023-11-14T22:13:20Z.
 pub const T0: Millis = 1_700_000_000_000;
@@ -162,6 +164,7 @@ pub async fn add_get_round_trip(c: Ctx) {
             tags: vec![],
             history: added_at(s, T0),
             claimed_due: None,
+            trace: None,
         }
     );
     assert_eq!(job.state(T0), JobState::Waiting);

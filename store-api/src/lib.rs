@@ -9,6 +9,7 @@ mod manage;
 mod memory;
 pub mod stats;
 mod store;
+mod trace;
 pub mod types;
 pub mod validate;
 mod watch;
@@ -19,6 +20,7 @@ pub use manage::*;
 pub use memory::MemoryStore;
 pub use stats::{Durations, StatsBucket, StatsDelta, StatsQuery, StatsResolution};
 pub use store::{JobStore, JobStoreExt};
+pub use trace::TraceContext;
 pub use types::*;
 pub use watch::{Wakeup, WorkNotice, WorkWatcher};
 

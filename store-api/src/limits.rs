@@ -47,3 +47,15 @@ pub const MAX_TAGS: usize = 8;
 
 /// Longest tag, in bytes.
 pub const MAX_TAG_LEN: usize = 64;
+
+/// Longest [`TraceContext::traceparent`](crate::TraceContext::traceparent),
+/// in bytes (version `00` is 55; later versions may be longer).
+pub const MAX_TRACEPARENT_LEN: usize = 256;
+
+/// Longest [`TraceContext::tracestate`](crate::TraceContext::tracestate), in
+/// bytes: the 512 that W3C Trace Context asks every vendor to pass on.
+pub const MAX_TRACESTATE_LEN: usize = 512;
+
+/// Most entries in a [`TraceContext::tracestate`](crate::TraceContext::tracestate),
+/// as W3C Trace Context sets it.
+pub const MAX_TRACESTATE_MEMBERS: usize = 32;

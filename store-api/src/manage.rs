@@ -599,6 +599,7 @@ mod tests {
             tags: vec![],
             history: vec![],
             claimed_due: None,
+            trace: None,
         };
         let c = q.cursor_after(&job);
         let back: Cursor = c.to_string().parse().unwrap();

@@ -77,6 +77,7 @@ impl JobStore for MemoryStore {
             .with_management()
             .with_tags_and_history()
             .with_stats()
+            .with_trace()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -105,6 +106,7 @@ impl JobStore for MemoryStore {
                     tags: job.tags.clone(),
                     history: vec![JobEvent::new(now, "", 0, EventKind::Added)],
                     claimed_due: None,
+                    trace: job.trace.clone(),
                 },
             );
             outcome.new.push(job.id.clone());

@@ -76,6 +76,19 @@ use crate::watch::WorkWatcher;
 /// [`JobQuery::tag`] selects the jobs carrying one. A store without tags
 /// refuses a tagged add with `Unsupported`.
 ///
+/// **Trace context** (stores that declare [`Capabilities::trace`]): a job
+/// keeps the [`NewJob::trace`] it was added with (a W3C `traceparent`, and
+/// its `tracestate` if any), byte for byte, for its whole life: every read
+/// ([`claim_jobs`](JobStore::claim_jobs), [`get_job`](JobStore::get_job),
+/// [`list_jobs`](JobStore::list_jobs)) carries it, and no operation changes
+/// it (retries, hand-backs, runs again, edits; an add of an existing id
+/// leaves the stored one). Every store validates it
+/// ([`crate::validate::trace`]): a malformed one is `InvalidInput` naming
+/// `traceparent` or `tracestate`. A store without the capability accepts a
+/// job with a valid context and keeps nothing of it: its jobs read back with
+/// `trace: None`. Trace context is observability, never a reason to refuse
+/// a job.
+///
 /// **Wrappers.** A store that wraps another (metrics, fault injection, a
 /// test gate) implements [`StoreLayer`](crate::layer::StoreLayer) instead
 /// of this trait: it writes only the methods it changes, or one hook

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+use crate::trace::TraceContext;
 
 /// A point in time: milliseconds since the Unix epoch, UTC.
 ///
@@ -57,6 +58,12 @@ pub struct NewJob {
     /// `A-Z a-z 0-9 _ . : -`, none twice. A store without
     /// [`Capabilities::tags`] refuses tagged jobs with `Unsupported`.
     pub tags: Vec<String>,
+    /// The W3C trace context of the add, kept with the job so that its runs
+    /// continue the producer's trace. Validated by every store
+    /// ([`crate::validate::trace`]); a store without [`Capabilities::trace`]
+    /// accepts it and keeps nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
 }
 
 impl NewJob {
@@ -73,6 +80,7 @@ impl NewJob {
             priority: 0,
             run_at: None,
             tags: Vec::new(),
+            trace: None,
         }
     }
 
@@ -97,6 +105,12 @@ impl NewJob {
         self.tags = tags.into_iter().map(Into::into).collect();
         self
     }
+
+    /// Sets the trace context.
+    pub fn trace(mut self, trace: TraceContext) -> Self {
+        self.trace = Some(trace);
+        self
+    }
 }
 
 impl fmt::Debug for NewJob {
@@ -108,6 +122,7 @@ impl fmt::Debug for NewJob {
             .field("priority", &self.priority)
             .field("run_at", &self.run_at)
             .field("tags", &self.tags)
+            .field("trace", &self.trace)
             .finish()
     }
 }
@@ -157,6 +172,10 @@ pub struct Job {
     /// first (empty in a store without [`Capabilities::history`]).
     #[serde(default)]
     pub history: Vec<crate::history::JobEvent>,
+    /// The trace context it was added with ([`NewJob::trace`]), unchanged
+    /// for the job's life; `None` in a store without [`Capabilities::trace`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
     /// In a job returned by [`JobStore::claim_jobs`](crate::JobStore::claim_jobs):
     /// its `dt` before the claim, when it became due (for an expired job
     /// taken again, when its lease expired). `None` in every other read.
@@ -204,6 +223,7 @@ impl fmt::Debug for Job {
             .field("cancel_requested", &self.cancel_requested)
             .field("tags", &self.tags)
             .field("history_len", &self.history.len())
+            .field("trace", &self.trace)
             .field("claimed_due", &self.claimed_due)
             .finish()
     }
@@ -572,6 +592,10 @@ pub struct Capabilities {
     /// Whether [`JobStore::add_stats`](crate::JobStore::add_stats) and
     /// [`job_stats`](crate::JobStore::job_stats) are offered.
     pub stats: bool,
+    /// Whether jobs keep their trace context ([`NewJob::trace`],
+    /// [`Job::trace`]). A store without it still validates a new job's
+    /// context, then drops it: its jobs read back with `trace: None`.
+    pub trace: bool,
 }
 
 impl Capabilities {
@@ -588,7 +612,14 @@ impl Capabilities {
             tags: false,
             history: false,
             stats: false,
+            trace: false,
         }
+    }
+
+    /// Declares that jobs keep their trace context.
+    pub const fn with_trace(mut self) -> Self {
+        self.trace = true;
+        self
     }
 
     /// Declares per-jobtype timing stats.

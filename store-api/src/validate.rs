@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::limits::*;
 use crate::manage::{JobEdit, JobQuery, JobtypeFilter, TimeRange};
 use crate::stats::{Durations, MINUTE_MS, StatsDelta, StatsQuery};
+use crate::trace::TraceContext;
 use crate::types::{
     Capabilities, Handler, HandlerLimits, JobRelease, JobState, Millis, NewJob, Release,
 };
@@ -127,6 +128,9 @@ pub fn new_jobs(jobs: &[NewJob], caps: &Capabilities, now: Millis) -> Result<()>
         tags(&job.tags)?;
         if !caps.tags && !job.tags.is_empty() {
             return Err(Error::unsupported("tags on new jobs"));
+        }
+        if let Some(ctx) = &job.trace {
+            trace(ctx)?;
         }
         if !seen.insert(job.id.as_str()) {
             return Err(Error::invalid(format!(
@@ -478,6 +482,14 @@ pub fn tag(tag: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A job's [`TraceContext`]: a W3C `traceparent` and, if set, a W3C
+/// `tracestate` (see [`TraceContext`] for the rules). A malformed one is
+/// `InvalidInput` naming `traceparent` or `tracestate`, whether or not the
+/// store keeps trace context ([`Capabilities::trace`]).
+pub fn trace(ctx: &TraceContext) -> Result<()> {
+    crate::trace::check(ctx)
 }
 
 /// A job's tags: at most [`MAX_TAGS`], each valid, none twice.

@@ -53,7 +53,7 @@ fn debug_output_leaves_out_payloads_and_tokens() {
         .tags(["eu"]);
     assert_eq!(
         format!("{new:?}"),
-        r#"NewJob { id: "j1", jobtype: "t", data_len: 14, priority: 3, run_at: Some(5), tags: ["eu"] }"#
+        r#"NewJob { id: "j1", jobtype: "t", data_len: 14, priority: 3, run_at: Some(5), tags: ["eu"], trace: None }"#
     );
     let lease = jobstore_api::SysidLease {
         sysid: "node".into(),
@@ -86,6 +86,7 @@ fn job_debug_shows_the_payload_length_only() {
         tags: vec![],
         history: vec![],
         claimed_due: Some(1),
+        trace: None,
     };
     let shown = format!("{job:?}");
     assert!(!shown.contains("secret"), "{shown}");

@@ -332,6 +332,7 @@ pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
         tags: tags_from_doc(d)?,
         history: history_from_doc(d, attempts)?,
         claimed_due: None,
+        trace: None,
     })
 }
 

@@ -473,6 +473,7 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         tags: get(row, 13)?,
         history: complete_history(stored, claim, archived),
         claimed_due: None,
+        trace: None,
     })
 }
 

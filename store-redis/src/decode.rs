@@ -186,6 +186,7 @@ pub(crate) fn job_from_hash(
         tags,
         history,
         claimed_due: None,
+        trace: None,
     })
 }
 

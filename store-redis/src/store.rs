@@ -344,6 +344,7 @@ impl JobStore for RedisStore {
                 tags: tags(t.as_deref())?,
                 history: complete_history(history(h.as_deref())?, Some(claim), None),
                 claimed_due: Some(int(&due, "due time")?),
+                trace: None,
             });
         }
         {

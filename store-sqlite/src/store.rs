@@ -556,6 +556,7 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         tags: tags_from_json(&row.try_get::<String, _>("tags").map_err(d)?)?,
         history: complete_history(stored, claim, ended),
         claimed_due: None,
+        trace: None,
     })
 }
 
