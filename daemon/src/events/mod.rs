@@ -155,8 +155,8 @@ impl<'a> JobRef<'a> {
 }
 
 /// The stored `traceparent` of a job.
-pub fn trace_of_job(_job: &Job) -> Option<&str> {
-    None
+pub fn trace_of_job(job: &Job) -> Option<&str> {
+    job.trace.as_ref().map(|t| t.traceparent.as_str())
 }
 
 /// The `traceparent` a journaled job will be stored with.
@@ -165,8 +165,8 @@ pub fn trace_of_record(_record: &Record) -> Option<&str> {
 }
 
 /// The `traceparent` a new job will be stored with.
-pub fn trace_of_new(_job: &NewJob) -> Option<&str> {
-    None
+pub fn trace_of_new(job: &NewJob) -> Option<&str> {
+    job.trace.as_ref().map(|t| t.traceparent.as_str())
 }
 
 /// What one job event says beyond the job's names.
