@@ -687,6 +687,12 @@ impl Report {
             }
         }
         p("payload_bytes", json!(a.payload));
+        if let Some(log) = &a.job_log {
+            p("job_log", json!(log.display().to_string()));
+        }
+        if let Some(otlp) = &a.otlp_endpoint {
+            p("otlp_endpoint", json!(otlp));
+        }
         Report {
             mode: a.mode,
             backend: ctx.backend,
