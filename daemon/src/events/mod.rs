@@ -738,3 +738,87 @@ impl Added {
         sinks.added(self);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(n: usize) -> Batch {
+        let now = SystemTime::now();
+        Batch {
+            kind: Kind::Claimed,
+            start: now,
+            end: now,
+            worker: None,
+            jobs: (0..n)
+                .map(|i| {
+                    let id = format!("acme-{i}");
+                    Entry::new(
+                        JobRef {
+                            id: &id,
+                            jobtype: "acme-t",
+                            attempt: 1,
+                            trace: None,
+                        },
+                        Detail::None,
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_full_queue_drops_batches_and_counts_them_without_waiting() {
+        let metrics = Arc::new(Metrics::new());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let sinks = Sinks {
+            log: Some(Queue {
+                tx,
+                queued: queued.clone(),
+                sink: "log",
+            }),
+            spans: None,
+            metrics: metrics.clone(),
+            log_thread: std::sync::Mutex::new(None),
+            span_task: std::sync::Mutex::new(None),
+        };
+        let dropped = || {
+            metrics
+                .job_events_dropped
+                .get_or_create(&crate::metrics::SinkLabels { sink: "log" })
+                .get()
+        };
+        // Nothing reads the queue: it fills up to MAX_QUEUED job events.
+        let per = 1000;
+        for _ in 0..MAX_QUEUED / per {
+            sinks.emit(batch(per));
+        }
+        assert_eq!(dropped(), 0);
+        assert_eq!(queued.load(Ordering::Acquire), MAX_QUEUED / per * per);
+        sinks.emit(batch(per));
+        assert_eq!(dropped(), per as u64, "the batch past the bound is dropped");
+        // The reader takes batches off: room again.
+        for _ in 0..2 {
+            match rx.recv().unwrap() {
+                Msg::Batch(b) => taken(&queued, &b),
+                Msg::Stop(_) => unreachable!(),
+            }
+        }
+        sinks.emit(batch(per));
+        assert_eq!(dropped(), per as u64);
+        assert!(
+            metrics
+                .render()
+                .contains("jobstore_job_events_dropped_total{sink=\"log\"} 1000")
+        );
+    }
+
+    #[test]
+    fn off_has_no_sinks() {
+        assert!(JobEvents::off().on().is_none());
+        let on =
+            JobEvents::start(&EventsConfig::default(), "node-1", Arc::new(Metrics::new())).unwrap();
+        assert!(on.on().is_none(), "no sink configured: off");
+    }
+}
