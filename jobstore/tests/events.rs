@@ -108,6 +108,25 @@ fn the_job_log_has_a_line_per_event_of_each_job() {
             (api.archived_count("work", "ok").await == 3).then_some(())
         })
         .await;
+        // A remote worker fetches a job and reports a 404.
+        api.handler("pull", json!({"method": "remote", "body": ""}))
+            .await;
+        let pulled = api.add("pull", "", &["x".to_owned()]).await.remove(0);
+        let fetched = eventually(WAIT, "the remote job fetched", || async {
+            let (s, v) = api
+                .post("/acme/job/pull/get?max=1&wait=1000&worker=w1", json!({}))
+                .await;
+            assert_eq!(s, 200, "{v}");
+            (!v["jobs"].as_array().unwrap().is_empty()).then_some(v)
+        })
+        .await;
+        let (s, v) = api
+            .post(
+                "/acme/jobs/finish",
+                json!({"lease": fetched["lease"], "jobs": [{"id": pulled, "status": 404, "output": "no such thing"}]}),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
         assert!(d.terminate().success());
 
         let (lines, files) = job_log(&log);
@@ -127,7 +146,6 @@ fn the_job_log_has_a_line_per_event_of_each_job() {
                 assert!(l[key].is_string(), "{key} missing: {l}");
             }
             assert_eq!(l["client"], "acme");
-            assert_eq!(l["jobtype"], "work");
             assert_eq!(l["sysid"], "node-1");
         }
         report(format!(
@@ -214,6 +232,26 @@ fn the_job_log_has_a_line_per_event_of_each_job() {
                 "added", "ingested", "claimed", "started", "finished", "released"
             ]
         );
+        // The remote worker's job: claimed, finished and released by it.
+        assert_eq!(
+            events(&pulled),
+            ["added", "ingested", "claimed", "finished", "released"]
+        );
+        for l in of(&pulled) {
+            assert_eq!(l["jobtype"], "pull");
+            let by_worker = !matches!(l["event"].as_str(), Some("added" | "ingested"));
+            assert_eq!(l.get("worker").is_some(), by_worker, "{l}");
+            if by_worker {
+                assert_eq!(l["worker"], "w1");
+            }
+        }
+        let released = of(&pulled).pop().unwrap();
+        assert_eq!(released["release"], "archive");
+        assert_eq!(released["code"], "failed");
+        assert_eq!(released["status"], 404);
+        assert_eq!(of(&pulled)[3]["status"], 404);
+        assert_eq!(of(&pulled)[3]["outcome"], "failed");
+
         // No trace context was given, and none is exported: no trace ids.
         assert!(lines.iter().all(|l| l.get("trace_id").is_none()));
     });
