@@ -219,7 +219,7 @@ impl Ingest {
                     priority: r.priority,
                     run_at: r.run_at,
                     tags: r.tags.clone(),
-                    trace: None,
+                    trace: r.trace.clone(),
                 });
             }
         }

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod runner;
 pub mod sysid;
 pub mod tenant;
+pub mod trace;
 
 pub use config::Config;
 pub use daemon::{Daemon, DaemonError, run};

@@ -65,6 +65,13 @@ pub struct SinkLabels {
     pub sink: &'static str,
 }
 
+/// Labels naming an HTTP header.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HeaderLabels {
+    /// The header's name (`traceparent`, `tracestate`).
+    pub header: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -108,6 +115,9 @@ pub struct Metrics {
     pub spans_exported: Counter,
     /// Jobs remote workers hold.
     pub remote_jobs_held: Gauge,
+    /// Adds whose malformed `traceparent` or `tracestate` header was
+    /// ignored (W3C Trace Context), by header.
+    pub trace_headers_ignored: Family<HeaderLabels, Counter>,
     journal_appended_records: Counter,
     journal_appended_bytes: Counter,
     journal_fsyncs: Counter,
@@ -150,6 +160,7 @@ impl Metrics {
             job_events_dropped: Family::default(),
             spans_exported: Counter::default(),
             remote_jobs_held: Gauge::default(),
+            trace_headers_ignored: Family::default(),
             journal_appended_records: Counter::default(),
             journal_appended_bytes: Counter::default(),
             journal_fsyncs: Counter::default(),
@@ -231,6 +242,11 @@ impl Metrics {
             "spans_exported",
             "Spans of job events exported over OTLP",
             m.spans_exported.clone(),
+        );
+        r.register(
+            "trace_headers_ignored",
+            "Adds whose malformed traceparent or tracestate header was ignored, by header",
+            m.trace_headers_ignored.clone(),
         );
         r.register(
             "journal_appended_records",

@@ -6,7 +6,7 @@ use jobstore_api::history::{EventKind, JobEvent};
 use jobstore_api::limits::MAX_HISTORY;
 use jobstore_api::{
     Error, Handler, HandlerLimits, HandlerVersion, Job, JobResult, LOCK_FREE, Millis, NewJob,
-    Result, ResultCode,
+    Result, ResultCode, TraceContext,
 };
 use mongodb::bson::spec::BinarySubtype;
 use mongodb::bson::{Binary, Bson, Document, doc};
@@ -33,6 +33,8 @@ pub(crate) mod f {
     pub const WAKE: &str = "wake";
     pub const TAGS: &str = "tags";
     pub const HISTORY: &str = "history";
+    pub const TRACEPARENT: &str = "traceparent";
+    pub const TRACESTATE: &str = "tracestate";
 }
 
 /// Bytes as BSON binary, subtype 0 (generic).
@@ -60,6 +62,12 @@ pub(crate) fn new_job_doc(job: &NewJob, now: Millis) -> Document {
     };
     if !job.tags.is_empty() {
         d.insert(f::TAGS, &job.tags);
+    }
+    if let Some(t) = &job.trace {
+        d.insert(f::TRACEPARENT, &t.traceparent);
+        if let Some(state) = &t.tracestate {
+            d.insert(f::TRACESTATE, state);
+        }
     }
     d
 }
@@ -224,6 +232,23 @@ pub(crate) fn history_from_doc(d: &Document, attempts: u32) -> Result<Vec<jobsto
     Ok(events.into_iter().map(|(e, _)| e).collect())
 }
 
+/// The job's trace context from its document: `traceparent` and, if
+/// present, `tracestate` (absent `traceparent`: none).
+fn trace_from_doc(d: &Document) -> Result<Option<TraceContext>> {
+    let text = |field: &str| match d.get(field) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(malformed("job", field)),
+    };
+    Ok(match text(f::TRACEPARENT)? {
+        None => None,
+        Some(traceparent) => Some(TraceContext {
+            traceparent,
+            tracestate: text(f::TRACESTATE)?,
+        }),
+    })
+}
+
 /// The job's tags from its document (absent: none).
 fn tags_from_doc(d: &Document) -> Result<Vec<String>> {
     match d.get(f::TAGS) {
@@ -332,7 +357,7 @@ pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
         tags: tags_from_doc(d)?,
         history: history_from_doc(d, attempts)?,
         claimed_due: None,
-        trace: None,
+        trace: trace_from_doc(d)?,
     })
 }
 

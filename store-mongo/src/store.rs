@@ -1045,7 +1045,8 @@ impl JobStore for MongoStore {
             .with_waiting_count_cap(WAITING_COUNT_CAP)
             .with_management()
             .with_tags_and_history()
-            .with_stats();
+            .with_stats()
+            .with_trace();
         if self.uses_change_streams() {
             caps.with_notifications()
         } else {

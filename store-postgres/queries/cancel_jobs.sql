@@ -19,7 +19,7 @@ WITH l AS (
     USING l
     WHERE j.id = l.id AND l.lock = ''
     RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt, j.tags, j.history,
-              j.claimed_at, j.lock
+              j.claimed_at, j.lock, j.traceparent, j.tracestate
 ), marked AS (
     UPDATE jobs j
     SET cancel_requested = true,
@@ -32,11 +32,11 @@ WITH l AS (
 ), archived AS (
     INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt,
                          done_dt, code, status, output, tags, history,
-                         claimed_at, claimed_by)
+                         claimed_at, claimed_by, traceparent, tracestate)
     SELECT id, jobtype, data, priority, $3, attempts, create_dt, $2, 'cancelled', 0, '',
            tags, jobstore_push_claim_event(history, claimed_at, lock, attempts,
                jsonb_build_object('at', $2::int8, 'attempt', attempts, 'event', 'cancelled')),
-           NULL, NULL
+           NULL, NULL, traceparent, tracestate
     FROM done
     -- add_jobs never lets an archived id back into jobs; should one get
     -- there anyway, the newer result replaces the older instead of failing.
@@ -47,7 +47,8 @@ WITH l AS (
         done_dt = EXCLUDED.done_dt, code = EXCLUDED.code,
         status = EXCLUDED.status, output = EXCLUDED.output,
         tags = EXCLUDED.tags, history = EXCLUDED.history,
-        claimed_at = EXCLUDED.claimed_at, claimed_by = EXCLUDED.claimed_by
+        claimed_at = EXCLUDED.claimed_at, claimed_by = EXCLUDED.claimed_by,
+        traceparent = EXCLUDED.traceparent, tracestate = EXCLUDED.tracestate
 )
 SELECT id, 'c' AS what FROM done
 UNION ALL

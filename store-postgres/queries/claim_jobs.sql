@@ -23,7 +23,8 @@
 -- claim first has that claim appended to its history as a `claimed` event
 -- (its old claimed_at, lock and attempts; see jobstore_store_claim). The
 -- jobs come back with their stored history and their pending claim
--- (claimed_at, claimed_by), which the reader shows as the last event.
+-- (claimed_at, claimed_by), which the reader shows as the last event, and
+-- their trace context (traceparent, tracestate).
 WITH picked AS (
     SELECT * FROM (
         SELECT ctid AS tid, id, priority, dt
@@ -54,10 +55,10 @@ WITH picked AS (
     WHERE j.ctid = p.tid AND j.id = p.id
     RETURNING j.id, j.jobtype, j.data, j.priority, j.dt, j.lock, j.attempts, j.create_dt,
               j.code, j.status, j.output, j.cancel_requested, j.tags, j.history,
-              j.claimed_at, p.dt AS was_dt
+              j.claimed_at, j.traceparent, j.tracestate, p.dt AS was_dt
 )
 SELECT id, jobtype, data, priority, dt, lock, attempts, create_dt,
        NULL::int8 AS done_dt, code, status, output, cancel_requested, tags,
-       history::text, claimed_at, lock AS claimed_by, was_dt
+       history::text, claimed_at, lock AS claimed_by, traceparent, tracestate, was_dt
 FROM claimed
 ORDER BY priority DESC, was_dt, id

@@ -41,7 +41,8 @@
 -- (done_dt, code, status) from those columns, and the history is neither
 -- read nor written. Only a job whose claim was stored already (a cancel
 -- was requested meanwhile: claimed_at is NULL) gets its `archived` event
--- appended, as before. A delete records nothing.
+-- appended, as before. A delete records nothing. An archived job keeps
+-- its trace context (traceparent, tracestate), copied into its row.
 WITH r AS (
     SELECT j.id, e.kind, e.dt, e.code, e.status, e.output
     FROM unnest($1::text[], $3::text[], $4::int8[], $5::text[], $6::int4[], $7::bytea[])
@@ -72,18 +73,20 @@ WITH r AS (
     USING r
     WHERE j.id = r.id AND r.kind IN ('a', 'd')
     RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt,
-              j.tags, j.history, j.claimed_at, r.kind, r.code, r.status, r.output
+              j.tags, j.history, j.claimed_at, j.traceparent, j.tracestate,
+              r.kind, r.code, r.status, r.output
 ), archived AS (
     INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt,
                          done_dt, code, status, output, tags, history,
-                         claimed_at, claimed_by)
+                         claimed_at, claimed_by, traceparent, tracestate)
     SELECT id, jobtype, data, priority, $9, attempts, create_dt, $8, code, status, output,
            tags,
            CASE WHEN claimed_at IS NOT NULL THEN history
                 ELSE jobstore_push_event(history, jsonb_build_object(
                     'at', $8::int8, 'by', $2::text, 'attempt', attempts, 'event', 'archived',
                     'code', code, 'status', status)) END,
-           claimed_at, CASE WHEN claimed_at IS NOT NULL THEN $2::text END
+           claimed_at, CASE WHEN claimed_at IS NOT NULL THEN $2::text END,
+           traceparent, tracestate
     FROM gone
     WHERE kind = 'a'
     -- add_jobs never lets an archived id back into jobs; should one get
@@ -95,7 +98,8 @@ WITH r AS (
         done_dt = EXCLUDED.done_dt, code = EXCLUDED.code,
         status = EXCLUDED.status, output = EXCLUDED.output,
         tags = EXCLUDED.tags, history = EXCLUDED.history,
-        claimed_at = EXCLUDED.claimed_at, claimed_by = EXCLUDED.claimed_by
+        claimed_at = EXCLUDED.claimed_at, claimed_by = EXCLUDED.claimed_by,
+        traceparent = EXCLUDED.traceparent, tracestate = EXCLUDED.tracestate
 ), notified AS (
     SELECT count(pg_notify($10, d.jobtype)) AS n
     FROM (SELECT DISTINCT jobtype FROM freed) d

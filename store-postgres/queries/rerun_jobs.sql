@@ -1,7 +1,8 @@
 -- Runs archived jobs again: moves each from `archive` back to `jobs`, free,
 -- with dt = $2 (now + delay), attempts 0, no cancel mark, and its result
 -- kept as the job's last result (code, status, output), its tags, and its
--- history with a `rerun` event (delay_ms = dt - now, attempt 0). $1 ids,
+-- history with a `rerun` event (delay_ms = dt - now, attempt 0), and its
+-- trace context. $1 ids,
 -- $2 dt, $3 channel, $4 now. Returns the ids run again; notifies the
 -- channel once per jobtype. A job archived with its claim pending
 -- (claimed_at set) first gets the `claimed` event (claimed_at, claimed_by,
@@ -23,10 +24,12 @@ WITH la AS (
     USING la
     WHERE a.id = la.id
     RETURNING a.id, a.jobtype, a.data, a.priority, a.create_dt, a.code, a.status, a.output,
-              a.tags, a.history, a.attempts, a.done_dt, a.claimed_at, a.claimed_by
+              a.tags, a.history, a.attempts, a.done_dt, a.claimed_at, a.claimed_by,
+              a.traceparent, a.tracestate
 ), back AS (
     INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt,
-                      cancel_requested, code, status, output, tags, history)
+                      cancel_requested, code, status, output, tags, history,
+                      traceparent, tracestate)
     SELECT id, jobtype, data, priority, $2, '', 0, create_dt, false, code, status, output,
            tags,
            CASE WHEN claimed_at IS NULL
@@ -38,7 +41,8 @@ WITH la AS (
                                            'event', 'archived', 'code', code, 'status', status)),
                     jsonb_build_object('at', $4::int8, 'attempt', 0, 'event', 'rerun',
                                        'delay_ms', $2::int8 - $4::int8))
-                END
+                END,
+           traceparent, tracestate
     FROM gone
     RETURNING id, jobtype
 ), notified AS (

@@ -12,8 +12,8 @@ use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
     Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode,
-    StatsBucket, StatsDelta, StatsQuery, SysidLease, WaitingJobtype, WorkWatcher, duration_ms,
-    validate,
+    StatsBucket, StatsDelta, StatsQuery, SysidLease, TraceContext, WaitingJobtype, WorkWatcher,
+    duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -174,6 +174,14 @@ impl PgStore {
         let dts: Vec<i64> = jobs.iter().map(|j| j.run_at.unwrap_or(now)).collect();
         // Validated tags never contain a space: one text per job.
         let tags: Vec<String> = jobs.iter().map(|j| j.tags.join(" ")).collect();
+        let parents: Vec<Option<&str>> = jobs
+            .iter()
+            .map(|j| j.trace.as_ref().map(|t| t.traceparent.as_str()))
+            .collect();
+        let states: Vec<Option<&str>> = jobs
+            .iter()
+            .map(|j| j.trace.as_ref().and_then(|t| t.tracestate.as_deref()))
+            .collect();
         let rows = sqlx::query(q::ADD_JOBS)
             .bind(ids)
             .bind(types)
@@ -181,6 +189,8 @@ impl PgStore {
             .bind(prio)
             .bind(dts)
             .bind(tags)
+            .bind(parents)
+            .bind(states)
             .bind(now)
             .bind(&self.channel)
             .fetch_all(&self.pool)
@@ -419,7 +429,8 @@ where
 /// A job from the columns every statement returning jobs selects (see
 /// `queries/get_job.sql`): id, jobtype, data, priority, dt, lock, attempts,
 /// create_dt, done_dt, code, status, output, cancel_requested, tags,
-/// history (JSON text), claimed_at, claimed_by. A result is read when
+/// history (JSON text), claimed_at, claimed_by, traceparent, tracestate.
+/// A result is read when
 /// `code` is set: an archived job's, or a live job's last one. The history
 /// is the stored one completed with the pending claim (`claimed_at` set:
 /// claimed then by `claimed_by`, with the job's attempts) and, for an
@@ -473,7 +484,13 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         tags: get(row, 13)?,
         history: complete_history(stored, claim, archived),
         claimed_due: None,
-        trace: None,
+        trace: match get::<Option<String>>(row, 17)? {
+            None => None,
+            Some(traceparent) => Some(TraceContext {
+                traceparent,
+                tracestate: get(row, 18)?,
+            }),
+        },
     })
 }
 
@@ -535,6 +552,7 @@ impl JobStore for PgStore {
             .with_management()
             .with_tags_and_history()
             .with_stats()
+            .with_trace()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -598,11 +616,11 @@ impl JobStore for PgStore {
         if let Some(v) = &self.vacuums {
             v.claimed(rows.len());
         }
-        // Column 17: the job's dt before the claim.
+        // Column 19: the job's dt before the claim.
         rows.iter()
             .map(|r| {
                 Ok(Job {
-                    claimed_due: Some(get(r, 17)?),
+                    claimed_due: Some(get(r, 19)?),
                     ..job_from_row(r)?
                 })
             })

@@ -690,6 +690,8 @@ column archive.history jsonb not null default '[]'::jsonb
 column archive.tags ARRAY not null default '{}'::text[]
 column archive.claimed_at bigint null
 column archive.claimed_by text null collate C
+column archive.traceparent text null
+column archive.tracestate text null
 column archive_counts.jobtype text not null collate C
 column archive_counts.code text not null
 column archive_counts.n bigint not null
@@ -724,6 +726,8 @@ column jobs.output bytea null
 column jobs.history jsonb not null default '[]'::jsonb
 column jobs.tags ARRAY not null default '{}'::text[]
 column jobs.claimed_at bigint null
+column jobs.traceparent text null
+column jobs.tracestate text null
 column paused.jobtype text not null collate C
 column paused.dt bigint not null
 column stats.resolution text not null

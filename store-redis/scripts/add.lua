@@ -1,9 +1,11 @@
 -- KEYS ready, sched, fence. ARGV: job key prefix, now (15 zero-padded
--- digits), channel, jobtype, token, then groups of 7: id, mode, data,
+-- digits), channel, jobtype, token, then groups of 8: id, mode, data,
 -- priority, ready score (-priority), dt (15 zero-padded digits), tags (the
--- JSON array text, '' for none). Padded times compare as strings: no
--- number conversion per job. A created job gets its tags (field t, only
--- when it has any) and its history with the one event `added` (field h).
+-- JSON array text, '' for none), trace context (the traceparent, then a
+-- space and the tracestate if any; '' for none). Padded times compare as
+-- strings: no number conversion per job. A created job gets its tags
+-- (field t) and its trace context (field tc), each only when it has one,
+-- and its history with the one event `added` (field h).
 -- mode "c": create the job if its hash is missing, unless this call's
 -- reservation token was fenced (taken over) for that id.
 -- mode "r": only report; the group's data field is then the token of the
@@ -23,11 +25,11 @@ local out, tokens = {}, {}
 local created = 0
 local fenced = redis.call('EXISTS', KEYS[3]) == 1
 local added = push_event(false, event_head(fmt(tonumber(nowp)), '') .. '0,"event":"added"}')
-for i = 6, #ARGV, 7 do
+for i = 6, #ARGV, 8 do
   tokens[#tokens + 1] = redis.call('HGET', pre .. ARGV[i], 'g')
 end
 local n = 0
-for i = 6, #ARGV, 7 do
+for i = 6, #ARGV, 8 do
   n = n + 1
   local id = ARGV[i]
   local g = tokens[n]
@@ -40,13 +42,14 @@ for i = 6, #ARGV, 7 do
     out[n] = 3
   else
     local dtp = ARGV[i + 5]
-    local tags = ARGV[i + 6]
-    if tags == '' then
-      redis.call('HSET', pre .. id, 'd', ARGV[i + 2], 'p', ARGV[i + 3], 'dt', dtp,
-        'l', '', 'a', '0', 'c', nowp, 'g', ARGV[5], 'h', added)
-    else
-      redis.call('HSET', pre .. id, 'd', ARGV[i + 2], 'p', ARGV[i + 3], 'dt', dtp,
-        'l', '', 'a', '0', 'c', nowp, 'g', ARGV[5], 'h', added, 't', tags)
+    local tags, tc = ARGV[i + 6], ARGV[i + 7]
+    redis.call('HSET', pre .. id, 'd', ARGV[i + 2], 'p', ARGV[i + 3], 'dt', dtp,
+      'l', '', 'a', '0', 'c', nowp, 'g', ARGV[5], 'h', added)
+    if tags ~= '' then
+      redis.call('HSET', pre .. id, 't', tags)
+    end
+    if tc ~= '' then
+      redis.call('HSET', pre .. id, 'tc', tc)
     end
     if dtp <= nowp then
       redis.call('ZADD', KEYS[1], ARGV[i + 4], dtp .. id)

@@ -4,10 +4,11 @@
 -- now), not in its history: h is written only for a job whose previous
 -- claim is still pending (an expired lease taken again), which gets that
 -- claim's event stored first.
--- Returns groups of 9: id, data, priority, create_dt, attempts, cancel
+-- Returns groups of 10: id, data, priority, create_dt, attempts, cancel
 -- mark (x, or false), stored history (h, or false; without this claim's
--- event, which the client adds), tags (t, or false), due time (the job's
--- dt before the claim, as 15 digits: the dt part of its ready member).
+-- event, which the client adds), tags (t, or false), trace context (tc, or
+-- false), due time (the job's dt before the claim, as 15 digits: the dt
+-- part of its ready member).
 local pre, now, limit, owner, exp = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local slice = tonumber(ARGV[6])
 local nowp = ARGV[7]
@@ -39,7 +40,7 @@ while got < limit and putback <= slice do
   end
   local fields = {}
   for i = 1, #members do
-    fields[i] = redis.call('HMGET', pre .. string.sub(members[i], 16), 'l', 'd', 'p', 'c', 'a', 'x', 'h', 't', 'ca')
+    fields[i] = redis.call('HMGET', pre .. string.sub(members[i], 16), 'l', 'd', 'p', 'c', 'a', 'x', 'h', 't', 'ca', 'tc')
   end
   local locked, sched_back, lock_back = {}, {}, {}
   for i = 1, #members do
@@ -78,6 +79,7 @@ while got < limit and putback <= slice do
       out[#out + 1] = f[6]
       out[#out + 1] = h
       out[#out + 1] = f[8]
+      out[#out + 1] = f[10]
       out[#out + 1] = dtp
       got = got + 1
     end

@@ -244,8 +244,8 @@ impl RedisStore {
                     .arg(-i64::from(job.priority))
                     .arg(padded(job.run_at.unwrap_or(now)));
                 match old {
-                    Some(_) => inv.arg(""),
-                    None => inv.arg(tags_json(&job.tags)),
+                    Some(_) => inv.arg("").arg(""),
+                    None => inv.arg(tags_json(&job.tags)).arg(trace_field(job)),
                 };
             }
             let n = entries.len();
@@ -286,6 +286,19 @@ pub(crate) enum Added {
     /// Not created: this add's reservation was taken over by another add
     /// (which creates the job), so it is reported existing.
     Fenced,
+}
+
+/// The trace context of a new job as stored (hash field `tc`): its
+/// traceparent, then a space and its tracestate if it has one (a
+/// traceparent holds no space); `""` for none (the field is then left out).
+fn trace_field(job: &NewJob) -> String {
+    match &job.trace {
+        None => String::new(),
+        Some(t) => match &t.tracestate {
+            None => t.traceparent.clone(),
+            Some(state) => format!("{} {state}", t.traceparent),
+        },
+    }
 }
 
 /// The tags of a new job as stored (hash field `t`): their JSON array, or

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use jobstore_api::history::{PendingClaim, complete_history, tags_from_json};
 use jobstore_api::{
     Error, Handler, HandlerVersion, Job, JobEvent, JobResult, LOCK_DONE, Result, ResultCode,
+    TraceContext,
 };
 use redis::{FromRedisValue, Value};
 
@@ -64,6 +65,25 @@ pub(crate) fn pending_claim(
             attempt,
         })),
     }
+}
+
+/// A job's trace context from its hash field `tc` (the traceparent, then
+/// a space and the tracestate if any); absent is none.
+pub(crate) fn trace(tc: Option<&[u8]>) -> Result<Option<TraceContext>> {
+    let Some(tc) = tc else {
+        return Ok(None);
+    };
+    let tc = std::str::from_utf8(tc).map_err(|_| malformed("job trace context"))?;
+    Ok(Some(match tc.split_once(' ') {
+        None => TraceContext {
+            traceparent: tc.to_owned(),
+            tracestate: None,
+        },
+        Some((parent, state)) => TraceContext {
+            traceparent: parent.to_owned(),
+            tracestate: Some(state.to_owned()),
+        },
+    }))
 }
 
 /// A job's tags from its hash field `t` (the JSON array); absent is none.
@@ -140,6 +160,7 @@ pub(crate) fn job_from_hash(
     let cancel_requested = take("x").is_some_and(|x| x == MARK.as_bytes());
     let stored = history(take("h").as_deref())?;
     let tags = tags(take("t").as_deref())?;
+    let trace = trace(take("tc").as_deref())?;
     let claimed_at = take("ca");
     let claimed_by = take("cb");
     let done_dt = take("dd").map(|v| parse_int(&v, "done_dt")).transpose()?;
@@ -186,7 +207,7 @@ pub(crate) fn job_from_hash(
         tags,
         history,
         claimed_due: None,
-        trace: None,
+        trace,
     })
 }
 

@@ -16,6 +16,7 @@ use crate::add::ADD_ROUNDS;
 use crate::conn::Conn;
 use crate::decode::{
     MARK, bytes, handler_version, history, int, is_marked, job_from_hash, pairs, string, tags,
+    trace,
 };
 use crate::error::{malformed, map};
 use crate::index::{CACHE_MAX, in_order};
@@ -213,6 +214,7 @@ impl JobStore for RedisStore {
             .with_management()
             .with_tags_and_history()
             .with_stats()
+            .with_trace()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -287,10 +289,10 @@ impl JobStore for RedisStore {
             .invoke_async(&mut c)
             .await
             .map_err(|e| map(e, "claim jobs"))?;
-        if !reply.len().is_multiple_of(9) {
+        if !reply.len().is_multiple_of(10) {
             return Err(malformed("claim reply length"));
         }
-        let mut jobs = Vec::with_capacity(reply.len() / 9);
+        let mut jobs = Vec::with_capacity(reply.len() / 10);
         let mut it = reply.into_iter();
         while let (
             Some(id),
@@ -301,8 +303,10 @@ impl JobStore for RedisStore {
             Some(x),
             Some(h),
             Some(t),
+            Some(tc),
             Some(due),
         ) = (
+            it.next(),
             it.next(),
             it.next(),
             it.next(),
@@ -320,6 +324,10 @@ impl JobStore for RedisStore {
             let t = match t {
                 Value::Nil => None,
                 t => Some(bytes(t, "claimed tags")?),
+            };
+            let tc = match tc {
+                Value::Nil => None,
+                tc => Some(bytes(tc, "claimed trace context")?),
             };
             let attempts =
                 u32::try_from(int(&a, "attempts")?).map_err(|_| malformed("attempts"))?;
@@ -344,7 +352,7 @@ impl JobStore for RedisStore {
                 tags: tags(t.as_deref())?,
                 history: complete_history(history(h.as_deref())?, Some(claim), None),
                 claimed_due: Some(int(&due, "due time")?),
-                trace: None,
+                trace: trace(tc.as_deref())?,
             });
         }
         {

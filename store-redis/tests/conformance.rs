@@ -326,6 +326,7 @@ mod raw {
             .arg(0)
             .arg(&nowp)
             .arg("")
+            .arg("")
             .invoke_async(c)
             .await
             .unwrap()
@@ -1080,6 +1081,75 @@ fn hashes_without_history_or_tags_read_as_empty() {
                 )
             );
             assert_eq!(job.history[0], claimed[0].history[0]);
+        },
+    );
+}
+
+/// A job's trace context is the one hash field `tc`, the traceparent
+/// and, after a space, the tracestate (which may hold spaces itself),
+/// written only for a job added with one; a hash without it (as stored
+/// before trace context) reads, lists and claims without one.
+#[test]
+fn trace_context_is_one_hash_field() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let now = 1_700_000_000_000;
+            let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+            let ctx = jobstore_api::TraceContext::parse(tp, Some("a=1 , b=x y")).unwrap();
+            let plain = jobstore_api::TraceContext::parse(tp, None).unwrap();
+            let jobs = [
+                NewJob::new("full", "t", "").trace(ctx.clone()),
+                NewJob::new("plain", "t", "").trace(plain.clone()),
+                NewJob::new("none", "t", ""),
+                NewJob::new("old", "t", "").trace(plain.clone()),
+            ];
+            assert_eq!(s.add_jobs(&jobs, now).await.unwrap().new.len(), 4);
+            let mut c = raw::conn(&url).await;
+            let field = |id: &str| {
+                redis::cmd("HGET")
+                    .arg(format!("{{{prefix}:t}}:j:{id}"))
+                    .arg("tc")
+                    .clone()
+            };
+            let full: Option<String> = field("full").query_async(&mut c).await.unwrap();
+            assert_eq!(full.as_deref(), Some(format!("{tp} a=1 , b=x y").as_str()));
+            let only: Option<String> = field("plain").query_async(&mut c).await.unwrap();
+            assert_eq!(only.as_deref(), Some(tp));
+            let none: Option<String> = field("none").query_async(&mut c).await.unwrap();
+            assert_eq!(none, None);
+            let _: i64 = redis::cmd("HDEL")
+                .arg(format!("{{{prefix}:t}}:j:old"))
+                .arg("tc")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let want = |id: &str| match id {
+                "full" => Some(ctx.clone()),
+                "plain" => Some(plain.clone()),
+                _ => None,
+            };
+            for id in ["full", "plain", "none", "old"] {
+                assert_eq!(
+                    s.get_job(id).await.unwrap().unwrap().trace,
+                    want(id),
+                    "{id}"
+                );
+            }
+            let page = s
+                .list_jobs(&JobQuery::new(JobState::Waiting), now)
+                .await
+                .unwrap();
+            assert_eq!(page.jobs.len(), 4);
+            for j in &page.jobs {
+                assert_eq!(j.trace, want(&j.id), "listed {}", j.id);
+            }
+            let min = Duration::from_secs(60);
+            let claimed = s.claim_jobs("t", 4, "w1", min, now).await.unwrap();
+            assert_eq!(claimed.len(), 4);
+            for j in &claimed {
+                assert_eq!(j.trace, want(&j.id), "claimed {}", j.id);
+            }
         },
     );
 }

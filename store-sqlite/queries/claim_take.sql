@@ -10,4 +10,4 @@ UPDATE jobs SET lock = ?1, dt = ?2, attempts = attempts + 1, claimed_at = ?4,
                     '$[#]', json_object('at', claimed_at, 'by', lock, 'attempt', attempts, 'event', 'claimed'))
     END
 WHERE id IN (SELECT value FROM json_each(?3))
-RETURNING id, jobtype, priority, dt, lock, attempts, create_dt, done_dt, result_code, result_status, result_output, cancel_requested, data, tags, history, claimed_at
+RETURNING id, jobtype, priority, dt, lock, attempts, create_dt, done_dt, result_code, result_status, result_output, cancel_requested, data, tags, history, claimed_at, traceparent, tracestate

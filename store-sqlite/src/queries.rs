@@ -50,11 +50,11 @@ queries! {
 }
 
 /// One row of the multi-row insert in [`ADD_JOBS`]: id, jobtype, priority,
-/// dt, create_dt, data, tags, history.
-pub(crate) const ADD_JOBS_ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?)";
+/// dt, create_dt, data, tags, history, traceparent, tracestate.
+pub(crate) const ADD_JOBS_ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// Parameters bound per row of [`ADD_JOBS`].
-pub(crate) const ADD_JOBS_PARAMS_PER_ROW: usize = 8;
+pub(crate) const ADD_JOBS_PARAMS_PER_ROW: usize = 10;
 
 /// The insert for `rows` jobs.
 pub(crate) fn add_jobs(rows: usize) -> String {
@@ -80,7 +80,7 @@ fn list_columns(with_data: bool) -> String {
     format!(
         "j.id, j.jobtype, j.priority, j.dt, j.lock, j.attempts, j.create_dt, j.done_dt, \
          j.result_code, j.result_status, j.result_output, j.cancel_requested, j.tags, j.history, \
-         j.claimed_at, j.claimed_by, {data}"
+         j.claimed_at, j.claimed_by, j.traceparent, j.tracestate, {data}"
     )
 }
 

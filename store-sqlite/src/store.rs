@@ -16,8 +16,8 @@ use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, EventKind, Handler, HandlerLimits,
     HandlerVersion, Job, JobCounts, JobEvent, JobRelease, JobResult, JobStore, LOCK_DONE, Millis,
-    NewJob, Release, Result, ResultCode, SysidLease, WaitingJobtype, WorkNotice, WorkWatcher,
-    duration_ms, validate,
+    NewJob, Release, Result, ResultCode, SysidLease, TraceContext, WaitingJobtype, WorkNotice,
+    WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -556,7 +556,16 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         tags: tags_from_json(&row.try_get::<String, _>("tags").map_err(d)?)?,
         history: complete_history(stored, claim, ended),
         claimed_due: None,
-        trace: None,
+        trace: row
+            .try_get::<Option<String>, _>("traceparent")
+            .map_err(d)?
+            .map(|traceparent| -> Result<TraceContext> {
+                Ok(TraceContext {
+                    traceparent,
+                    tracestate: row.try_get("tracestate").map_err(d)?,
+                })
+            })
+            .transpose()?,
     })
 }
 
@@ -619,6 +628,7 @@ impl JobStore for SqliteStore {
             .with_management()
             .with_tags_and_history()
             .with_stats()
+            .with_trace()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -645,7 +655,9 @@ impl JobStore for SqliteStore {
                     .bind(now)
                     .bind(job.data.as_slice())
                     .bind(tags.as_str())
-                    .bind(history.as_str());
+                    .bind(history.as_str())
+                    .bind(job.trace.as_ref().map(|t| t.traceparent.as_str()))
+                    .bind(job.trace.as_ref().and_then(|t| t.tracestate.as_deref()));
             }
             let new = q
                 .fetch_all(&mut *tx)

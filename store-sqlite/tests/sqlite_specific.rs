@@ -544,6 +544,8 @@ column jobs.history TEXT not null default '[]'
 column jobs.tags TEXT not null default '[]'
 column jobs.claimed_at INTEGER
 column jobs.claimed_by TEXT
+column jobs.traceparent TEXT
+column jobs.tracestate TEXT
 column paused.jobtype TEXT not null primary key
 column paused.dt INTEGER not null
 column stats.resolution TEXT not null primary key
@@ -864,5 +866,68 @@ async fn jobs_stored_before_pending_claims_read_as_stored() {
         store.job_counts(T0 + 6).await.unwrap()[0].archived,
         [(ResultCode::Failed, 1)].into_iter().collect()
     );
+    store.close().await;
+}
+
+/// A database of migrations 1 to 7 (before trace context) is upgraded by
+/// `connect`: its jobs read back without a trace context, whole otherwise,
+/// and run on as before; jobs added from then on keep theirs.
+#[tokio::test]
+async fn jobs_stored_before_trace_context_read_without_one() {
+    let db = TempDb::new();
+    let dir = std::env::temp_dir().join(unique_namespace());
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"));
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.as_str() < "20261204000008" {
+            std::fs::copy(&path, dir.join(&name)).unwrap();
+        }
+    }
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db.0)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .unwrap();
+    let old = sqlx::migrate::Migrator::new(dir.as_path()).await.unwrap();
+    old.run(&mut conn).await.unwrap();
+    sqlx::query(
+        "INSERT INTO jobs (id, jobtype, priority, dt, create_dt, data, tags, history)
+         VALUES ('old', 't', 3, ?1, ?1, x'6869', '[\"eu\"]', '[]')",
+    )
+    .bind(T0)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    let old = store.get_job("old").await.unwrap().unwrap();
+    assert_eq!(
+        (old.trace, old.priority, old.data.as_slice()),
+        (None, 3, &b"hi"[..])
+    );
+    assert_eq!(old.tags, ["eu"]);
+    let ctx = jobstore_api::TraceContext::parse(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        Some("rojo=1"),
+    )
+    .unwrap();
+    store
+        .add_jobs(&[NewJob::new("new", "t", "").trace(ctx.clone())], T0)
+        .await
+        .unwrap();
+    let claimed = store
+        .claim_jobs("t", 2, "sys-a", MIN, T0 + 1)
+        .await
+        .unwrap();
+    let traces: Vec<_> = claimed
+        .iter()
+        .map(|j| (j.id.as_str(), j.trace.clone()))
+        .collect();
+    assert_eq!(traces, [("old", None), ("new", Some(ctx))]);
     store.close().await;
 }

@@ -203,6 +203,16 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
     if let Some(d) = a.delay {
         query.push(("delay_ms", d.as_millis().to_string()));
     }
+    // Checked here: the daemon ignores a malformed header, as W3C Trace
+    // Context asks, and the jobs would lose their trace without a word.
+    // A tracestate alone (a stray $TRACESTATE) means nothing and is left.
+    let trace = match a.traceparent.as_deref() {
+        None => None,
+        Some(tp) => Some(
+            jobstore_api::TraceContext::parse(tp, a.tracestate.as_deref())
+                .map_err(|e| CliError::usage(format!("--traceparent or $TRACEPARENT: {e}")))?,
+        ),
+    };
 
     // Batches of lines, from the arguments, a file or stdin.
     let (lines, total_bytes): (Lines, Option<u64>) = if !a.payloads.is_empty() {
@@ -304,11 +314,17 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
     let segments = [a.client.as_str(), "job", a.jobtype.as_str(), "add"];
     let mut answers = tokio_stream_from(rx)
         .map_ok(|(body, bytes)| {
-            let req = api
+            let mut req = api
                 .request(Method::POST, &segments)
                 .query(&query)
                 .header(reqwest::header::CONTENT_TYPE, "text/plain")
                 .body(body);
+            if let Some(t) = &trace {
+                req = req.header("traceparent", &t.traceparent);
+                if let Some(state) = &t.tracestate {
+                    req = req.header("tracestate", state);
+                }
+            }
             let api = &api;
             async move { api.send::<AddResponse>(req).await.map(|r| (r, bytes)) }
         })

@@ -87,6 +87,14 @@ pub struct AddArgs {
     /// Tag every job (repeat for several; at most 8).
     #[arg(long = "tag", value_name = "TAG")]
     tags: Vec<String>,
+    /// The W3C trace context the jobs continue (their runs get it as
+    /// TRACEPARENT): from a job's own run, or a traced program, it is
+    /// already in the environment.
+    #[arg(long, env = "TRACEPARENT", value_name = "TRACEPARENT")]
+    traceparent: Option<String>,
+    /// The W3C tracestate that goes with --traceparent.
+    #[arg(long, env = "TRACESTATE", value_name = "TRACESTATE")]
+    tracestate: Option<String>,
     /// Print nothing but errors (not the ids).
     #[arg(long, short)]
     quiet: bool,

@@ -75,6 +75,12 @@ pub fn job(j: &JobView) -> Table {
     if !j.tags.is_empty() {
         t.add_row(vec!["tags".to_owned(), j.tags.join(", ")]);
     }
+    if let Some(tp) = &j.traceparent {
+        t.add_row(vec!["traceparent".to_owned(), tp.clone()]);
+    }
+    if let Some(ts) = &j.tracestate {
+        t.add_row(vec!["tracestate".to_owned(), ts.clone()]);
+    }
     if j.cancelling {
         t.add_row(vec![
             "cancelling".to_owned(),

@@ -1,6 +1,7 @@
 //! `jobstore work`: a remote worker. It fetches jobs from a daemon (long
 //! poll), runs a command per job as the `process` runner does locally
-//! (payload on stdin, `JOBSTORE_*` in the environment, `S:` and `J:` lines
+//! (payload on stdin, `JOBSTORE_*`, and `TRACEPARENT`/`TRACESTATE` for a
+//! job with a trace context, in the environment, `S:` and `J:` lines
 //! read from its output), renews the leases while the commands run, and
 //! reports every result in one call per batch.
 
@@ -125,29 +126,34 @@ async fn run_batch(
     lease: &str,
     jobs: Vec<FetchedJob>,
 ) -> Result<(), CliError> {
-    let tasks: Vec<Task> = jobs
-        .into_iter()
-        .map(|j| Task {
-            id: j.id.clone(),
-            local_id: j.id,
-            jobtype: j.jobtype.clone(),
-            local_type: j.jobtype,
-            client: a.client.clone(),
-            attempt: j.attempt,
-            data: match (j.data, j.data_base64) {
-                (Some(d), _) => d.into_bytes(),
-                (None, Some(b)) => {
-                    use base64::Engine;
-                    base64::engine::general_purpose::STANDARD
-                        .decode(b)
-                        .unwrap_or_default()
-                }
-                (None, None) => Vec::new(),
-            },
-            time_limit: a.time_limit,
-            lost: CancellationToken::new(),
-        })
-        .collect();
+    let tasks: Vec<Task> =
+        jobs.into_iter()
+            .map(|j| Task {
+                id: j.id.clone(),
+                local_id: j.id,
+                jobtype: j.jobtype.clone(),
+                local_type: j.jobtype,
+                client: a.client.clone(),
+                attempt: j.attempt,
+                data: match (j.data, j.data_base64) {
+                    (Some(d), _) => d.into_bytes(),
+                    (None, Some(b)) => {
+                        use base64::Engine;
+                        base64::engine::general_purpose::STANDARD
+                            .decode(b)
+                            .unwrap_or_default()
+                    }
+                    (None, None) => Vec::new(),
+                },
+                time_limit: a.time_limit,
+                lost: CancellationToken::new(),
+                // As the daemon sent it (it checked it at add); the command
+                // gets it as TRACEPARENT and TRACESTATE.
+                trace: j.traceparent.as_deref().and_then(|tp| {
+                    jobstore_api::TraceContext::parse(tp, j.tracestate.as_deref()).ok()
+                }),
+            })
+            .collect();
     let tokens: HashMap<String, CancellationToken> = tasks
         .iter()
         .map(|t| (t.id.clone(), t.lost.clone()))

@@ -160,8 +160,8 @@ pub fn trace_of_job(job: &Job) -> Option<&str> {
 }
 
 /// The `traceparent` a journaled job will be stored with.
-pub fn trace_of_record(_record: &Record) -> Option<&str> {
-    None
+pub fn trace_of_record(record: &Record) -> Option<&str> {
+    record.trace.as_ref().map(|t| t.traceparent.as_str())
 }
 
 /// The `traceparent` a new job will be stored with.

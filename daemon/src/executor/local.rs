@@ -297,6 +297,7 @@ impl Loop {
                     &mut tasks
                 };
                 to.push(Task {
+                    trace: crate::trace::run_trace(&job),
                     local_id: tenant::local_of(&job.id).to_owned(),
                     local_type: tenant::local_of(&job.jobtype).to_owned(),
                     client: tenant::tenant_of(&job.jobtype).to_owned(),
@@ -422,6 +423,7 @@ impl Loop {
                                 &mut outcome,
                                 self.core.max_payload,
                                 self.core.tags,
+                                task.trace.as_ref(),
                             )
                             .0
                         }

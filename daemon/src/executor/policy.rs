@@ -160,12 +160,15 @@ pub fn cancelled(output: &[u8]) -> Release {
 /// The journal records of the jobs a run of `client` asked for
 /// (`outcome.children`, taken), by the rule in the module docs: the
 /// dropped ones are noted in the run's output (within the output cap)
-/// and returned.
+/// and returned. Each new job continues the run's trace (`trace`, the
+/// run's [`Task::trace`](crate::runner::Task::trace)) unless it brings a
+/// context of its own.
 pub fn follow_on_jobs(
     client: &Client,
     outcome: &mut Outcome,
     max_payload: usize,
     tags_ok: bool,
+    trace: Option<&jobstore_api::TraceContext>,
 ) -> (Vec<Record>, Vec<Dropped>) {
     let children = std::mem::take(&mut outcome.children);
     let mut records = Vec::with_capacity(children.len());
@@ -214,6 +217,7 @@ pub fn follow_on_jobs(
             run_at: None,
             data: child.data,
             tags: child.tags,
+            trace: child.trace.or_else(|| trace.cloned()),
         });
     }
     for d in &dropped {
@@ -331,6 +335,7 @@ mod tests {
             jobtype: jobtype.into(),
             data: data.to_vec(),
             tags: vec![],
+            trace: None,
         };
         o.children = vec![
             child("mail", b"a"),
@@ -338,8 +343,25 @@ mod tests {
             child("mail", b"0123456789"),
             child("sms", b""),
         ];
-        let (records, dropped) = follow_on_jobs(&client, &mut o, 8, true);
+        let run = jobstore_api::TraceContext::parse(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            None,
+        )
+        .unwrap();
+        let own = jobstore_api::TraceContext::parse(
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            Some("a=1"),
+        )
+        .unwrap();
+        o.children[3].trace = Some(own.clone());
+        let (records, dropped) = follow_on_jobs(&client, &mut o, 8, true, Some(&run));
         assert!(o.children.is_empty());
+        let traces: Vec<_> = records.iter().map(|r| r.trace.clone()).collect();
+        assert_eq!(
+            traces,
+            [Some(run), Some(own)],
+            "the run's, or the job's own"
+        );
         let got: Vec<(&str, &[u8])> = records
             .iter()
             .map(|r| (r.jobtype.as_str(), r.data.as_slice()))
@@ -359,7 +381,7 @@ mod tests {
         let mut full = outcome(200);
         full.output = vec![b'x'; jobstore_api::limits::MAX_OUTPUT];
         full.children = vec![child("bad type", b"")];
-        let (records, dropped) = follow_on_jobs(&client, &mut full, 8, true);
+        let (records, dropped) = follow_on_jobs(&client, &mut full, 8, true, None);
         assert!(records.is_empty() && dropped.len() == 1);
         assert_eq!(full.output.len(), jobstore_api::limits::MAX_OUTPUT);
     }

@@ -79,6 +79,9 @@ pub struct RemoteJob {
     pub limits: Limits,
     /// The run as handed out, while job events are on.
     pub run: Option<Box<RunStart>>,
+    /// The trace context its run continues ([`crate::trace::run_trace`]),
+    /// given to the jobs its finish adds.
+    pub trace: Option<jobstore_api::TraceContext>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -344,6 +347,7 @@ mod tests {
                     claimed: Some(0),
                     limits: Limits::default(),
                     run: None,
+                    trace: None,
                 },
             )
         };

@@ -238,6 +238,7 @@ impl Executor {
                             attempt: j.attempts,
                             created: j.create_dt,
                             claimed: Some(now),
+                            trace: crate::trace::run_trace(j),
                             limits: limits_of
                                 .get(&j.jobtype)
                                 .copied()
@@ -323,8 +324,9 @@ impl Executor {
         let ids: Vec<String> = results.iter().map(|r| r.id.clone()).collect();
         let mut runs = Vec::new();
         for (i, mut r) in results.into_iter().enumerate() {
+            let trace = known.get(&r.id).and_then(|j| j.trace.as_ref());
             let (children, lost) =
-                policy::follow_on_jobs(client, &mut r.outcome, core.max_payload, core.tags);
+                policy::follow_on_jobs(client, &mut r.outcome, core.max_payload, core.tags, trace);
             dropped.extend(lost.into_iter().map(|d| (i + 1, d)));
             created.extend(children.iter().map(|c| c.id.clone()));
             let (attempt, created_at, limits) = known
@@ -458,6 +460,7 @@ impl Executor {
                     r.id.clone(),
                     RemoteJob {
                         limits: core.limits(handler.as_ref()),
+                        trace: crate::trace::run_trace(&job),
                         jobtype: job.jobtype,
                         owner: job.lock,
                         worker: (client.to_string(), worker.to_owned()),

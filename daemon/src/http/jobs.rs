@@ -12,7 +12,7 @@ use axum::response::IntoResponse;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use jobstore_api::limits::MAX_DELAY;
-use jobstore_api::{Job, JobCounts, JobState, JobStore, Millis, now_millis};
+use jobstore_api::{Job, JobCounts, JobState, JobStore, Millis, TraceContext, now_millis};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -64,6 +64,21 @@ pub struct AddItem {
     pub delay_ms: Option<u64>,
     /// Tags to find the job by (at most 8, each 1 to 64 of A-Z a-z 0-9 _ . : -).
     pub tags: Option<Vec<String>>,
+    /// The job's W3C trace context (`version-traceid-parentid-flags`,
+    /// lowercase hex): the job's runs continue this trace. Default: the
+    /// request's `traceparent` header. Unlike the header, a malformed one
+    /// is refused.
+    #[schema(
+        pattern = "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-[0-9a-f-]*)?$",
+        max_length = 256,
+        example = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    )]
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` that goes with `traceparent` (vendor entries,
+    /// `key=value` comma-separated, at most 32 and 512 bytes); only with
+    /// `traceparent`.
+    #[schema(max_length = 512, example = "rojo=00f067aa0ba902b7")]
+    pub tracestate: Option<String>,
 }
 
 /// A time: epoch milliseconds or RFC 3339.
@@ -96,6 +111,9 @@ pub struct AddResponse {
 /// Adds jobs. The body is one payload per line (a trailing CR is dropped,
 /// empty lines are skipped), or with `Content-Type: application/json` an
 /// array of [`AddItem`]. Answers once the jobs are durable in the journal.
+/// A `traceparent` header (and `tracestate`) is kept with every job of the
+/// request as its trace context (a JSON item may carry its own); a
+/// malformed one is ignored, as W3C Trace Context asks of a receiver.
 #[utoipa::path(
     post,
     path = "/{client}/job/{type}/add",
@@ -103,7 +121,9 @@ pub struct AddResponse {
     params(
         ClientPath,
         JobtypePath,
-        AddQuery
+        AddQuery,
+        ("traceparent" = Option<String>, Header, description = "W3C Trace Context of the add, kept with every job of the request (a JSON item's own traceparent takes its place); the runs continue this trace. A malformed one is ignored (the jobs are added without one) and counted in jobstore_trace_headers_ignored_total"),
+        ("tracestate" = Option<String>, Header, description = "W3C tracestate that goes with traceparent; a malformed one is ignored, the traceparent kept")
     ),
     request_body(
         description = "One payload per line (text/plain or any non-JSON type), or a JSON array of items",
@@ -133,6 +153,16 @@ pub async fn add(
     let began = state.events.on().map(|_| SystemTime::now());
     let jobtype = tenant.client.jobtype(params.get("type"))?;
     let now = now_millis();
+    let header_trace = crate::trace::from_headers(&headers);
+    if let Some(header) = header_trace.ignored {
+        state
+            .metrics
+            .trace_headers_ignored
+            .get_or_create(&crate::metrics::HeaderLabels { header })
+            .inc();
+        tracing::debug!(header, "add: a malformed trace header was ignored");
+    }
+    let trace = header_trace.context;
     let max_payload = state.max_payload;
     let mut client_ids: Vec<String> = Vec::new();
     let records = if is_json(&headers) {
@@ -168,6 +198,7 @@ pub async fn add(
             };
             let run_at = run_at(item.run_at.as_ref(), item.delay_ms, now).map_err(place)?;
             let tags = check_tags(&state, item.tags.clone().unwrap_or_default()).map_err(place)?;
+            let trace = item_trace(&item, trace.as_ref()).map_err(place)?;
             records.push(Record {
                 id,
                 jobtype: jobtype.clone(),
@@ -175,6 +206,7 @@ pub async fn add(
                 run_at,
                 data,
                 tags,
+                trace,
             });
         }
         records
@@ -203,6 +235,7 @@ pub async fn add(
                 run_at,
                 data: line.to_vec(),
                 tags: tags.clone(),
+                trace: trace.clone(),
             });
         }
         records
@@ -302,6 +335,36 @@ fn item_data(item: &AddItem) -> ApiResult<Vec<u8>> {
             ApiError::invalid(format!("data_base64 is not base64: {e}")).field("data_base64")
         }),
     }
+}
+
+/// The trace context of a JSON add's item: its own `traceparent` (and
+/// `tracestate`), checked, or else the request's (from its headers).
+fn item_trace(item: &AddItem, request: Option<&TraceContext>) -> ApiResult<Option<TraceContext>> {
+    Ok(
+        trace_fields(item.traceparent.as_deref(), item.tracestate.as_deref())?
+            .or_else(|| request.cloned()),
+    )
+}
+
+/// A trace context given as the JSON fields `traceparent` and
+/// `tracestate`: `None` when neither is set; a malformed one, or a
+/// tracestate without a traceparent, is a 400 naming the field.
+pub(crate) fn trace_fields(
+    traceparent: Option<&str>,
+    tracestate: Option<&str>,
+) -> ApiResult<Option<TraceContext>> {
+    let Some(parent) = traceparent else {
+        if tracestate.is_some() {
+            return Err(
+                ApiError::invalid("tracestate is given without a traceparent").field("tracestate"),
+            );
+        }
+        return Ok(None);
+    };
+    TraceContext::parse(parent, None).map_err(|e| ApiError::from(e).field("traceparent"))?;
+    let ctx = TraceContext::parse(parent, tracestate)
+        .map_err(|e| ApiError::from(e).field("tracestate"))?;
+    Ok(Some(ctx))
 }
 
 /// Tags of an add, checked: valid, and kept by the store.
@@ -420,6 +483,13 @@ pub struct JobView {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = Vec<Object>)]
     pub history: Vec<jobstore_api::JobEvent>,
+    /// The W3C `traceparent` it was added with: its runs continue this
+    /// trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` it was added with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }
 
 /// An archived job's result.
@@ -465,6 +535,8 @@ pub fn job_view(job: &Job, now: Millis) -> JobView {
         cancelling: job.cancel_requested,
         tags: job.tags.clone(),
         history: job.history.clone(),
+        traceparent: job.trace.as_ref().map(|t| t.traceparent.clone()),
+        tracestate: job.trace.as_ref().and_then(|t| t.tracestate.clone()),
         result: job.result.as_ref().map(|r| {
             let (output, output_base64) = if r.output.is_empty() {
                 (None, None)

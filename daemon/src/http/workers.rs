@@ -77,6 +77,13 @@ pub struct FetchedJob {
     /// The payload as base64, when not UTF-8.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_base64: Option<String>,
+    /// The W3C trace context the run continues (the one the job was added
+    /// with): start the run's span as its child. Absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` that goes with `traceparent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }
 
 /// The answer to a fetch.
@@ -236,7 +243,10 @@ pub async fn fetch(
             .into_iter()
             .map(|j| {
                 let (data, data_base64) = payload_fields(&j.data);
+                let trace = crate::trace::run_trace(&j);
                 FetchedJob {
+                    traceparent: trace.as_ref().map(|t| t.traceparent.clone()),
+                    tracestate: trace.and_then(|t| t.tracestate),
                     id: local_of(&j.id).to_owned(),
                     jobtype: local_of(&j.jobtype).to_owned(),
                     attempt: j.attempts,
@@ -369,6 +379,17 @@ pub struct ChildJob {
     /// Tags of the new job (at most 8, each 1 to 64 of A-Z a-z 0-9 _ . : -).
     #[serde(default)]
     pub tags: Vec<String>,
+    /// The new job's W3C trace context (the worker's own span, say);
+    /// default: the one the finished job's fetch gave. A malformed one is
+    /// refused.
+    #[schema(
+        pattern = "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-[0-9a-f-]*)?$",
+        max_length = 256
+    )]
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` that goes with `traceparent`; only with it.
+    #[schema(max_length = 512)]
+    pub tracestate: Option<String>,
 }
 
 /// One finished job.
@@ -482,22 +503,28 @@ pub async fn finish(
             })?,
             (None, None) => Vec::new(),
         };
+        let mut children = Vec::with_capacity(f.jobs.len());
+        for (k, child) in f.jobs.into_iter().enumerate() {
+            let trace = super::jobs::trace_fields(
+                child.traceparent.as_deref(),
+                child.tracestate.as_deref(),
+            )
+            .map_err(|e| place(e.at(&format!("new job {}", k + 1))))?;
+            children.push(Child {
+                jobtype: child.jobtype,
+                data: match child.data {
+                    serde_json::Value::String(s) => s.into_bytes(),
+                    v => v.to_string().into_bytes(),
+                },
+                tags: child.tags,
+                trace,
+            });
+        }
         let mut outcome = Outcome::new(
             f.status,
             Parsed {
                 output: output.into_iter().take(MAX_OUTPUT).collect(),
-                children: f
-                    .jobs
-                    .into_iter()
-                    .map(|child| Child {
-                        jobtype: child.jobtype,
-                        data: match child.data {
-                            serde_json::Value::String(s) => s.into_bytes(),
-                            v => v.to_string().into_bytes(),
-                        },
-                        tags: child.tags,
-                    })
-                    .collect(),
+                children,
                 ..Parsed::default()
             },
         );

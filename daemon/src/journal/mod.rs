@@ -133,6 +133,10 @@ pub struct Record {
     /// The job's tags (each of `A-Z a-z 0-9 _ . : -`), written after the
     /// jobtype as `jobtype#tag,tag`; records without tags read as before.
     pub tags: Vec<String>,
+    /// The job's W3C trace context, written after the jobtype and tags as
+    /// `~traceparent~tracestate`; records without one (all those written
+    /// before trace contexts existed) read as `None`.
+    pub trace: Option<jobstore_api::TraceContext>,
 }
 
 /// Where the journal lives and how it writes.

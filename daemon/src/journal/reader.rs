@@ -646,6 +646,7 @@ mod tests {
             run_at: None,
             data: vec![b'x'; usize::from(i) * 3],
             tags: Vec::new(),
+            trace: None,
         };
         let mut file = vec![0u8; 19];
         let mut plan = Vec::new();

@@ -8,12 +8,19 @@
 //!
 //! where the body is `id|jobtype|priority|run_at|payload` (`run_at` empty
 //! when `None`; a job with tags writes its jobtype field as
-//! `jobtype#tag,tag`, which no jobtype can be). The payload is escaped so that the line holds any bytes:
+//! `jobtype#tag,tag`, which no jobtype can be; a job with a trace context
+//! adds `~traceparent`, and `~tracestate` if it has one, to that field:
+//! `jobtype#tag,tag~00-4bf9…-01~rojo=1`, where no jobtype, tag or
+//! traceparent holds a `~`, and the tracestate has `%`, `|` and tab
+//! written `%25`, `%7C` and `%09`). Records written before tags or trace
+//! contexts existed have neither and read as they always did. The payload is escaped so that the line holds any bytes:
 //! `\` → `\\`, newline → `\n`, CR → `\r`, every byte that is not part of
 //! valid UTF-8 → `\xHH` (lowercase hex); everything else is copied verbatim,
 //! so text payloads stay readable.
 
 use std::io::Write as _;
+
+use jobstore_api::TraceContext;
 
 use super::{JournalError, Record};
 
@@ -160,10 +167,26 @@ pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, J
             message: format!("tag {t:?} cannot be journaled"),
         });
     }
-    if record.jobtype.contains('#') {
+    if let Some(c) = record.jobtype.chars().find(|c| matches!(c, '#' | '~')) {
         return Err(JournalError::InvalidRecord {
-            message: format!("jobtype {:?} contains '#'", record.jobtype),
+            message: format!("jobtype {:?} contains {c:?}", record.jobtype),
         });
+    }
+    if let Some(t) = &record.trace {
+        let parent_ok = t
+            .traceparent
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() || b == b'-')
+            && !t.traceparent.is_empty();
+        let state_ok = t
+            .tracestate
+            .as_deref()
+            .is_none_or(|s| !s.chars().any(|c| c.is_control() && c != '\t'));
+        if !parent_ok || !state_ok {
+            return Err(JournalError::InvalidRecord {
+                message: format!("trace context {t:?} cannot be journaled"),
+            });
+        }
     }
     let start = out.len();
     let payload_len = escaped_len(&record.data);
@@ -180,6 +203,21 @@ pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, J
     if !record.tags.is_empty() {
         out.push(b'#');
         out.extend_from_slice(record.tags.join(",").as_bytes());
+    }
+    if let Some(t) = &record.trace {
+        out.push(b'~');
+        out.extend_from_slice(t.traceparent.as_bytes());
+        if let Some(state) = &t.tracestate {
+            out.push(b'~');
+            for b in state.bytes() {
+                match b {
+                    b'%' => out.extend_from_slice(b"%25"),
+                    b'|' => out.extend_from_slice(b"%7C"),
+                    b'\t' => out.extend_from_slice(b"%09"),
+                    b => out.push(b),
+                }
+            }
+        }
     }
     out.push(b'|');
     // Writing to a Vec cannot fail.
@@ -271,6 +309,7 @@ pub(crate) struct Fields<'a> {
     id: &'a str,
     jobtype: &'a str,
     tags: &'a str,
+    trace: Option<TraceContext>,
     priority: i32,
     run_at: Option<i64>,
 }
@@ -303,6 +342,10 @@ pub(crate) fn parse_line<'a>(line: &'a [u8], scratch: &mut Vec<u8>) -> Result<Fi
     };
     let id = std::str::from_utf8(id).map_err(|_| "id is not UTF-8")?;
     let jobtype = std::str::from_utf8(jobtype).map_err(|_| "jobtype is not UTF-8")?;
+    let (jobtype, trace) = match jobtype.split_once('~') {
+        None => (jobtype, None),
+        Some((jobtype, trace)) => (jobtype, Some(decode_trace(trace)?)),
+    };
     let (jobtype, tags) = jobtype.split_once('#').unwrap_or((jobtype, ""));
     if !name_ok(id) {
         return Err("bad id");
@@ -330,9 +373,38 @@ pub(crate) fn parse_line<'a>(line: &'a [u8], scratch: &mut Vec<u8>) -> Result<Fi
         id,
         jobtype,
         tags,
+        trace,
         priority,
         run_at,
     })
+}
+
+/// The trace context of a jobtype field, after its first `~`:
+/// `traceparent`, or `traceparent~tracestate` with `%25`, `%7C`, `%09`
+/// for `%`, `|`, tab; and valid as W3C Trace Context says (as the HTTP
+/// API checked it before journaling it).
+fn decode_trace(field: &str) -> Result<TraceContext, Damage> {
+    let (parent, state) = match field.split_once('~') {
+        None => (field, None),
+        Some((parent, escaped)) => {
+            let mut state = String::with_capacity(escaped.len());
+            let mut rest = escaped;
+            while let Some(at) = rest.find('%') {
+                state.push_str(&rest[..at]);
+                let c = match rest.get(at + 1..at + 3) {
+                    Some("25") => '%',
+                    Some("7C") => '|',
+                    Some("09") => '\t',
+                    _ => return Err("bad escape in the tracestate"),
+                };
+                state.push(c);
+                rest = &rest[at + 3..];
+            }
+            state.push_str(rest);
+            (parent, Some(state))
+        }
+    };
+    TraceContext::parse(parent, state.as_deref()).map_err(|_| "bad trace context")
 }
 
 /// Decodes a line (without its trailing newline) into a record.
@@ -350,6 +422,7 @@ pub(crate) fn decode_line(line: &[u8]) -> Result<Record, Damage> {
         } else {
             fields.tags.split(',').map(str::to_owned).collect()
         },
+        trace: fields.trace,
     })
 }
 
@@ -377,6 +450,7 @@ mod tests {
             run_at: None,
             data: data.to_vec(),
             tags: Vec::new(),
+            trace: None,
         }
     }
 
@@ -413,6 +487,7 @@ mod tests {
             run_at: Some(1_700_000_000_000),
             data: b"a\\b\nc\rd\xffe|f".to_vec(),
             tags: Vec::new(),
+            trace: None,
         };
         let line = line_of(&r);
         let body = b"j1|mail|-3|1700000000000|a\\\\b\\nc\\rd\\xffe|f";
@@ -424,6 +499,112 @@ mod tests {
         );
         assert_eq!(std::str::from_utf8(&line).unwrap(), expected);
         round_trip(&r);
+    }
+
+    /// A trace context follows the jobtype and tags: `~traceparent`, then
+    /// `~tracestate` with `%`, `|` and tab escaped; records without one
+    /// are exactly as before.
+    #[test]
+    fn trace_context_format() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let mut r = rec("j1", b"x");
+        r.tags = vec!["eu".into()];
+        r.trace = Some(TraceContext::parse(tp, Some("a=1|%\t, b=~2")).unwrap());
+        let line = line_of(&r);
+        let text = std::str::from_utf8(&line).unwrap();
+        assert!(
+            text.ends_with(&format!(" j1|mail#eu~{tp}~a=1%7C%25%09, b=~2|5||x\n")),
+            "{text:?}"
+        );
+        round_trip(&r);
+        r.trace = Some(TraceContext::parse(tp, None).unwrap());
+        r.tags.clear();
+        let text = String::from_utf8(line_of(&r)).unwrap();
+        assert!(text.ends_with(&format!(" j1|mail~{tp}|5||x\n")), "{text:?}");
+        round_trip(&r);
+        r.trace = None;
+        let text = String::from_utf8(line_of(&r)).unwrap();
+        assert!(text.ends_with(" j1|mail|5||x\n"), "{text:?}");
+        round_trip(&r);
+    }
+
+    /// A trace context that the HTTP API would not have let through, or a
+    /// bad escape in its tracestate, is damage; one the journal cannot
+    /// write is refused.
+    #[test]
+    fn bad_trace_contexts_are_damage_or_refused() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let with = |body: String| {
+            format!(
+                "{:08x} {} {body}",
+                crc32c::crc32c(body.as_bytes()),
+                body.len()
+            )
+            .into_bytes()
+        };
+        let ok = with(format!("id|mail~{tp}~a=1%7Cb|1||p"));
+        assert_eq!(
+            decode_line(&ok)
+                .unwrap()
+                .trace
+                .unwrap()
+                .tracestate
+                .as_deref(),
+            Some("a=1|b")
+        );
+        for (body, why) in [
+            (format!("id|mail~{}|1||p", &tp[..54]), "bad trace context"),
+            (
+                format!("id|mail~{}|1||p", tp.to_uppercase()),
+                "bad trace context",
+            ),
+            ("id|mail~|1||p".to_owned(), "bad trace context"),
+            (format!("id|mail~{tp}~|1||p"), "bad trace context"),
+            (format!("id|mail~{tp}~A=1|1||p"), "bad trace context"),
+            (
+                format!("id|mail~{tp}~a=1%7c|1||p"),
+                "bad escape in the tracestate",
+            ),
+            (
+                format!("id|mail~{tp}~a=1%2|1||p"),
+                "bad escape in the tracestate",
+            ),
+            (
+                format!("id|mail~{tp}~a=%41|1||p"),
+                "bad escape in the tracestate",
+            ),
+        ] {
+            assert_eq!(decode_line(&with(body.clone())).unwrap_err(), why, "{body}");
+        }
+        for trace in [
+            TraceContext {
+                traceparent: "00|x".into(),
+                tracestate: None,
+            },
+            TraceContext {
+                traceparent: format!("{tp}~"),
+                tracestate: None,
+            },
+            TraceContext {
+                traceparent: tp.into(),
+                tracestate: Some("a=\n".into()),
+            },
+        ] {
+            let mut r = rec("id", b"p");
+            r.trace = Some(trace);
+            let mut out = b"keep".to_vec();
+            assert!(matches!(
+                encode_into(&r, &mut out),
+                Err(JournalError::InvalidRecord { .. })
+            ));
+            assert_eq!(out, b"keep");
+        }
+        let mut r = rec("id", b"p");
+        r.jobtype = "a~b".into();
+        assert!(
+            encode_into(&r, &mut Vec::new()).is_err(),
+            "a jobtype holds no '~'"
+        );
     }
 
     #[test]
@@ -468,6 +649,7 @@ mod tests {
                 run_at,
                 data: vec![],
                 tags: Vec::new(),
+                trace: None,
             });
         }
     }
@@ -492,6 +674,7 @@ mod tests {
                 run_at: None,
                 data: vec![],
                 tags: Vec::new(),
+                trace: None,
             };
             let mut out = b"keep".to_vec();
             let err = encode_into(&r, &mut out).unwrap_err();
@@ -604,9 +787,34 @@ mod tests {
         "[^|\\p{Cc}]{1,40}"
     }
 
-    /// A jobtype as the journal holds one: a name without `#`.
+    /// A jobtype as the journal holds one: a name without `#` or `~`.
     fn jobtype_name() -> impl Strategy<Value = String> {
-        "[^|#\\p{Cc}]{1,40}"
+        "[^|#~\\p{Cc}]{1,40}"
+    }
+
+    /// A valid trace context, or none: any ids and flags, sometimes a
+    /// later version going on, sometimes a tracestate of any characters
+    /// W3C allows.
+    fn trace() -> impl Strategy<Value = Option<TraceContext>> {
+        let member = (
+            "[a-z][a-z0-9_*/-]{0,8}(@[a-z][a-z0-9]{0,5})?",
+            "[ -+--<>-~]{0,12}[!-+--<>-~]",
+        )
+            .prop_map(|(k, v)| format!("{k}={v}"));
+        let state = proptest::collection::vec(member, 1..5).prop_map(|m| m.join(" ,\t"));
+        proptest::option::of(
+            (
+                "[0-9a-e][0-9a-f]",
+                "[0-9a-f]{32}",
+                "[0-9a-f]{16}",
+                "[0-9a-f]{2}",
+                proptest::option::of(state),
+            )
+                .prop_filter_map("a valid trace context", |(v, t, p, f, state)| {
+                    let tail = if v == "00" { "" } else { "-0a" };
+                    TraceContext::parse(&format!("{v}-{t}-{p}-{f}{tail}"), state.as_deref()).ok()
+                }),
+        )
     }
 
     fn tag_list() -> impl Strategy<Value = Vec<String>> {
@@ -628,8 +836,9 @@ mod tests {
             run_at in any::<Option<i64>>(),
             data in proptest::collection::vec(any::<u8>(), 0..600),
             tags in tag_list(),
+            trace in trace(),
         ) {
-            let r = Record { id, jobtype, priority, run_at, data, tags };
+            let r = Record { id, jobtype, priority, run_at, data, tags, trace };
             let line = line_of(&r);
             prop_assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
             prop_assert!(!line.contains(&b'\r'));

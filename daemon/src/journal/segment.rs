@@ -479,6 +479,7 @@ mod tests {
                 run_at: None,
                 data: b"payload".to_vec(),
                 tags: Vec::new(),
+                trace: None,
             };
             let mut out = Vec::new();
             record::encode_into(&r, &mut out).unwrap();

@@ -22,7 +22,18 @@ fn rec(i: usize) -> Record {
         run_at: i.is_multiple_of(2).then_some(1_700_000_000_000 + i as i64),
         data: format!("payload {i}").into_bytes(),
         tags: Vec::new(),
+        trace: trace_of(i),
     }
+}
+
+/// Every fourth record has a trace context, every eighth with a
+/// tracestate holding the characters the journal escapes.
+fn trace_of(i: usize) -> Option<jobstore_api::TraceContext> {
+    (i % 4 == 3).then(|| {
+        let parent = format!("00-4bf92f3577b34da6a3ce9290{i:08x}-00f067aa0ba902b7-01");
+        let state = (i % 8 == 7).then_some("a=1|%7C%,\tb=x~z");
+        jobstore_api::TraceContext::parse(&parent, state).unwrap()
+    })
 }
 
 fn recs(range: std::ops::Range<usize>) -> Vec<Record> {
@@ -271,6 +282,7 @@ async fn concurrent_appends_are_all_durable_and_read_exactly_once() {
                         run_at: None,
                         data: vec![task as u8; call],
                         tags: Vec::new(),
+                        trace: None,
                     })
                     .collect();
                 j.append(batch).await.unwrap();
@@ -581,6 +593,7 @@ async fn payloads_of_every_kind_round_trip() {
             run_at: Some(i64::MAX - i as i64),
             data,
             tags: Vec::new(),
+            trace: None,
         })
         .collect();
     j.append(records.clone()).await.unwrap();
@@ -609,6 +622,7 @@ async fn invalid_records_are_refused_whole() {
             run_at: None,
             data: vec![],
             tags: Vec::new(),
+            trace: None,
         };
         let err = j.append(vec![rec(0), bad]).await.unwrap_err();
         assert!(matches!(err, JournalError::InvalidRecord { .. }), "{err}");
@@ -695,6 +709,47 @@ async fn damage_in_the_middle_is_skipped_and_counted() {
     );
 }
 
+/// A journal written by the version before trace contexts (lines as it
+/// wrote them: no `~` in any jobtype field) replays whole, each record
+/// without a trace context; records appended after it keep theirs.
+#[tokio::test]
+async fn a_journal_of_the_previous_version_replays() {
+    let dir = TempDir::new().unwrap();
+    let old = concat!(
+        "jobstore-journal 1\n",
+        "32cffc22 24 job-a|acme-mail|5||hello\n",
+        "748874a9 71 job-b|acme-mail#eu,vip|-3|1700000000000|line\\nwith \\\\ escapes \\xff|pipe\n",
+    );
+    fs::write(segment::segment_path(dir.path(), 1), old).unwrap();
+    let j = open(dir.path());
+    assert_eq!(j.recovery().damaged_records, 0);
+    assert_eq!(j.recovery().torn_tail_bytes, 0);
+    j.append(recs(3..4)).await.unwrap();
+    let want = vec![
+        Record {
+            id: "job-a".into(),
+            jobtype: "acme-mail".into(),
+            priority: 5,
+            run_at: None,
+            data: b"hello".to_vec(),
+            tags: Vec::new(),
+            trace: None,
+        },
+        Record {
+            id: "job-b".into(),
+            jobtype: "acme-mail".into(),
+            priority: -3,
+            run_at: Some(1_700_000_000_000),
+            data: b"line\nwith \\ escapes \xff|pipe".to_vec(),
+            tags: vec!["eu".into(), "vip".into()],
+            trace: None,
+        },
+        rec(3),
+    ];
+    assert!(want[2].trace.is_some());
+    assert_eq!(drain(&j).await, want);
+}
+
 #[tokio::test]
 async fn a_newer_format_is_refused_not_truncated() {
     let dir = TempDir::new().unwrap();
@@ -740,6 +795,7 @@ fn tricky(i: usize) -> Record {
         run_at: (i % 2 == 1).then_some(i as i64),
         data: data.to_vec(),
         tags: Vec::new(),
+        trace: trace_of(i),
     }
 }
 
@@ -815,6 +871,7 @@ fn check_recovers(rt: &tokio::runtime::Runtime, dir: &Path, expected: &[Record],
             run_at: None,
             data: b"after reopen".to_vec(),
             tags: Vec::new(),
+            trace: None,
         };
         j.append(vec![marker.clone()]).await.unwrap();
         let t = j.reserve(10, LONG).await.unwrap().unwrap();
@@ -1053,7 +1110,7 @@ proptest! {
         batch in proptest::collection::vec(
             (
                 "[^|\\p{Cc}]{1,20}",
-                "[^|#\\p{Cc}]{1,20}",
+                "[^|#~\\p{Cc}]{1,20}",
                 any::<i32>(),
                 any::<Option<i64>>(),
                 proptest::collection::vec(any::<u8>(), 0..300),
@@ -1065,7 +1122,7 @@ proptest! {
         let dir = TempDir::new().unwrap();
         let records: Vec<Record> = batch
             .into_iter()
-            .map(|(id, jobtype, priority, run_at, data)| Record { id, jobtype, priority, run_at, data, tags: Vec::new() })
+            .map(|(id, jobtype, priority, run_at, data)| Record { id, jobtype, priority, run_at, data, tags: Vec::new(), trace: None })
             .collect();
         rt.block_on(async {
             let j = open_nosync(dir.path());

@@ -6,7 +6,8 @@
 //! the job's output (a status comes from the HTTP status, not `S:` lines).
 //!
 //! Headers sent: `X-Jobstore-Job-Id`, `X-Jobstore-Jobtype`,
-//! `X-Jobstore-Client`, `X-Jobstore-Attempt`.
+//! `X-Jobstore-Client`, `X-Jobstore-Attempt`, and the job's W3C trace
+//! context as `traceparent` (and `tracestate`) when it has one.
 
 use std::time::Duration;
 
@@ -104,7 +105,7 @@ impl HttpRunner {
         if let Err(e) = check_target(&self.allow_hosts, url) {
             return Finished::Done(Outcome::error(e.message()));
         }
-        let request = self
+        let mut request = self
             .client
             .post(url)
             .timeout(t.time_limit)
@@ -114,6 +115,12 @@ impl HttpRunner {
             .header("X-Jobstore-Attempt", t.attempt.to_string())
             .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
             .body(t.data.clone());
+        if let Some(trace) = &t.trace {
+            request = request.header("traceparent", &trace.traceparent);
+            if let Some(state) = &trace.tracestate {
+                request = request.header("tracestate", state);
+            }
+        }
         let call = async {
             let response = request.send().await?;
             let status = response.status();
@@ -189,6 +196,15 @@ mod tests {
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 (Code::OK, out, String::new())
             }
+            "trace" => {
+                let header = |name: &str| {
+                    headers
+                        .get(name)
+                        .map_or("none".to_owned(), |v| v.to_str().unwrap().to_owned())
+                };
+                let text = format!("{} {}", header("traceparent"), header("tracestate"));
+                (Code::OK, out, text)
+            }
             _ => (Code::INTERNAL_SERVER_ERROR, out, "boom".into()),
         }
     }
@@ -215,6 +231,7 @@ mod tests {
             data: data.as_bytes().to_vec(),
             time_limit: Duration::from_millis(500),
             lost: CancellationToken::new(),
+            trace: None,
         }
     }
 
@@ -250,6 +267,26 @@ mod tests {
         assert!(String::from_utf8_lossy(&o.output).contains("time limit"));
         let o = run(&r, "http://127.0.0.1:1/nothing", "ok").await;
         assert_eq!(o.class, Class::Error, "connection refused is an error");
+    }
+
+    /// The run's trace context goes in `traceparent` and `tracestate`
+    /// headers; a job without one sends neither.
+    #[tokio::test]
+    async fn the_trace_context_is_in_the_headers() {
+        let url = server().await;
+        let r = HttpRunner::new(Vec::new());
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let o = run(&r, &url, "trace").await;
+        assert_eq!(String::from_utf8_lossy(&o.output), "none none\n");
+        let mut t = task("trace");
+        t.trace = Some(jobstore_api::TraceContext::parse(tp, Some("a=1,b=2")).unwrap());
+        let Finished::Done(o) = r.run_one(&url, &t).await else {
+            panic!("not done")
+        };
+        assert_eq!(
+            String::from_utf8_lossy(&o.output),
+            format!("{tp} a=1,b=2\n")
+        );
     }
 
     #[tokio::test]

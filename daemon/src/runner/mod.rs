@@ -17,7 +17,7 @@ pub mod worker;
 
 use std::time::Duration;
 
-use jobstore_api::Handler;
+use jobstore_api::{Handler, TraceContext};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -125,6 +125,9 @@ pub struct Task {
     /// Cancelled when the job's lease is lost or the daemon stops hard: the
     /// runner kills the job and reports [`Finished::Lost`].
     pub lost: CancellationToken,
+    /// The W3C trace context the run continues ([`crate::trace::run_trace`]):
+    /// passed to the handler, and given to the jobs the run adds.
+    pub trace: Option<TraceContext>,
 }
 
 /// How a run ended, by status class.
@@ -311,12 +314,22 @@ pub fn shell(body: &str) -> tokio::process::Command {
     cmd
 }
 
-/// Sets the job's identity in a command's environment.
+/// Sets the job's identity in a command's environment, and its trace
+/// context as `TRACEPARENT` and `TRACESTATE` (OpenTelemetry's environment
+/// carrier); neither is inherited from the daemon's own environment.
 pub fn task_env(cmd: &mut tokio::process::Command, t: &Task) {
     cmd.env("JOBSTORE_JOB_ID", &t.local_id)
         .env("JOBSTORE_JOBTYPE", &t.local_type)
         .env("JOBSTORE_CLIENT", &t.client)
         .env("JOBSTORE_ATTEMPT", t.attempt.to_string());
+    match &t.trace {
+        Some(trace) => cmd.env("TRACEPARENT", &trace.traceparent),
+        None => cmd.env_remove("TRACEPARENT"),
+    };
+    match t.trace.as_ref().and_then(|tc| tc.tracestate.as_deref()) {
+        Some(state) => cmd.env("TRACESTATE", state),
+        None => cmd.env_remove("TRACESTATE"),
+    };
 }
 
 /// Kills a process group (the job and everything it started).

@@ -20,6 +20,10 @@ pub struct Child {
     /// Tags, as written after the jobtype (`J: type#tag,tag|payload`;
     /// validated when journaled).
     pub tags: Vec<String>,
+    /// Its own W3C trace context (a remote worker's new job may carry
+    /// one, checked by the API); `None`: the run's
+    /// ([`crate::runner::Task::trace`]).
+    pub trace: Option<jobstore_api::TraceContext>,
 }
 
 /// Most `J:` lines one job may write.
@@ -97,6 +101,7 @@ impl OutputParser {
                         jobtype,
                         data: rest[bar + 1..].to_vec(),
                         tags,
+                        trace: None,
                     });
                 }
                 Some(_) => self.error(format!(
@@ -195,16 +200,19 @@ mod tests {
                     jobtype: "next".into(),
                     data: b"{\"a\":1}|x".to_vec(),
                     tags: vec![],
+                    trace: None,
                 },
                 Child {
                     jobtype: "bare".into(),
                     data: vec![],
                     tags: vec![],
+                    trace: None,
                 },
                 Child {
                     jobtype: "tagged".into(),
                     data: b"x".to_vec(),
                     tags: vec!["customer-42".into(), "eu".into()],
+                    trace: None,
                 },
             ]
         );

@@ -205,6 +205,7 @@ async fn read_into<R: AsyncRead + Unpin>(
 mod tests {
     use super::*;
     use crate::runner::Class;
+    use jobstore_api::TraceContext;
 
     fn task(data: &str, limit: Duration) -> Task {
         Task {
@@ -217,6 +218,7 @@ mod tests {
             data: data.as_bytes().to_vec(),
             time_limit: limit,
             lost: CancellationToken::new(),
+            trace: None,
         }
     }
 
@@ -247,6 +249,29 @@ mod tests {
         assert!(String::from_utf8_lossy(&o.output).contains("oops"));
         let o = done(run_one("echo 'S: 102'; exit 1", &t).await);
         assert_eq!((o.status, o.class), (102, Class::Retry));
+    }
+
+    /// The run's trace context is in `TRACEPARENT` and `TRACESTATE`; a
+    /// job without one has neither.
+    #[tokio::test]
+    async fn the_trace_context_is_in_the_environment() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let mut t = task("", Duration::from_secs(10));
+        let show = "echo \"[${TRACEPARENT-unset}] [${TRACESTATE-unset}]\"";
+        let o = done(run_one(show, &t).await);
+        assert_eq!(String::from_utf8_lossy(&o.output), "[unset] [unset]\n");
+        t.trace = Some(TraceContext::parse(tp, None).unwrap());
+        let o = done(run_one(show, &t).await);
+        assert_eq!(
+            String::from_utf8_lossy(&o.output),
+            format!("[{tp}] [unset]\n")
+        );
+        t.trace = Some(TraceContext::parse(tp, Some("a=1, b=x y")).unwrap());
+        let o = done(run_one(show, &t).await);
+        assert_eq!(
+            String::from_utf8_lossy(&o.output),
+            format!("[{tp}] [a=1, b=x y]\n")
+        );
     }
 
     #[tokio::test]

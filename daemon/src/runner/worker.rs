@@ -10,7 +10,9 @@
 //! The daemon writes one JSON object per line to the worker's stdin:
 //!
 //! - `{"op":"job","id":…,"type":…,"client":…,"attempt":N,"data":"…"}` (or
-//!   `"data_base64"` when the payload is not UTF-8);
+//!   `"data_base64"` when the payload is not UTF-8), with
+//!   `"traceparent":…` (and `"tracestate":…`) when the job has a W3C trace
+//!   context: the run continues that trace;
 //! - `{"op":"before","code":…}` once when the worker starts, if the handler
 //!   has `before`; `{"op":"before_each","code":…}` and
 //!   `{"op":"after_each","code":…}` around each batch, if set.
@@ -325,6 +327,12 @@ fn job_line(t: &Task) -> Vec<u8> {
         "client": t.client,
         "attempt": t.attempt,
     });
+    if let Some(trace) = &t.trace {
+        msg["traceparent"] = json!(trace.traceparent);
+        if let Some(state) = &trace.tracestate {
+            msg["tracestate"] = json!(state);
+        }
+    }
     match std::str::from_utf8(&t.data) {
         Ok(s) => msg["data"] = json!(s),
         Err(_) => {
@@ -535,7 +543,29 @@ done
             data: data.as_bytes().to_vec(),
             time_limit: Duration::from_millis(1500),
             lost: CancellationToken::new(),
+            trace: None,
         }
+    }
+
+    /// A job line carries the run's trace context when it has one.
+    #[test]
+    fn job_lines_carry_the_trace_context() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let line =
+            |t: &Task| -> serde_json::Value { serde_json::from_slice(&job_line(t)).unwrap() };
+        let mut t = task(1, "x");
+        let plain = line(&t);
+        assert!(plain.get("traceparent").is_none() && plain.get("tracestate").is_none());
+        t.trace = Some(jobstore_api::TraceContext::parse(tp, None).unwrap());
+        assert_eq!(line(&t)["traceparent"], tp);
+        assert!(line(&t).get("tracestate").is_none());
+        t.trace = Some(jobstore_api::TraceContext::parse(tp, Some("a=\"1\"")).unwrap());
+        let full = line(&t);
+        assert_eq!(
+            (full["traceparent"].as_str(), full["tracestate"].as_str()),
+            (Some(tp), Some("a=\"1\""))
+        );
+        assert_eq!(full["data"], "x");
     }
 
     /// A context of one worker.
