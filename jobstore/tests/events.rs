@@ -466,6 +466,93 @@ fn spans_reach_an_otlp_receiver_in_the_producers_trace() {
             "the run's TRACEPARENT is its span: {output}"
         );
 
+        // The job its run asked for (a `J:` line) continues the trace
+        // from the run span: its spans are children of it.
+        let child = eventually(WAIT, "the child's spans", || async {
+            let spans = receiver.spans.lock().unwrap();
+            let id = spans.iter().find_map(|(_, s)| {
+                (s.name == "add"
+                    && attr(s, "jobstore.source").as_deref() == Some("run")
+                    && hex::encode(&s.trace_id) == TRACE_ID)
+                    .then(|| attr(s, "jobstore.job.id"))
+                    .flatten()
+            });
+            drop(spans);
+            id
+        })
+        .await;
+        let got = spans_of(&receiver, &child).await;
+        let spans: Vec<&Span> = NAMES.iter().map(|n| &got[*n][0]).collect();
+        report(table(
+            &format!("job {child}, asked for by the run of {traced}"),
+            &spans,
+        ));
+        for s in &spans {
+            assert_eq!(hex::encode(&s.trace_id), TRACE_ID, "{}", s.name);
+            assert_eq!(
+                s.parent_span_id, run.span_id,
+                "{} a child of the run",
+                s.name
+            );
+        }
+
+        // A remote worker gets the run span's context in its fetch, and
+        // the run span ends with its finish.
+        api.handler("pull", json!({"method": "remote", "body": ""}))
+            .await;
+        let (s, v) = json(
+            c.post(format!("{}/acme/job/pull/add", d.url))
+                .bearer_auth(ADMIN)
+                .header("traceparent", traceparent())
+                .header("tracestate", "vendor=1")
+                .body("x"),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
+        let pulled = ids(&v).remove(0);
+        let fetched = eventually(WAIT, "the remote job fetched", || async {
+            let (s, v) = api
+                .post("/acme/job/pull/get?max=1&wait=1000&worker=w1", json!({}))
+                .await;
+            assert_eq!(s, 200, "{v}");
+            (!v["jobs"].as_array().unwrap().is_empty()).then_some(v)
+        })
+        .await;
+        let given = fetched["jobs"][0]["traceparent"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(fetched["jobs"][0]["tracestate"], "vendor=1");
+        let (s, v) = api
+            .post(
+                "/acme/jobs/finish",
+                json!({"lease": fetched["lease"], "jobs": [{"id": pulled, "status": 200}]}),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        let got = spans_of(&receiver, &pulled).await;
+        let spans: Vec<&Span> = NAMES.iter().map(|n| &got[*n][0]).collect();
+        report(table(
+            &format!("job {pulled}, run by remote worker w1 (given traceparent {given})"),
+            &spans,
+        ));
+        let run = &got["run"][0];
+        assert_eq!(
+            given,
+            format!("00-{TRACE_ID}-{}-01", hex::encode(&run.span_id)),
+            "the fetch hands out the run span's context"
+        );
+        for s in &spans {
+            assert_eq!(hex::encode(&s.trace_id), TRACE_ID, "{}", s.name);
+            assert_eq!(hex::encode(&s.parent_span_id), PRODUCER_SPAN, "{}", s.name);
+        }
+        for name in ["claim", "run", "release"] {
+            assert_eq!(
+                attr(&got[name][0], "jobstore.worker").as_deref(),
+                Some("w1")
+            );
+        }
+
         // A job without a trace: its own, rooted at its add span.
         let got = spans_of(&receiver, &plain).await;
         let spans: Vec<&Span> = NAMES.iter().map(|n| &got[*n][0]).collect();

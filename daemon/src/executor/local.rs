@@ -273,6 +273,7 @@ impl Loop {
             for job in jobs {
                 let lost = CancellationToken::new();
                 let run = events.map(|ev| Box::new(ev.run_start(&job)));
+                let trace = crate::trace::run_trace(&job, run.as_deref());
                 if let Some(r) = &run
                     && !job.cancel_requested
                 {
@@ -297,7 +298,7 @@ impl Loop {
                     &mut tasks
                 };
                 to.push(Task {
-                    trace: crate::trace::run_trace(&job),
+                    trace,
                     local_id: tenant::local_of(&job.id).to_owned(),
                     local_type: tenant::local_of(&job.jobtype).to_owned(),
                     client: tenant::tenant_of(&job.jobtype).to_owned(),

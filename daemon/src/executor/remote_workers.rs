@@ -78,6 +78,9 @@ pub struct Fetched {
     pub jobs: Vec<Job>,
     /// When their lease runs out unless renewed.
     pub lease_expires: Millis,
+    /// The trace context each job's run continues
+    /// ([`crate::trace::run_trace`]), in the order of `jobs`.
+    pub traces: Vec<Option<jobstore_api::TraceContext>>,
 }
 
 /// What a heartbeat kept.
@@ -223,11 +226,15 @@ impl Executor {
         }
         let now = now_millis();
         let client = req.client.as_str();
+        let mut traces = Vec::with_capacity(jobs.len());
         let replaced = core.registry.handed_out(
             client,
             &req.worker,
             jobs.iter()
                 .map(|j| {
+                    let run = core.events.on().map(|ev| Box::new(ev.run_start(j)));
+                    let trace = crate::trace::run_trace(j, run.as_deref());
+                    traces.push(trace.clone());
                     (
                         j.id.clone(),
                         RemoteJob {
@@ -238,12 +245,12 @@ impl Executor {
                             attempt: j.attempts,
                             created: j.create_dt,
                             claimed: Some(now),
-                            trace: crate::trace::run_trace(j),
+                            trace,
                             limits: limits_of
                                 .get(&j.jobtype)
                                 .copied()
                                 .unwrap_or(core.settings.limits),
-                            run: core.events.on().map(|ev| Box::new(ev.run_start(j))),
+                            run,
                         },
                     )
                 })
@@ -259,6 +266,7 @@ impl Executor {
         Ok(Fetched {
             lease_expires: jobs.first().map_or(now + duration_ms(req.lease), |j| j.dt),
             jobs,
+            traces,
         })
     }
 
@@ -460,7 +468,7 @@ impl Executor {
                     r.id.clone(),
                     RemoteJob {
                         limits: core.limits(handler.as_ref()),
-                        trace: crate::trace::run_trace(&job),
+                        trace: crate::trace::run_trace(&job, None),
                         jobtype: job.jobtype,
                         owner: job.lock,
                         worker: (client.to_string(), worker.to_owned()),
