@@ -120,6 +120,14 @@ pub struct BenchArgs {
     /// The daemon's --claim-batch (drain, e2e).
     #[arg(long, default_value_t = 128)]
     pub claim_batch: u32,
+    /// The daemons' --job-log (drain, e2e, intake): measures the job log's
+    /// cost. A file, or `-` for stderr.
+    #[arg(long, value_name = "FILE")]
+    pub job_log: Option<PathBuf>,
+    /// The daemons' --otlp-endpoint (drain, e2e, intake): measures the
+    /// span export's cost against an OTLP/HTTP receiver.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// Print one JSON object instead of a table (and no progress bar).
     #[arg(long)]
     pub json: bool,
@@ -458,6 +466,8 @@ impl Ctx {
             claim_batch: Some(self.args.claim_batch),
             // Its handlers are this binary's no-op worker, set by the bench.
             allow_process_handlers: true,
+            job_log: self.args.job_log.clone(),
+            otlp_endpoint: self.args.otlp_endpoint.clone(),
             ..ServeArgs::default()
         };
         let mut config = Config::resolve(&args, FileConfig::default())
@@ -677,6 +687,12 @@ impl Report {
             }
         }
         p("payload_bytes", json!(a.payload));
+        if let Some(log) = &a.job_log {
+            p("job_log", json!(log.display().to_string()));
+        }
+        if let Some(otlp) = &a.otlp_endpoint {
+            p("otlp_endpoint", json!(otlp));
+        }
         Report {
             mode: a.mode,
             backend: ctx.backend,

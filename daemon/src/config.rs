@@ -12,6 +12,9 @@ use clap::{Args, ValueEnum};
 use serde::Deserialize;
 
 use crate::auth::{AuthConfig, TokenHash};
+use crate::events::EventsConfig;
+use crate::events::log::JobLogConfig;
+use crate::events::otlp::OtlpConfig;
 use crate::executor::scheduler::SchedulerConfig;
 use crate::executor::{ExecSettings, Limits};
 use crate::tenant::Client;
@@ -172,6 +175,26 @@ pub struct ServeArgs {
     /// notification comes [default: 1s].
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub poll: Option<Duration>,
+    /// Write the job log to FILE: one JSON line per job event (added,
+    /// ingested, claimed, started, finished, released, lost), rotated by
+    /// size; `-` writes the lines to stderr instead [default: off].
+    #[arg(long, env = "JOBSTORE_JOB_LOG", value_name = "FILE")]
+    pub job_log: Option<PathBuf>,
+    /// Rotate the job log file before a line would take it past this many
+    /// bytes [default: 104857600, 100 MiB].
+    #[arg(long, value_name = "BYTES")]
+    pub job_log_max_bytes: Option<u64>,
+    /// Rotated job log files kept, FILE.1 (the newest) to FILE.N; 0 keeps
+    /// none [default: 5].
+    #[arg(long, value_name = "N")]
+    pub job_log_keep: Option<u32>,
+    /// Export spans of job events (add, ingest, claim, run, release) over
+    /// OTLP/HTTP (protobuf) to this URL: a base URL such as
+    /// http://collector:4318, to which /v1/traces is added, or the full
+    /// traces URL. Runs then continue the trace from their own span
+    /// [default: off].
+    #[arg(long, env = "JOBSTORE_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The TOML config file. Every key is optional.
@@ -273,6 +296,14 @@ pub struct FileConfig {
     /// See [`ServeArgs::poll`].
     #[serde(default, with = "opt_duration")]
     pub poll: Option<Duration>,
+    /// See [`ServeArgs::job_log`].
+    pub job_log: Option<PathBuf>,
+    /// See [`ServeArgs::job_log_max_bytes`].
+    pub job_log_max_bytes: Option<u64>,
+    /// See [`ServeArgs::job_log_keep`].
+    pub job_log_keep: Option<u32>,
+    /// See [`ServeArgs::otlp_endpoint`].
+    pub otlp_endpoint: Option<String>,
     /// Tokens.
     #[serde(default)]
     pub auth: FileAuth,
@@ -390,6 +421,8 @@ pub struct Config {
     pub execute: bool,
     /// How jobs run.
     pub exec: ExecSettings,
+    /// The job log and span export (both off by default).
+    pub events: EventsConfig,
 }
 
 impl fmt::Debug for Config {
@@ -413,6 +446,7 @@ impl fmt::Debug for Config {
             .field("shutdown_grace", &self.shutdown_grace)
             .field("execute", &self.execute)
             .field("exec", &self.exec)
+            .field("events", &self.events)
             .finish_non_exhaustive()
     }
 }
@@ -455,6 +489,7 @@ impl Config {
             log_format: LogFormat::Human,
             execute: true,
             exec: ExecSettings::default(),
+            events: EventsConfig::default(),
         }
     }
 
@@ -554,6 +589,24 @@ impl Config {
                 .unwrap_or(d.shutdown_grace),
             log_format: args.log_format.or(file.log_format).unwrap_or_default(),
             execute: !(args.no_execute || file.no_execute.unwrap_or(false)),
+            events: EventsConfig {
+                job_log: args.job_log.clone().or(file.job_log).map(|path| {
+                    let d = JobLogConfig::new(&path);
+                    JobLogConfig {
+                        max_bytes: args
+                            .job_log_max_bytes
+                            .or(file.job_log_max_bytes)
+                            .unwrap_or(d.max_bytes),
+                        keep: args.job_log_keep.or(file.job_log_keep).unwrap_or(d.keep),
+                        ..d
+                    }
+                }),
+                otlp: args
+                    .otlp_endpoint
+                    .clone()
+                    .or(file.otlp_endpoint)
+                    .map(OtlpConfig::new),
+            },
             exec: {
                 let e = ExecSettings::default();
                 let max_running = args
@@ -694,6 +747,18 @@ impl Config {
                 "time_limit and poll must be above 0".into(),
             ));
         }
+        if let Some(log) = &self.events.job_log
+            && log.max_bytes == 0
+        {
+            return Err(ConfigError::Invalid(
+                "job_log_max_bytes must be above 0".into(),
+            ));
+        }
+        if let Some(otlp) = &self.events.otlp {
+            otlp.traces_url().map_err(|e| {
+                ConfigError::Invalid(format!("otlp_endpoint {:?}: {e}", otlp.endpoint))
+            })?;
+        }
         if let Some(sysid) = &self.sysid {
             jobstore_api::validate::sysid(sysid)
                 .map_err(|e| ConfigError::Invalid(format!("sysid: {e}")))?;
@@ -768,6 +833,54 @@ mod tests {
         assert_eq!(c.ingest_batch, 10);
         assert!(c.auth.enabled());
         assert_eq!(c.auth.clients.len(), 1);
+    }
+
+    #[test]
+    fn job_log_and_otlp_from_flags_and_the_file() {
+        let file: FileConfig = toml::from_str(
+            r#"
+            job_log = "/var/log/jobstore/jobs.log"
+            job_log_max_bytes = 1000
+            job_log_keep = 3
+            otlp_endpoint = "http://collector:4318"
+            "#,
+        )
+        .unwrap();
+        let c = Config::resolve(&ServeArgs::default(), file.clone()).unwrap();
+        let log = c.events.job_log.unwrap();
+        assert_eq!(
+            log.target,
+            crate::events::log::JobLogTarget::File("/var/log/jobstore/jobs.log".into())
+        );
+        assert_eq!((log.max_bytes, log.keep), (1000, 3));
+        assert_eq!(c.events.otlp.unwrap().endpoint, "http://collector:4318");
+        let args = ServeArgs {
+            job_log: Some("-".into()),
+            job_log_keep: Some(0),
+            ..ServeArgs::default()
+        };
+        let c = Config::resolve(&args, file).unwrap();
+        let log = c.events.job_log.unwrap();
+        assert_eq!(log.target, crate::events::log::JobLogTarget::Stderr);
+        assert_eq!((log.max_bytes, log.keep), (1000, 0));
+        let off = Config::resolve(&ServeArgs::default(), FileConfig::default()).unwrap();
+        assert!(!off.events.any());
+        for bad in [
+            "otlp_endpoint = 'collector:4318'",
+            "otlp_endpoint = 'grpc://collector:4317'",
+            "job_log = 'x'\njob_log_max_bytes = 0",
+        ] {
+            let file: FileConfig = toml::from_str(bad).unwrap();
+            let err = Config::resolve(&ServeArgs::default(), file).unwrap_err();
+            assert!(
+                err.to_string().contains(if bad.contains("otlp") {
+                    "otlp_endpoint"
+                } else {
+                    "job_log_max_bytes"
+                }),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, redact_url};
+use crate::events::JobEvents;
 use crate::executor::{ExecSettings, Executor, ExecutorParts};
 use crate::http::{AppState, Shared};
 use crate::ingest::{Ingest, Outcomes};
@@ -55,6 +56,9 @@ pub enum DaemonError {
         /// Why.
         source: std::io::Error,
     },
+    /// The job log or the span export could not start.
+    #[error(transparent)]
+    Events(#[from] crate::events::EventsError),
     /// The address file could not be written.
     #[error("cannot write the address file {path}: {source}")]
     AddrFile {
@@ -156,6 +160,7 @@ impl Daemon {
         )
         .await?;
         let sysid = keeper.handle();
+        let events = JobEvents::start(&config.events, &sysid_name, metrics.clone())?;
 
         let listener =
             TcpListener::bind(config.listen)
@@ -197,6 +202,7 @@ impl Daemon {
             metrics: metrics.clone(),
             max_payload,
             worker_expiry: config.exec.lease,
+            events: events.clone(),
         });
         let state = AppState(Arc::new(Shared {
             store: store.clone(),
@@ -210,6 +216,7 @@ impl Daemon {
             max_payload,
             executor: executor.clone(),
             counts: Default::default(),
+            events: events.clone(),
         }));
 
         // Ingest runs until told to stop, then drains within the grace period.
@@ -225,6 +232,7 @@ impl Daemon {
                 reserve_timeout: config.ingest_reserve_timeout,
                 rejected_file: config.data_dir.join("rejected.jsonl"),
                 notices: Some(executor.notices()),
+                events: events.clone(),
             }
             .run(ingest_stop.clone(), ingest_drain.clone()),
         );
@@ -297,6 +305,8 @@ impl Daemon {
                 if let Err(e) = journal.close().await {
                     tracing::error!(error = %e, "journal close failed");
                 }
+                // The last events are written and exported.
+                events.shutdown(std::time::Duration::from_secs(5)).await;
                 sysid_stop.cancel();
                 match sysid_task.await {
                     Ok(true) => tracing::info!("sysid released"),

@@ -16,12 +16,13 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use jobstore_api::{JobStore, NewJob, now_millis};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use crate::events::{JobEvents, JobRef};
 use crate::executor::notices::Notices;
 use crate::journal::{Journal, Record};
 use crate::metrics::{Metrics, OutcomeLabels};
@@ -115,6 +116,8 @@ pub struct Ingest {
     /// and long-polling fetches wake at once, whatever the store's own
     /// notifications do.
     pub notices: Option<Notices>,
+    /// The job events seam: told of each batch the store took.
+    pub events: JobEvents,
 }
 
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
@@ -248,9 +251,18 @@ impl Ingest {
             if jobs.is_empty() {
                 continue;
             }
+            let began = self.events.on().map(|_| SystemTime::now());
             match self.store.add_jobs(&jobs, now_millis()).await {
                 Ok(outcome) => {
                     backoff = BACKOFF_MIN;
+                    if let (Some(ev), Some(began)) = (self.events.on(), began) {
+                        let new: HashSet<&str> = outcome.new.iter().map(String::as_str).collect();
+                        ev.ingested(
+                            jobs.iter().map(JobRef::of_new),
+                            |id| new.contains(id),
+                            began,
+                        );
+                    }
                     if let Some(tx) = &self.notices
                         && !outcome.new.is_empty()
                     {
@@ -310,6 +322,9 @@ impl Ingest {
                     let job = &jobs[0];
                     tracing::error!(id = %job.id, jobtype = %job.jobtype, error = %e, file = %self.rejected_file.display(), "the store refuses this job; it is kept in the rejected file");
                     self.reject(job, &e.to_string());
+                    if let (Some(ev), Some(began)) = (self.events.on(), began) {
+                        ev.rejected(JobRef::of_new(job), &e.to_string(), began);
+                    }
                     self.count("rejected", 1);
                     verdicts.insert(job.id.clone(), Verdict::Rejected(e.to_string()));
                 }

@@ -4,6 +4,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 mod daemon;
+pub mod events;
 pub mod executor;
 pub mod factory;
 pub mod http;

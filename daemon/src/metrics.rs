@@ -58,6 +58,13 @@ pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
 
+/// Labels naming a job events sink.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SinkLabels {
+    /// `log` (the job log) or `otlp` (spans).
+    pub sink: &'static str,
+}
+
 /// Labels naming an HTTP header.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HeaderLabels {
@@ -101,6 +108,11 @@ pub struct Metrics {
     pub sysid_held: Gauge,
     /// Remote workers by state (`active`, `gone`).
     pub remote_workers: Family<StateLabels, Gauge>,
+    /// Job events a sink dropped: its queue was full, or (spans) their
+    /// export failed.
+    pub job_events_dropped: Family<SinkLabels, Counter>,
+    /// Spans exported over OTLP.
+    pub spans_exported: Counter,
     /// Jobs remote workers hold.
     pub remote_jobs_held: Gauge,
     /// Adds whose malformed `traceparent` or `tracestate` header was
@@ -145,6 +157,8 @@ impl Metrics {
             store_up: Gauge::default(),
             sysid_held: Gauge::default(),
             remote_workers: Family::default(),
+            job_events_dropped: Family::default(),
+            spans_exported: Counter::default(),
             remote_jobs_held: Gauge::default(),
             trace_headers_ignored: Family::default(),
             journal_appended_records: Counter::default(),
@@ -220,6 +234,16 @@ impl Metrics {
             m.remote_jobs_held.clone(),
         );
         r.register(
+            "job_events_dropped",
+            "Job events a sink dropped (log: its queue was full; otlp: its queue was full or the export failed)",
+            m.job_events_dropped.clone(),
+        );
+        r.register(
+            "spans_exported",
+            "Spans of job events exported over OTLP",
+            m.spans_exported.clone(),
+        );
+        r.register(
             "trace_headers_ignored",
             "Adds whose malformed traceparent or tracestate header was ignored, by header",
             m.trace_headers_ignored.clone(),
@@ -283,6 +307,13 @@ impl Metrics {
         self.journal_segments
             .set(i64::try_from(s.segments).unwrap_or(i64::MAX));
         *last = s.clone();
+    }
+
+    /// Counts `n` job events `sink` dropped.
+    pub fn job_events_dropped(&self, sink: &'static str, n: u64) {
+        self.job_events_dropped
+            .get_or_create(&SinkLabels { sink })
+            .inc_by(n);
     }
 
     /// Counts an error.

@@ -12,12 +12,21 @@
 use axum::http::HeaderMap;
 use jobstore_api::{Job, TraceContext};
 
+use crate::events::RunStart;
+
 /// The trace context a run of `job` continues: the one the job was added
-/// with. Every runner, the remote workers' fetch and the jobs a run adds
-/// take it from here, so this is the one place to put a run's own span
-/// in between.
-pub fn run_trace(job: &Job) -> Option<TraceContext> {
-    job.trace.clone()
+/// with, or, while spans are exported, the run's own span (`run`, made
+/// when the run was handed out, a child of the job's context: see
+/// [`crate::events::context`]) with the job's `tracestate`. Every runner,
+/// the remote workers' fetch and the jobs a run adds take it from here.
+pub fn run_trace(job: &Job, run: Option<&RunStart>) -> Option<TraceContext> {
+    match run.and_then(|r| r.run) {
+        Some(span) => Some(TraceContext {
+            traceparent: span.traceparent(),
+            tracestate: job.trace.as_ref().and_then(|t| t.tracestate.clone()),
+        }),
+        None => job.trace.clone(),
+    }
 }
 
 /// What an HTTP add's headers say of its trace context.
@@ -99,6 +108,46 @@ mod tests {
 
     fn ctx(state: Option<&str>) -> Option<TraceContext> {
         Some(TraceContext::parse(TP, state).unwrap())
+    }
+
+    #[test]
+    fn a_run_continues_its_own_span_while_spans_are_exported() {
+        let job = Job {
+            id: "acme-1".into(),
+            jobtype: "acme-t".into(),
+            data: Vec::new(),
+            priority: 0,
+            dt: 0,
+            lock: String::new(),
+            attempts: 1,
+            create_dt: 0,
+            done_dt: None,
+            result: None,
+            cancel_requested: false,
+            tags: Vec::new(),
+            history: Vec::new(),
+            claimed_due: None,
+            trace: ctx(Some("a=1")),
+        };
+        assert_eq!(run_trace(&job, None), job.trace);
+        let no_span = RunStart {
+            began: std::time::SystemTime::now(),
+            trace: Some(TP.into()),
+            run: None,
+        };
+        assert_eq!(run_trace(&job, Some(&no_span)), job.trace);
+        let span = crate::events::JobContext::of(&job.id, Some(TP))
+            .unwrap()
+            .run();
+        let with_span = RunStart {
+            run: Some(span),
+            ..no_span
+        };
+        let got = run_trace(&job, Some(&with_span)).unwrap();
+        assert_eq!(got.traceparent, span.traceparent());
+        assert_eq!(got.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_ne!(got.parent_id(), "00f067aa0ba902b7");
+        assert_eq!(got.tracestate.as_deref(), Some("a=1"));
     }
 
     #[test]

@@ -13,13 +13,14 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use jobstore_api::{JobRelease, Release, now_millis};
 use tokio::sync::{Notify, mpsc};
 
 use super::Core;
 use super::held::{HeldMap, lock};
+use crate::events::{By, Detail, Entry, JobRef, ReleaseEnd, Source};
 use crate::journal::{JournalError, Record};
 use crate::metrics::OutcomeLabels;
 
@@ -75,6 +76,21 @@ pub(super) struct Completion {
     /// For a run that ended with a result: its jobtype and when it was
     /// claimed (its length goes into the timing stats once released).
     pub ran: Option<(String, jobstore_api::Millis)>,
+    /// What the release's job event names, while job events are on.
+    pub meta: Option<Box<EventMeta>>,
+}
+
+/// What a release's job event says of its job.
+#[derive(Debug)]
+pub(super) struct EventMeta {
+    /// The store jobtype.
+    pub jobtype: String,
+    /// Its hand-out number.
+    pub attempt: u32,
+    /// Its stored `traceparent`.
+    pub trace: Option<String>,
+    /// The status of the run the release ends.
+    pub status: Option<u16>,
 }
 
 /// How long a completion keeps trying while the journal or the store is
@@ -106,6 +122,7 @@ pub(super) async fn complete(
     owner: &str,
     mut batch: Vec<Completion>,
     patience: Patience,
+    by: By<'_>,
 ) -> Result<Vec<String>, CompleteError> {
     let asked: Vec<bool> = batch.iter().map(|c| !c.children.is_empty()).collect();
     let children: Vec<Record> = batch
@@ -113,8 +130,19 @@ pub(super) async fn complete(
         .flat_map(|c| std::mem::take(&mut c.children))
         .collect();
     if !children.is_empty() {
+        let adding = core.events.on().map(|ev| {
+            ev.adding(
+                children.iter().map(JobRef::of_record),
+                Source::Run,
+                SystemTime::now(),
+            )
+        });
         match append(core, children, patience).await {
-            Ok(()) => {}
+            Ok(()) => {
+                if let (Some(adding), Some(ev)) = (adding, core.events.on()) {
+                    adding.durable(ev);
+                }
+            }
             // Only a closed journal ends the patient wait: the runs that
             // asked for new jobs are not released (they run again after
             // their leases), the others are.
@@ -136,14 +164,29 @@ pub(super) async fn complete(
     let releases: Vec<JobRelease> = batch
         .into_iter()
         .map(|c| {
-            outcomes.push((c.outcome, c.ran));
+            outcomes.push((c.outcome, c.ran, c.meta));
             JobRelease::new(c.id, c.how)
         })
         .collect();
+    let began = core.events.on().map(|_| SystemTime::now());
     let released = release(core, owner, &releases, patience).await?;
     let taken: std::collections::HashSet<&str> = released.iter().map(String::as_str).collect();
     let now = now_millis();
-    for (r, (outcome, ran)) in releases.iter().zip(outcomes) {
+    let mut events = Vec::new();
+    for (r, (outcome, ran, meta)) in releases.iter().zip(outcomes) {
+        if let Some(m) = meta {
+            let job = JobRef {
+                id: &r.id,
+                jobtype: &m.jobtype,
+                attempt: m.attempt,
+                trace: m.trace.as_deref(),
+            };
+            let end = ReleaseEnd::of(&r.how, m.status, outcome);
+            events.push((
+                Entry::new(job, Detail::Released(end)),
+                taken.contains(r.id.as_str()),
+            ));
+        }
         let outcome = if taken.contains(r.id.as_str()) {
             if let Some((jobtype, claimed)) = ran {
                 core.ran(&jobtype, claimed, now);
@@ -156,6 +199,13 @@ pub(super) async fn complete(
             .jobs_finished
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
+    }
+    if let (Some(ev), Some(began)) = (core.events.on(), began) {
+        let worker = match by {
+            By::Daemon => None,
+            By::Worker(w) => Some(w),
+        };
+        ev.released(events, worker, began);
     }
     let fenced = releases.len() - released.len();
     if fenced > 0 {
@@ -193,7 +243,7 @@ pub(super) async fn run(
             }
         }
         let ids: Vec<String> = batch.iter().map(|c| c.id.clone()).collect();
-        if let Err(e) = complete(&core, &owner, batch, Patience::UntilDone).await {
+        if let Err(e) = complete(&core, &owner, batch, Patience::UntilDone, By::Daemon).await {
             tracing::error!(error = %e, jobs = ids.len(), "finished jobs were not released; they run again after their leases");
         }
         {

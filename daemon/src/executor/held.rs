@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 
 use super::Limits;
+use crate::events::RunStart;
 
 /// A held job: claimed and not yet released.
 pub(super) struct Held {
@@ -23,6 +24,8 @@ pub(super) struct Held {
     /// When this daemon claimed it (a run's length is counted from it).
     pub claimed: i64,
     pub limits: Limits,
+    /// The run as handed out, while job events are on.
+    pub run: Option<Box<RunStart>>,
 }
 
 /// This daemon's held jobs, by id.

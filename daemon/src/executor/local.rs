@@ -10,10 +10,11 @@ use jobstore_api::{HandlerVersion, Job, Release, WorkWatcher, now_millis};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::completer::{self, Completion};
+use super::completer::{self, Completion, EventMeta};
 use super::held::{Held, HeldMap, lock};
 use super::notices::{self, Notice};
 use super::{Closed, Core, policy, renewer};
+use crate::events::By;
 use crate::runner::{Class, Finished, Outcome, OutputParser, Task};
 use crate::tenant::{self, Client};
 
@@ -248,7 +249,7 @@ impl Loop {
                 .unwrap_or(u32::MAX);
             let want = grant.count.min(cap.max(1));
             let jobs = core
-                .claim(grant, want, &self.owner, core.settings.lease)
+                .claim(grant, want, &self.owner, core.settings.lease, By::Daemon)
                 .await?;
             tracing::trace!(got = jobs.len(), "claimed");
             claimed_total += jobs.len();
@@ -265,10 +266,19 @@ impl Loop {
         let mut tasks = Vec::with_capacity(jobs.len());
         let mut marked = Vec::new();
         let now = now_millis();
+        let events = self.core.events.on();
+        let mut started = Vec::new();
         {
             let mut held = lock(&self.held);
             for job in jobs {
                 let lost = CancellationToken::new();
+                let run = events.map(|ev| Box::new(ev.run_start(&job)));
+                let trace = crate::trace::run_trace(&job, run.as_deref());
+                if let Some(r) = &run
+                    && !job.cancel_requested
+                {
+                    started.push((job.id.clone(), job.jobtype.clone(), job.attempts, r.clone()));
+                }
                 held.insert(
                     job.id.clone(),
                     Held {
@@ -279,6 +289,7 @@ impl Loop {
                         created: job.create_dt,
                         claimed: now,
                         limits,
+                        run,
                     },
                 );
                 let to = if job.cancel_requested {
@@ -287,7 +298,7 @@ impl Loop {
                     &mut tasks
                 };
                 to.push(Task {
-                    trace: crate::trace::run_trace(&job),
+                    trace,
                     local_id: tenant::local_of(&job.id).to_owned(),
                     local_type: tenant::local_of(&job.jobtype).to_owned(),
                     client: tenant::tenant_of(&job.jobtype).to_owned(),
@@ -299,6 +310,13 @@ impl Loop {
                     lost,
                 });
             }
+        }
+        if let Some(ev) = events {
+            ev.started(
+                started
+                    .iter()
+                    .map(|(id, jobtype, attempt, r)| (r.job(id, jobtype, *attempt), r.run)),
+            );
         }
         self.running += tasks.len() + marked.len();
         let done = self.done_tx.clone();
@@ -335,15 +353,42 @@ impl Loop {
         let now = now_millis();
         self.core.sched().jobs_stopped(&task.jobtype, 1, now);
         self.running = self.running.saturating_sub(1);
-        let (created, claimed, limits, aborted, cancelled) = match lock(&self.held).get(&task.id) {
-            Some(h) => (h.created, h.claimed, h.limits, h.aborted, h.cancelled),
-            None => {
-                // Lost and already forgotten by the renewer.
-                self.count("lost");
-                return;
+        let (created, claimed, limits, aborted, cancelled, run) =
+            match lock(&self.held).get_mut(&task.id) {
+                Some(h) => (
+                    h.created,
+                    h.claimed,
+                    h.limits,
+                    h.aborted,
+                    h.cancelled,
+                    h.run.take(),
+                ),
+                None => {
+                    // Lost and already forgotten by the renewer.
+                    self.count("lost");
+                    return;
+                }
+            };
+        let ran = matches!(fin, Finished::Done(_)) && !cancelled;
+        let status = match &fin {
+            Finished::Done(o) => o.status,
+            _ => 0,
+        };
+        // A run that began (not one handed back unstarted) ends here.
+        let began = !matches!(fin, Finished::NotStarted);
+        let ended = |outcome: &'static str| {
+            if let (Some(ev), Some(run)) = (self.core.events.on(), &run)
+                && began
+            {
+                ev.finished(
+                    [(
+                        run.job(&task.id, &task.jobtype, task.attempt),
+                        run.end(status, outcome),
+                    )],
+                    By::Daemon,
+                );
             }
         };
-        let ran = matches!(fin, Finished::Done(_)) && !cancelled;
         let (how, children, outcome) = match fin {
             _ if cancelled => {
                 let output = match &fin {
@@ -362,6 +407,7 @@ impl Loop {
             Finished::Lost => {
                 lock(&self.held).remove(&task.id);
                 self.count("lost");
+                ended("lost");
                 return;
             }
             Finished::NotStarted => (Release::Unget, Vec::new(), "not_started"),
@@ -391,16 +437,26 @@ impl Loop {
                 (how, children, label)
             }
         };
+        ended(outcome);
         if let Some(h) = lock(&self.held).get_mut(&task.id) {
             h.releasing = true;
         }
         self.core.backlog.queued();
+        let meta = run.map(|r| {
+            Box::new(EventMeta {
+                jobtype: task.jobtype.clone(),
+                attempt: task.attempt,
+                trace: r.trace,
+                status: (status > 0).then_some(status),
+            })
+        });
         let _ = self.complete_tx.send(Completion {
             id: task.id,
             how,
             children,
             outcome,
             ran: ran.then_some((task.jobtype, claimed)),
+            meta,
         });
     }
 

@@ -49,11 +49,12 @@ pub mod scheduler;
 mod stats;
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use jobstore_api::{Job, JobStore, Millis, now_millis};
 use tokio_util::sync::CancellationToken;
 
+use crate::events::{By, JobEvents, JobRef};
 use crate::journal::Journal;
 use crate::metrics::Metrics;
 use crate::runner::Runners;
@@ -150,6 +151,8 @@ pub struct ExecutorParts {
     pub max_payload: usize,
     /// How long a remote worker may stay silent before it counts as gone.
     pub worker_expiry: Duration,
+    /// The job events seam (claims, runs, releases report here).
+    pub events: JobEvents,
 }
 
 /// The core (see the module docs): a cheap handle, shared by the daemon's
@@ -186,6 +189,8 @@ struct Core {
     stats: stats::StatsSink,
     /// Whether the store keeps tags (read once).
     tags: bool,
+    /// The job events seam.
+    events: JobEvents,
 }
 
 /// Why no claim may be made now.
@@ -219,6 +224,7 @@ impl Executor {
                 backlog: Arc::default(),
                 stats: stats::StatsSink::new(caps.stats),
                 tags: caps.tags,
+                events: parts.events,
             }),
         }
     }
@@ -269,16 +275,18 @@ impl Core {
     }
 
     /// The one claim call: up to `want` (at most the grant) jobs of the
-    /// grant's jobtype under `owner`; the grant is settled with what the
-    /// store gave, also on an error.
+    /// grant's jobtype under `owner`, for `by`; the grant is settled with
+    /// what the store gave, also on an error.
     async fn claim(
         &self,
         grant: Grant,
         want: u32,
         owner: &str,
         lease: Duration,
+        by: By<'_>,
     ) -> jobstore_api::Result<Vec<Job>> {
         let want = want.min(grant.count);
+        let began = self.events.on().map(|_| SystemTime::now());
         let at = now_millis();
         let claimed = self
             .store
@@ -288,6 +296,9 @@ impl Core {
         let now = now_millis();
         self.sched().jobs_started(grant, got as u32, now);
         if let Ok(jobs) = &claimed {
+            if let (Some(ev), Some(began)) = (self.events.on(), began) {
+                ev.claimed(jobs.iter().map(JobRef::of_job), by, began);
+            }
             for job in jobs {
                 if let Some(due) = job.claimed_due
                     && !self.stats.waited(&job.jobtype, due, at)

@@ -24,6 +24,7 @@
 //! any daemon on the same store can take the worker's heartbeats and
 //! results.
 
+use crate::events::RunStart;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -76,6 +77,8 @@ pub struct RemoteJob {
     pub claimed: Option<Millis>,
     /// The limits of its handler when it was handed out.
     pub limits: Limits,
+    /// The run as handed out, while job events are on.
+    pub run: Option<Box<RunStart>>,
     /// The trace context its run continues ([`crate::trace::run_trace`]),
     /// given to the jobs its finish adds.
     pub trace: Option<jobstore_api::TraceContext>,
@@ -343,6 +346,7 @@ mod tests {
                     created: 0,
                     claimed: Some(0),
                     limits: Limits::default(),
+                    run: None,
                     trace: None,
                 },
             )

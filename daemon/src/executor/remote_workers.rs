@@ -7,16 +7,17 @@
 //! lease tokens.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use jobstore_api::{Job, Millis, duration_ms, now_millis};
 use tokio::time::Instant;
 
-use super::completer::{self, CompleteError, Completion, Patience};
+use super::completer::{self, CompleteError, Completion, EventMeta, Patience};
 use super::notices::Notice;
 use super::policy::{self, Dropped};
 use super::registry::RemoteJob;
 use super::{Closed, Executor, Limits};
+use crate::events::{By, RunStart, trace_of_job};
 use crate::runner::Outcome;
 use crate::tenant::Client;
 
@@ -77,6 +78,9 @@ pub struct Fetched {
     pub jobs: Vec<Job>,
     /// When their lease runs out unless renewed.
     pub lease_expires: Millis,
+    /// The trace context each job's run continues
+    /// ([`crate::trace::run_trace`]), in the order of `jobs`.
+    pub traces: Vec<Option<jobstore_api::TraceContext>>,
 }
 
 /// What a heartbeat kept.
@@ -155,7 +159,8 @@ impl Executor {
                         return Ok(Vec::new());
                     };
                     let count = grant.count;
-                    core.claim(grant, count, &req.owner, req.lease).await
+                    core.claim(grant, count, &req.owner, req.lease, By::Worker(&req.worker))
+                        .await
                 }
                 .await;
                 match claimed {
@@ -199,9 +204,18 @@ impl Executor {
                     children: Vec::new(),
                     outcome: "cancelled",
                     ran: None,
+                    meta: core.events.on().map(|_| {
+                        Box::new(EventMeta {
+                            jobtype: j.jobtype.clone(),
+                            attempt: j.attempts,
+                            trace: trace_of_job(j).map(str::to_owned),
+                            status: None,
+                        })
+                    }),
                 })
                 .collect();
-            if let Err(e) = completer::complete(core, &req.owner, batch, Patience::Once).await {
+            let by = By::Worker(&req.worker);
+            if let Err(e) = completer::complete(core, &req.owner, batch, Patience::Once, by).await {
                 tracing::warn!(error = %e, "fetch: cannot archive cancelled jobs; they are claimed again after their lease");
             }
             let now = now_millis();
@@ -212,11 +226,15 @@ impl Executor {
         }
         let now = now_millis();
         let client = req.client.as_str();
+        let mut traces = Vec::with_capacity(jobs.len());
         let replaced = core.registry.handed_out(
             client,
             &req.worker,
             jobs.iter()
                 .map(|j| {
+                    let run = core.events.on().map(|ev| Box::new(ev.run_start(j)));
+                    let trace = crate::trace::run_trace(j, run.as_deref());
+                    traces.push(trace.clone());
                     (
                         j.id.clone(),
                         RemoteJob {
@@ -227,11 +245,12 @@ impl Executor {
                             attempt: j.attempts,
                             created: j.create_dt,
                             claimed: Some(now),
-                            trace: crate::trace::run_trace(j),
+                            trace,
                             limits: limits_of
                                 .get(&j.jobtype)
                                 .copied()
                                 .unwrap_or(core.settings.limits),
+                            run,
                         },
                     )
                 })
@@ -247,6 +266,7 @@ impl Executor {
         Ok(Fetched {
             lease_expires: jobs.first().map_or(now + duration_ms(req.lease), |j| j.dt),
             jobs,
+            traces,
         })
     }
 
@@ -263,7 +283,9 @@ impl Executor {
         let now = now_millis();
         let renewal = core.store.renew_locks(ids, owner, lease, now).await?;
         let expires = now + duration_ms(lease);
-        let cancelled = self.archive_cancelled(owner, &renewal.cancelled).await?;
+        let cancelled = self
+            .archive_cancelled(worker, owner, &renewal.cancelled)
+            .await?;
         let gone: HashSet<&str> = cancelled.iter().map(String::as_str).collect();
         let renewed: Vec<String> = renewal
             .renewed
@@ -308,6 +330,7 @@ impl Executor {
         let mut created = Vec::new();
         let mut dropped = Vec::new();
         let ids: Vec<String> = results.iter().map(|r| r.id.clone()).collect();
+        let mut runs = Vec::new();
         for (i, mut r) in results.into_iter().enumerate() {
             let trace = known.get(&r.id).and_then(|j| j.trace.as_ref());
             let (children, lost) =
@@ -324,15 +347,48 @@ impl Executor {
                 .and_then(|j| Some((j.jobtype.clone(), j.claimed?)));
             let (how, outcome) =
                 policy::settle(&r.outcome, &limits, attempt, created_at, now, delete_ok);
+            let meta = match (core.events.on(), known.get(&r.id)) {
+                (Some(_), Some(j)) => {
+                    let run = j.run.as_deref();
+                    if let Some(run) = run {
+                        runs.push((
+                            r.id.clone(),
+                            j.jobtype.clone(),
+                            attempt,
+                            run.clone(),
+                            r.outcome.status,
+                            outcome,
+                        ));
+                    }
+                    Some(Box::new(EventMeta {
+                        jobtype: j.jobtype.clone(),
+                        attempt,
+                        trace: run.and_then(|r| r.trace.clone()),
+                        status: Some(r.outcome.status),
+                    }))
+                }
+                _ => None,
+            };
             batch.push(Completion {
                 id: r.id,
                 how,
                 children,
                 outcome,
                 ran,
+                meta,
             });
         }
-        let released = completer::complete(core, owner, batch, Patience::Once).await?;
+        if let Some(ev) = core.events.on() {
+            ev.finished(
+                runs.iter()
+                    .map(|(id, jobtype, attempt, run, status, outcome)| {
+                        (run.job(id, jobtype, *attempt), run.end(*status, outcome))
+                    }),
+                By::Worker(worker),
+            );
+        }
+        let released =
+            completer::complete(core, owner, batch, Patience::Once, By::Worker(worker)).await?;
         self.settle(&ids, true, now);
         if released.is_empty() {
             return Err(RemoteError::NotHeld);
@@ -393,22 +449,34 @@ impl Executor {
                     .handlers
                     .get(&*core.store, &core.sched, &job.jobtype)
                     .await?;
+                // Handed out by another daemon, or before a restart: its
+                // last claim in its history.
+                let claimed = job.history.iter().rev().find_map(|e| {
+                    matches!(e.what, jobstore_api::EventKind::Claimed).then_some(e.at)
+                });
+                // Its run's span, if any, was another daemon's.
+                let run = core.events.on().map(|_| {
+                    Box::new(RunStart {
+                        began: claimed.map_or_else(SystemTime::now, |ms| {
+                            SystemTime::UNIX_EPOCH + duration_of_ms(ms)
+                        }),
+                        trace: trace_of_job(&job).map(str::to_owned),
+                        run: None,
+                    })
+                });
                 known.insert(
                     r.id.clone(),
                     RemoteJob {
                         limits: core.limits(handler.as_ref()),
-                        trace: crate::trace::run_trace(&job),
+                        trace: crate::trace::run_trace(&job, None),
                         jobtype: job.jobtype,
                         owner: job.lock,
                         worker: (client.to_string(), worker.to_owned()),
                         expires: job.dt,
                         attempt: job.attempts,
                         created: job.create_dt,
-                        // Handed out by another daemon, or before a
-                        // restart: its last claim in its history.
-                        claimed: job.history.iter().rev().find_map(|e| {
-                            matches!(e.what, jobstore_api::EventKind::Claimed).then_some(e.at)
-                        }),
+                        claimed,
+                        run,
                     },
                 );
             }
@@ -421,12 +489,14 @@ impl Executor {
     /// returns the ids archived.
     async fn archive_cancelled(
         &self,
+        worker: &str,
         owner: &str,
         ids: &[String],
     ) -> Result<Vec<String>, RemoteError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
+        let core = &self.core;
         let batch = ids
             .iter()
             .map(|id| Completion {
@@ -435,9 +505,19 @@ impl Executor {
                 children: Vec::new(),
                 outcome: "cancelled",
                 ran: None,
+                meta: core.events.on().and_then(|_| {
+                    let j = core.registry.job(id)?;
+                    Some(Box::new(EventMeta {
+                        trace: j.run.and_then(|r| r.trace),
+                        jobtype: j.jobtype,
+                        attempt: j.attempt,
+                        status: None,
+                    }))
+                }),
             })
             .collect();
-        let done = completer::complete(&self.core, owner, batch, Patience::Once).await?;
+        let done =
+            completer::complete(core, owner, batch, Patience::Once, By::Worker(worker)).await?;
         self.settle(&done, true, now_millis());
         Ok(done)
     }
@@ -450,4 +530,9 @@ impl Executor {
             sched.jobs_stopped(&jobtype, 1, now);
         }
     }
+}
+
+/// `ms` (epoch milliseconds, not negative) as a duration.
+fn duration_of_ms(ms: Millis) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }

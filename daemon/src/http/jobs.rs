@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::Json;
 use axum::extract::State;
@@ -21,6 +21,7 @@ use super::counts::Counts;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{CallerOf, PathParams, QueryOf, RawBody, Tenant, is_json};
 use super::params::{ClientPath, JobtypePath};
+use crate::events::{JobRef, Source};
 use crate::ingest::Verdict;
 use crate::journal::Record;
 use crate::tenant;
@@ -149,6 +150,7 @@ pub async fn add(
     headers: HeaderMap,
     RawBody(body): RawBody,
 ) -> ApiResult<impl IntoResponse> {
+    let began = state.events.on().map(|_| SystemTime::now());
     let jobtype = tenant.client.jobtype(params.get("type"))?;
     let now = now_millis();
     let header_trace = crate::trace::from_headers(&headers);
@@ -249,6 +251,12 @@ pub async fn add(
         .map(|id| state.outcomes.register(id))
         .collect();
     let n = records.len() as u64;
+    let adding = match (state.events.on(), began) {
+        (Some(ev), Some(began)) => {
+            Some(ev.adding(records.iter().map(JobRef::of_record), Source::Http, began))
+        }
+        _ => None,
+    };
     if let Err(e) = state.journal.append(records).await {
         state.outcomes.forget(&client_ids);
         state.metrics.error("journal", "append");
@@ -261,6 +269,9 @@ pub async fn add(
         });
     }
     state.metrics.jobs_acknowledged.inc_by(n);
+    if let (Some(adding), Some(ev)) = (adding, state.events.on()) {
+        adding.durable(ev);
+    }
 
     let strip = |id: &str| tenant.client.strip(id).unwrap_or(id).to_owned();
     let mut response = AddResponse {

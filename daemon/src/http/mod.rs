@@ -64,6 +64,8 @@ pub struct Shared {
     pub executor: Executor,
     /// The newest job counts, for callers that accept them a little old.
     pub counts: counts::CountsCache,
+    /// The job events seam: adds report here once durable.
+    pub events: crate::events::JobEvents,
 }
 
 /// The router's state: a cheap handle on [`Shared`].

@@ -241,9 +241,9 @@ pub async fn fetch(
         jobs: fetched
             .jobs
             .into_iter()
-            .map(|j| {
+            .zip(fetched.traces)
+            .map(|(j, trace)| {
                 let (data, data_base64) = payload_fields(&j.data);
-                let trace = crate::trace::run_trace(&j);
                 FetchedJob {
                     traceparent: trace.as_ref().map(|t| t.traceparent.clone()),
                     tracestate: trace.and_then(|t| t.tracestate),
