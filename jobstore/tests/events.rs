@@ -600,3 +600,32 @@ fn spans_reach_an_otlp_receiver_in_the_producers_trace() {
         ));
     });
 }
+
+/// A job log that cannot be opened, or an endpoint that is not an
+/// OTLP/HTTP URL, stops the daemon at start with a message naming it.
+#[test]
+fn bad_sinks_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no/such/dir/jobs.log");
+    let err = DaemonProc::try_start(
+        &dir.path().join("a"),
+        &Start::store(None)
+            .arg("--job-log")
+            .arg(missing.to_str().unwrap()),
+    )
+    .err()
+    .expect("refused");
+    assert!(
+        err.contains("job log") && err.contains("no/such/dir"),
+        "{err}"
+    );
+    let err = DaemonProc::try_start(
+        &dir.path().join("b"),
+        &Start::store(None)
+            .arg("--otlp-endpoint")
+            .arg("grpc://127.0.0.1:4317"),
+    )
+    .err()
+    .expect("refused");
+    assert!(err.contains("otlp_endpoint"), "{err}");
+}
