@@ -152,7 +152,7 @@ async fn add(
     Ok(ids)
 }
 
-fn http_client() -> Result<reqwest::Client, CliError> {
+pub(crate) fn http_client() -> Result<reqwest::Client, CliError> {
     jobstore_daemon::http_client::builder()
         .timeout(Duration::from_secs(60))
         .pool_max_idle_per_host(256)

@@ -13,6 +13,7 @@
 //! same store handle, with their journal in a temporary directory.
 
 mod daemon;
+mod dashboard;
 mod noop;
 mod queue;
 pub mod reference;
@@ -61,9 +62,13 @@ pub struct BenchArgs {
     /// `--clients`); default: `--jobs`.
     #[arg(long)]
     pub single_jobs: Option<usize>,
-    /// Jobtypes the jobs are spread over (store, drain).
+    /// Jobtypes the jobs are spread over (store, drain; dashboard: per
+    /// client).
     #[arg(long, default_value_t = 1)]
     pub jobtypes: usize,
+    /// Clients (tenants) the jobs are spread over (dashboard).
+    #[arg(long, default_value_t = 4)]
+    pub tenants: usize,
     /// Concurrent claimers, and adding tasks (store, soak).
     #[arg(long, default_value_t = 4)]
     pub claimers: usize,
@@ -90,14 +95,15 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 100)]
     pub lines: usize,
     /// Waiting jobs at which scale measures claims, archived jobs at which
-    /// query measures reads (comma list).
+    /// query and dashboard measure reads (comma list).
     #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
     pub sizes: Vec<usize>,
     /// Archived jobs scale puts beside the largest backlog (default: as
     /// many as the largest size).
     #[arg(long)]
     pub archive: Option<usize>,
-    /// Claims measured per point (scale).
+    /// Claims measured per point (scale); reads per point (query); loads
+    /// of each page per point and token (dashboard).
     #[arg(long, default_value_t = 200)]
     pub samples: usize,
     /// How long soak runs.
@@ -106,8 +112,8 @@ pub struct BenchArgs {
     /// The window soak reports per.
     #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
     pub interval: Duration,
-    /// Waiting jobs soak keeps standing while it runs, and query keeps
-    /// beside the archive.
+    /// Waiting jobs soak keeps standing while it runs, and query and
+    /// dashboard keep beside the archive.
     #[arg(long, default_value_t = 10_000)]
     pub backlog: usize,
     /// Archived jobs older than this are purged during soak, as a daemon's
@@ -158,6 +164,12 @@ pub enum Mode {
     /// and the job counts, at each archive size of `--sizes`, beside
     /// `--backlog` waiting jobs.
     Query,
+    /// The dashboard's pages as a browser loads them (their API calls,
+    /// in parallel where the page makes them so), over HTTP against a
+    /// daemon with an admin and a client token: p50/p99 per page at each
+    /// archive size of `--sizes`, `--tenants` clients of `--jobtypes`
+    /// jobtypes, one archived job in ten failed, `--backlog` waiting.
+    Dashboard,
 }
 
 impl Mode {
@@ -171,6 +183,7 @@ impl Mode {
             Mode::Soak => "soak",
             Mode::Reference => "reference",
             Mode::Query => "query",
+            Mode::Dashboard => "dashboard",
         }
     }
 }
@@ -193,6 +206,7 @@ fn check(a: &BenchArgs) -> Result<(), CliError> {
     let positive = [
         ("--jobs", a.jobs),
         ("--jobtypes", a.jobtypes),
+        ("--tenants", a.tenants),
         ("--claimers", a.claimers),
         ("--batch", a.batch),
         ("--add-batch", a.add_batch),
@@ -350,6 +364,7 @@ async fn run_mode(ctx: &Ctx) -> Result<Report, CliError> {
         Mode::Soak => queue::soak(ctx, &mut report).await?,
         Mode::Reference => queue::reference(ctx, &mut report).await?,
         Mode::Query => queue::query(ctx, &mut report).await?,
+        Mode::Dashboard => dashboard::dashboard(ctx, &mut report).await?,
         Mode::Drain => daemon::drain(ctx, &mut report).await?,
         Mode::E2e => daemon::e2e(ctx, &mut report).await?,
         Mode::Intake => daemon::intake(ctx, &mut report).await?,
@@ -455,6 +470,15 @@ impl Ctx {
     /// Starts a daemon in this process on the bench store; it runs jobs
     /// unless `execute` is false.
     async fn start_daemon(&self, execute: bool) -> Result<DaemonRef, CliError> {
+        self.start_daemon_with(execute, FileConfig::default()).await
+    }
+
+    /// [`Ctx::start_daemon`] with the settings of a config file (tokens).
+    async fn start_daemon_with(
+        &self,
+        execute: bool,
+        file: FileConfig,
+    ) -> Result<DaemonRef, CliError> {
         let index = self.daemons.lock().map(|d| d.len()).unwrap_or(0);
         let args = ServeArgs {
             data_dir: Some(self.dir.join(format!("daemon{index}"))),
@@ -470,7 +494,7 @@ impl Ctx {
             otlp_endpoint: self.args.otlp_endpoint.clone(),
             ..ServeArgs::default()
         };
-        let mut config = Config::resolve(&args, FileConfig::default())
+        let mut config = Config::resolve(&args, file)
             .map_err(|e| CliError::usage(format!("daemon settings: {e}")))?;
         config.store_url = Some(self.url.clone());
         let daemon = Daemon::start_with_store(config, self.store.clone())
@@ -656,6 +680,15 @@ impl Report {
                 p("single_jobs", json!(a.single_jobs.unwrap_or(a.jobs)));
                 p("clients", json!(a.clients));
                 p("lines", json!(a.lines));
+            }
+            Mode::Dashboard => {
+                p("sizes", json!(a.sizes));
+                p("backlog", json!(a.backlog));
+                p("samples", json!(a.samples));
+                p("tenants", json!(a.tenants));
+                p("jobtypes_per_tenant", json!(a.jobtypes));
+                p("add_batch", json!(a.add_batch));
+                p("claimers", json!(a.claimers));
             }
             Mode::Query => {
                 p("sizes", json!(a.sizes));

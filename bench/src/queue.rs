@@ -10,9 +10,10 @@ use jobstore_api::{
 };
 use serde_json::{Value, json};
 
+use jobstore_daemon::tenant;
+
 use crate::{
-    CLIENT, CliError, Ctx, Latencies, Report, archived_ok, expect_counts, rate, round3, spawn,
-    store_err,
+    CliError, Ctx, Latencies, Report, archived_ok, expect_counts, rate, round3, spawn, store_err,
 };
 
 /// The lease of bench claims: long enough that nothing expires mid-run.
@@ -29,23 +30,30 @@ pub(crate) struct JobGen {
 
 impl JobGen {
     pub(crate) fn new(ctx: &Ctx, tag: &str, jobtypes: usize) -> Self {
+        Self::of(ctx, tag, (0..jobtypes).map(|k| ctx.jobtype(k)).collect())
+    }
+
+    /// Jobs spread over the store jobtypes `jobtypes` in turn, each with
+    /// an id of its jobtype's client (`{client}-{tag}{i}`).
+    pub(crate) fn of(ctx: &Ctx, tag: &str, jobtypes: Vec<String>) -> Self {
         JobGen {
             tag: tag.to_owned(),
-            jobtypes: (0..jobtypes).map(|k| ctx.jobtype(k)).collect(),
+            jobtypes,
             payload: ctx.args.payload,
             priority: 0,
         }
     }
 
-    fn priority(mut self, p: i32) -> Self {
+    pub(crate) fn priority(mut self, p: i32) -> Self {
         self.priority = p;
         self
     }
 
     fn job(&self, i: usize) -> NewJob {
+        let jobtype = self.jobtypes[i % self.jobtypes.len()].as_str();
         NewJob::new(
-            format!("{CLIENT}-{}{i:010}", self.tag),
-            self.jobtypes[i % self.jobtypes.len()].as_str(),
+            format!("{}-{}{i:010}", tenant::tenant_of(jobtype), self.tag),
+            jobtype,
             vec![b'x'; self.payload],
         )
         .priority(self.priority)
@@ -111,6 +119,10 @@ async fn join<T>(
         .map_err(|e| CliError::local(format!("a bench task failed: {e}")))?
 }
 
+fn ok() -> JobResult {
+    JobResult::from_status(200)
+}
+
 fn archive_all(jobs: Vec<jobstore_api::Job>) -> Vec<JobRelease> {
     jobs.into_iter()
         .map(|j| JobRelease::new(j.id, Release::Archive(JobResult::from_status(200))))
@@ -118,14 +130,14 @@ fn archive_all(jobs: Vec<jobstore_api::Job>) -> Vec<JobRelease> {
 }
 
 /// Claims and archives the jobs `range` of `jobtype` under `owner`, the
-/// `i`th with a result of `status(i)`: jobs added at priority 1 beside a
+/// `i`th with the result `result(i)`: jobs added at priority 1 beside a
 /// waiting backlog at 0, so each claim takes only them, in order.
-async fn archive_range(
+pub(crate) async fn archive_range(
     ctx: &Ctx,
     jobtype: &str,
     owner: &str,
     range: std::ops::Range<usize>,
-    status: impl Fn(usize) -> u16,
+    result: impl Fn(usize) -> JobResult,
     bar: &ProgressBar,
 ) -> Result<(), CliError> {
     let mut at = range.start;
@@ -144,12 +156,7 @@ async fn archive_range(
         let releases: Vec<JobRelease> = got
             .into_iter()
             .enumerate()
-            .map(|(i, j)| {
-                JobRelease::new(
-                    j.id,
-                    Release::Archive(JobResult::from_status(status(at + i))),
-                )
-            })
+            .map(|(i, j)| JobRelease::new(j.id, Release::Archive(result(at + i))))
             .collect();
         let n = ctx
             .store
@@ -349,7 +356,7 @@ pub(crate) async fn scale(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
         add_range(ctx, &done, 0, archive, &bar).await?;
         bar.finish_and_clear();
         let bar = ctx.bar(archive as u64, "archive: run");
-        archive_range(ctx, &jobtype, &owner, 0..archive, |_| 200, &bar).await?;
+        archive_range(ctx, &jobtype, &owner, 0..archive, |_| ok(), &bar).await?;
         bar.finish_and_clear();
         point("claims + archive".to_owned(), largest, archive).await?;
     }
@@ -741,7 +748,8 @@ pub(crate) async fn query(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
         let bar = ctx.bar((size - archived) as u64, &format!("archive to {size}"));
         add_range(ctx, &done, archived, size, &bar).await?;
         let status = |i: usize| if i.is_multiple_of(10) { 404 } else { 200 };
-        archive_range(ctx, &jobtype, &owner, archived..size, status, &bar).await?;
+        let result = |i| JobResult::from_status(status(i));
+        archive_range(ctx, &jobtype, &owner, archived..size, result, &bar).await?;
         failed += (archived..size).filter(|&i| status(i) == 404).count() as u64;
         archived = size;
         bar.finish_and_clear();
