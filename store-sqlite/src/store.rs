@@ -599,7 +599,8 @@ impl Claimed<'_> {
         let attempts = u32::try_from(attempts).map_err(|e| Error::backend("stored attempts", e))?;
         let create_dt: Millis = row.try_get(3).map_err(d)?;
         let rest: Option<String> = row.try_get(5).map_err(d)?;
-        let (code, status, output, cancel, tags, stored, traceparent, tracestate): Rest = match rest {
+        let (code, status, output, cancel, tags, stored, traceparent, tracestate): Rest = match rest
+        {
             None => (None, None, None, 0, Vec::new(), Vec::new(), None, None),
             Some(text) => serde_json::from_str(&text)
                 .map_err(|e| Error::backend("malformed claimed job fields", e))?,
