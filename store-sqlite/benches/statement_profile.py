@@ -77,7 +77,8 @@ def setup(crate, kind, path, jobs):
     cols = re.search(r"INSERT INTO jobs \(([^)]*)\)", add).group(1).split(", ")
     added = json.dumps([{"at": T0, "attempt": 0, "event": "added"}], separators=(",", ":"))
     value = {"jobtype": "bench", "priority": 0, "dt": T0, "create_dt": T0,
-             "data": PAYLOAD, "tags": "[]", "history": added}
+             "data": PAYLOAD, "tags": "[]", "history": added,
+             "traceparent": None, "tracestate": None}
     db.execute("BEGIN IMMEDIATE")
     for lo in range(0, jobs, 1000):
         n = min(1000, jobs - lo)

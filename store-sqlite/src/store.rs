@@ -440,7 +440,7 @@ impl ListPlan {
                 ids_json(list)?,
             ),
         };
-        const LIVE: (&str, &str) = ("jobs_claim", "lock <> '__done'");
+        const FREE: (&str, &str) = ("jobs_free", "lock = ''");
         const LOCKED: (&str, &str) = ("jobs_locked", "lock NOT IN ('', '__done')");
         const DONE: (&str, &str) = ("jobs_done_type", "lock = '__done'");
         let key = |k: &SortKey| (k.dt, k.id.clone());
@@ -456,9 +456,9 @@ impl ListPlan {
             (0, after.map(key).filter(|k| *k > floor).unwrap_or(floor))
         };
         let (template, rows, (cursor_priority, bound)) = match query.state {
-            JobState::Waiting => (queries::LIST_WAITING, LIVE, claim_order()),
+            JobState::Waiting => (queries::LIST_WAITING, FREE, claim_order()),
             JobState::Expired => (queries::LIST_EXPIRED, LOCKED, claim_order()),
-            JobState::Scheduled => (queries::LIST_SCHEDULED, LIVE, later_than_now()),
+            JobState::Scheduled => (queries::LIST_SCHEDULED, FREE, later_than_now()),
             JobState::Running => (queries::LIST_RUNNING, LOCKED, later_than_now()),
             JobState::Archived => {
                 // Archived before `archived.to`: (done_dt, id) < (to, '');
@@ -1474,11 +1474,11 @@ mod tests {
             assert!(!text.contains("SCAN jobs"), "{q:?}:\n{text}");
             let (index, range) = match q.state {
                 JobState::Waiting => (
-                    "jobs_claim",
+                    "jobs_free",
                     "(jobtype=? AND priority=? AND (dt,id)>(?,?) AND dt<?)",
                 ),
                 JobState::Scheduled => {
-                    ("jobs_claim", "(jobtype=? AND priority=? AND (dt,id)>(?,?))")
+                    ("jobs_free", "(jobtype=? AND priority=? AND (dt,id)>(?,?))")
                 }
                 JobState::Running => ("jobs_locked", "(jobtype=? AND (dt,id)>(?,?))"),
                 JobState::Expired => ("jobs_locked", "(jobtype=? AND dt<?)"),
@@ -1529,7 +1529,7 @@ mod tests {
         assert_eq!(
             jobs,
             [
-                "SCAN jobs USING INDEX jobs_claim",
+                "SCAN jobs USING COVERING INDEX jobs_free",
                 "SCAN jobs USING INDEX jobs_locked"
             ],
             "{text:?}"

@@ -595,9 +595,9 @@ column sysids.sysid TEXT not null primary key
 column sysids.token TEXT not null
 column sysids.expires INTEGER not null
 CREATE INDEX handlers_newest ON handlers (jobtype, dt DESC, seq DESC)
-CREATE INDEX jobs_claim ON jobs (jobtype, priority DESC, dt, id) WHERE lock <> '__done'
 CREATE INDEX jobs_done_code ON jobs (result_code, done_dt, id) WHERE lock = '__done'
 CREATE INDEX jobs_done_type ON jobs (jobtype, result_code, done_dt, id) WHERE lock = '__done'
+CREATE INDEX jobs_free ON jobs (jobtype, priority DESC, dt, id) WHERE lock = ''
 CREATE INDEX jobs_locked ON jobs (jobtype, dt, id) WHERE lock NOT IN ('', '__done')
 CREATE INDEX stats_by_age ON stats (resolution, start)
 ";
@@ -932,5 +932,89 @@ async fn jobs_stored_before_trace_context_read_without_one() {
         .map(|j| (j.id.as_str(), j.trace.clone()))
         .collect();
     assert_eq!(traces, [("old", None), ("new", Some(ctx))]);
+    store.close().await;
+}
+
+/// A database of migrations 1 to 8 (one claim index of every live job) is
+/// upgraded by `connect` to the free jobs' index: the live jobs it holds
+/// (waiting, scheduled, running, expired) count, list and claim as before.
+#[tokio::test]
+async fn live_jobs_stored_before_the_free_index_count_list_and_claim() {
+    use jobstore_api::{JobQuery, JobState};
+
+    let db = TempDb::new();
+    let dir = std::env::temp_dir().join(unique_namespace());
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"));
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.as_str() < "20261205000009" {
+            std::fs::copy(&path, dir.join(&name)).unwrap();
+        }
+    }
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&db.0)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .unwrap();
+    let old = sqlx::migrate::Migrator::new(dir.as_path()).await.unwrap();
+    old.run(&mut conn).await.unwrap();
+    // At T0: 'due' waits, 'later' is scheduled, 'held' runs (lease to
+    // T0 + 1 min), 'lapsed' has an expired lease; 'due' has the lower
+    // priority, so claim order is lapsed, due.
+    sqlx::query(
+        "INSERT INTO jobs (id, jobtype, priority, dt, lock, attempts, create_dt, data) VALUES
+            ('due', 't', 1, ?1 - 5, '', 0, ?1 - 10, x''),
+            ('later', 't', 1, ?1 + 5000, '', 0, ?1 - 10, x''),
+            ('held', 't', 1, ?1 + 60000, 'sys-old', 1, ?1 - 10, x''),
+            ('lapsed', 't', 2, ?1 - 1, 'sys-gone', 1, ?1 - 10, x'')",
+    )
+    .bind(T0)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    let counts = store.job_counts(T0).await.unwrap();
+    assert_eq!(counts.len(), 1, "{counts:?}");
+    assert_eq!(
+        (counts[0].waiting, counts[0].scheduled, counts[0].running),
+        (2, 1, 1),
+        "{counts:?}"
+    );
+    let listed = |state| {
+        let store = &store;
+        async move {
+            let page = store
+                .list_jobs(&JobQuery::new(state).jobtypes(["t"]), T0)
+                .await
+                .unwrap();
+            page.jobs.into_iter().map(|j| j.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(listed(JobState::Waiting).await, ["due"]);
+    assert_eq!(listed(JobState::Scheduled).await, ["later"]);
+    assert_eq!(listed(JobState::Running).await, ["held"]);
+    assert_eq!(listed(JobState::Expired).await, ["lapsed"]);
+    let waiting = store.waiting_jobtypes(T0).await.unwrap();
+    assert_eq!(
+        waiting
+            .iter()
+            .map(|w| (w.jobtype.as_str(), w.count))
+            .collect::<Vec<_>>(),
+        [("t", 2)]
+    );
+    let claimed = store.claim_jobs("t", 10, "sys-a", MIN, T0).await.unwrap();
+    let ids: Vec<&str> = claimed.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, ["lapsed", "due"]);
+    let counts = store.job_counts(T0).await.unwrap();
+    assert_eq!(
+        (counts[0].waiting, counts[0].scheduled, counts[0].running),
+        (0, 1, 3)
+    );
     store.close().await;
 }
