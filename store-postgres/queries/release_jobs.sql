@@ -15,9 +15,12 @@
 -- is re-checked on the version found should another transaction change
 -- it meanwhile). The caller sorts the entries by id and never mixes kinds
 -- that update (r, u) with kinds that delete (a, d) in one statement: each
--- statement then locks its jobs in id order, like every statement that
--- locks jobs by id, so two of them never wait on each other in a cycle,
--- with no locking pass of its own. (Both CTEs run in one statement: with
+-- statement then locks its jobs in id order while the planner drives the
+-- join from the entries, like every statement that locks jobs by id, so
+-- two of them do not wait on each other in a cycle, with no locking pass
+-- of its own. (On a small table the planner may hash-join and lock in
+-- table order: a deadlock is then possible, and the store runs the
+-- aborted statement again; README, "Lock order and deadlocks".) (Both CTEs run in one statement: with
 -- both kinds, the updates would lock their ids in order, then the
 -- deletes theirs, and a cancel locking both in id order between them
 -- could close a cycle.) Returns the ids released.

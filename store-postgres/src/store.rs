@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jobstore_api::batch::split_by_size;
-use jobstore_api::history::{PendingClaim, complete_history, history_from_json};
+use jobstore_api::history::{PendingClaim, complete_history, history_from_json, with_added};
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
@@ -377,6 +377,35 @@ impl PgStore {
     }
 }
 
+/// How many times a statement PostgreSQL aborted to break a deadlock
+/// (`40P01`) runs again before the error reaches the caller.
+const DEADLOCK_RETRIES: u32 = 3;
+
+/// Runs the single-statement transaction `op` makes, again when
+/// PostgreSQL aborted it to break a deadlock: the aborted statement
+/// changed nothing, so running it again does what it would have done. The
+/// statements that lock several jobs (releases, renewals, cancels) lock
+/// them in id order when the planner drives the join from their ids, but
+/// on a small table it may hash-join and lock in table order instead
+/// (README: "Lock order and deadlocks").
+async fn retry_deadlock<T, F, Fut>(mut op: F) -> std::result::Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, sqlx::Error>>,
+{
+    let mut retries = 0;
+    loop {
+        match op().await {
+            Err(sqlx::Error::Database(db))
+                if retries < DEADLOCK_RETRIES && db.code().as_deref() == Some("40P01") =>
+            {
+                retries += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Creates the schema and runs the migrations on a connection of its own,
 /// under a session advisory lock named after the schema (released when the
 /// connection closes, whatever happens).
@@ -456,6 +485,8 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
             })
         }
     };
+    let create_dt: Millis = get(row, 7)?;
+    // Jobs added since migration 13 store no `added` event: put back.
     let stored = history_from_json(&get::<String>(row, 14)?)?;
     let claim = match get::<Option<Millis>>(row, 15)? {
         None => None,
@@ -477,12 +508,12 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         dt: get(row, 4)?,
         lock: get(row, 5)?,
         attempts,
-        create_dt: get(row, 7)?,
+        create_dt,
         done_dt,
         result,
         cancel_requested: get(row, 12)?,
         tags: get(row, 13)?,
-        history: complete_history(stored, claim, archived),
+        history: complete_history(with_added(stored, create_dt), claim, archived),
         claimed_due: None,
         trace: match get::<Option<String>>(row, 17)? {
             None => None,
@@ -639,13 +670,15 @@ impl JobStore for PgStore {
         if ids.is_empty() {
             return Ok(renewal);
         }
-        let rows = sqlx::query(q::RENEW_LOCKS)
-            .bind(ids)
-            .bind(owner)
-            .bind(now + duration_ms(lease))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| map("renew_locks", e))?;
+        let rows = retry_deadlock(|| {
+            sqlx::query(q::RENEW_LOCKS)
+                .bind(ids)
+                .bind(owner)
+                .bind(now + duration_ms(lease))
+                .fetch_all(&self.pool)
+        })
+        .await
+        .map_err(|e| map("renew_locks", e))?;
         for r in &rows {
             let id: String = get(r, 0)?;
             if get::<bool>(r, 1)? {
@@ -677,10 +710,13 @@ impl JobStore for PgStore {
         let mut released = Vec::with_capacity(releases.len());
         for group in [stay, go] {
             for chunk in Self::release_chunks(&group) {
-                released.extend(
-                    self.ids_query("release_jobs", self.release_query(chunk, owner, now))
-                        .await?,
-                );
+                let rows =
+                    retry_deadlock(|| self.release_query(chunk, owner, now).fetch_all(&self.pool))
+                        .await
+                        .map_err(|e| map("release_jobs", e))?;
+                for r in &rows {
+                    released.push(get::<String>(r, 0)?);
+                }
             }
         }
         Ok(released)
@@ -704,13 +740,15 @@ impl JobStore for PgStore {
         if ids.is_empty() {
             return Ok(outcome);
         }
-        let rows = sqlx::query(q::CANCEL_JOBS)
-            .bind(ids)
-            .bind(now)
-            .bind(now + ARCHIVE_HORIZON_MS)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| map("cancel_jobs", e))?;
+        let rows = retry_deadlock(|| {
+            sqlx::query(q::CANCEL_JOBS)
+                .bind(ids)
+                .bind(now)
+                .bind(now + ARCHIVE_HORIZON_MS)
+                .fetch_all(&self.pool)
+        })
+        .await
+        .map_err(|e| map("cancel_jobs", e))?;
         for r in &rows {
             let id: String = get(r, 0)?;
             match get::<String>(r, 1)?.as_str() {
