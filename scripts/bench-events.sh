@@ -11,7 +11,7 @@
 #
 #   scripts/bench-events.sh BEFORE_BIN AFTER_BIN
 #
-# BENCH_BACKENDS (sqlite,postgres), BENCH_JOBS (20000), BENCH_KEEP (a
+# BENCH_BACKENDS (sqlite,postgres; memory too), BENCH_JOBS (20000), BENCH_KEEP (a
 # directory to keep the raw JSON lines in), JOBSTORE_TEST_POSTGRES_URL
 # (postgres://postgres@127.0.0.1:5432/test).
 set -euo pipefail
@@ -39,6 +39,7 @@ run() { # round backend variant
   case $backend in
     sqlite) url="sqlite://$WORK/jobs-$round-$variant.db" ;;
     postgres) url=$PG ;;
+    memory) url=memory:// ;;
     *) echo "unknown backend $backend" >&2; exit 2 ;;
   esac
   case $variant in
