@@ -4,11 +4,13 @@
 -- now), not in its history: h is written only for a job whose previous
 -- claim is still pending (an expired lease taken again), which gets that
 -- claim's event stored first.
--- Returns groups of 10: id, data, priority, create_dt, attempts, cancel
--- mark (x, or false), stored history (h, or false; without this claim's
--- event, which the client adds), tags (t, or false), trace context (tc, or
--- false), due time (the job's dt before the claim, as 15 digits: the dt
--- part of its ready member).
+-- Returns groups of 7: id, data, priority, create_dt, attempts, the
+-- fields a job claimed usually lacks as one array [cancel mark (x),
+-- stored history (h, without this claim's event, which the client adds),
+-- tags (t), trace context (tc)], each false when absent, or false when
+-- all four are (every value returned is one more for the server to encode
+-- and the client to decode), due time (the job's dt before the claim, as
+-- 15 digits: the dt part of its ready member).
 local pre, now, limit, owner, exp = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local slice = tonumber(ARGV[6])
 local nowp = ARGV[7]
@@ -76,10 +78,11 @@ while got < limit and putback <= slice do
       out[#out + 1] = f[3]
       out[#out + 1] = f[4]
       out[#out + 1] = a
-      out[#out + 1] = f[6]
-      out[#out + 1] = h
-      out[#out + 1] = f[8]
-      out[#out + 1] = f[10]
+      if f[6] or h or f[8] or f[10] then
+        out[#out + 1] = { f[6], h, f[8], f[10] }
+      else
+        out[#out + 1] = false
+      end
       out[#out + 1] = dtp
       got = got + 1
     end

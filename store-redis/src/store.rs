@@ -289,26 +289,12 @@ impl JobStore for RedisStore {
             .invoke_async(&mut c)
             .await
             .map_err(|e| map(e, "claim jobs"))?;
-        if !reply.len().is_multiple_of(10) {
+        if !reply.len().is_multiple_of(7) {
             return Err(malformed("claim reply length"));
         }
-        let mut jobs = Vec::with_capacity(reply.len() / 10);
+        let mut jobs = Vec::with_capacity(reply.len() / 7);
         let mut it = reply.into_iter();
-        while let (
-            Some(id),
-            Some(data),
-            Some(p),
-            Some(c),
-            Some(a),
-            Some(x),
-            Some(h),
-            Some(t),
-            Some(tc),
-            Some(due),
-        ) = (
-            it.next(),
-            it.next(),
-            it.next(),
+        while let (Some(id), Some(data), Some(p), Some(c), Some(a), Some(rest), Some(due)) = (
             it.next(),
             it.next(),
             it.next(),
@@ -317,6 +303,14 @@ impl JobStore for RedisStore {
             it.next(),
             it.next(),
         ) {
+            // x, h, t, tc: one nil when the job has none of them
+            let [x, h, t, tc] = match rest {
+                Value::Nil => [Value::Nil, Value::Nil, Value::Nil, Value::Nil],
+                Value::Array(v) => {
+                    <[Value; 4]>::try_from(v).map_err(|_| malformed("claimed fields"))?
+                }
+                _ => return Err(malformed("claimed fields")),
+            };
             let h = match h {
                 Value::Nil => None,
                 h => Some(bytes(h, "claimed history")?),
