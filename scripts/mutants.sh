@@ -29,8 +29,12 @@ out=${MUTANTS_OUT:-/tmp/jobstore-mutants-out}
 groups=(
     "memory|store-api/src/memory.rs|--test-package jobstore-api --test-package jobstore-conformance -- --lib --tests"
     "validate|store-api/src/validate.rs store-api/src/types.rs store-api/src/batch.rs|--test-package jobstore-api --test-package jobstore-conformance -- --lib --tests"
+    "history|store-api/src/history.rs|--test-package jobstore-api --test-package jobstore-conformance -- --lib --tests"
     "sqlite|store-sqlite/src/store.rs|--test-package jobstore-sqlite -- --lib --tests"
     "postgres|store-postgres/src/store.rs|--test-package jobstore-postgres -- --lib --tests"
+    # The implicit added event and the deadlock retry (reads and the
+    # statements that lock several jobs), with the tests that reach them.
+    "postgres-retry|store-postgres/src/store.rs|--re retry_deadlock --re job_from_row --test-package jobstore-postgres -- --lib --tests -- history deadlock releases_racing a_release_aborted jobs_from_before claim_and_archive"
     "redis|store-redis/src/*.rs|--test-package jobstore-redis -- --lib --tests"
     "mongo|store-mongo/src/*.rs|--test-package jobstore-mongo -- --lib --tests"
     "scheduler|daemon/src/executor/scheduler/mod.rs|--test-package jobstore-daemon --cargo-arg=--lib -- executor::scheduler::"

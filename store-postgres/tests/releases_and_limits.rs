@@ -1045,3 +1045,47 @@ fn mixed_releases_racing_cancels_and_renewals_all_succeed() {
         },
     );
 }
+
+/// A release PostgreSQL aborts to break a deadlock is run again and
+/// succeeds: another transaction holds job `b` while the release, having
+/// locked `a`, waits for it, then asks for `a` itself. The release waited
+/// first, so its deadlock check (after `deadlock_timeout`, 1 s) runs
+/// first and aborts it; the other transaction gets `a` and commits, and
+/// the release, run again, archives both.
+#[test]
+fn a_release_aborted_to_break_a_deadlock_runs_again() {
+    with_store_opts(
+        |o| o.max_connections(4),
+        |store| async move {
+            let jobs = [NewJob::new("a", "t", ""), NewJob::new("b", "t", "")];
+            store.add_jobs(&jobs, T0).await.unwrap();
+            let lease = Duration::from_secs(60);
+            let got = store.claim_jobs("t", 2, "o", lease, T0).await.unwrap();
+            assert_eq!(got.len(), 2);
+            let mut other = store.pool().acquire().await.unwrap();
+            sqlx::query("BEGIN").execute(&mut *other).await.unwrap();
+            sqlx::query("SELECT 1 FROM jobs WHERE id = 'b' FOR UPDATE")
+                .execute(&mut *other)
+                .await
+                .unwrap();
+            let ok = || Release::Archive(JobResult::from_status(200));
+            let releases = [JobRelease::new("a", ok()), JobRelease::new("b", ok())];
+            let (released, ()) = tokio::join!(store.release_jobs(&releases, "o", T0 + 1), async {
+                // the release has locked a and waits for b by now
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                sqlx::query("SELECT 1 FROM jobs WHERE id = 'a' FOR UPDATE")
+                    .execute(&mut *other)
+                    .await
+                    .expect("the release, not this transaction, is aborted");
+                sqlx::query("COMMIT").execute(&mut *other).await.unwrap();
+            });
+            let mut released = released.expect("run again after the deadlock");
+            released.sort();
+            assert_eq!(released, ["a", "b"]);
+            for id in ["a", "b"] {
+                let job = store.get_job(id).await.unwrap().unwrap();
+                assert_eq!(job.lock, "__done", "{id}");
+            }
+        },
+    );
+}
