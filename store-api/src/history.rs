@@ -199,6 +199,24 @@ pub fn tags_from_json(text: &str) -> Result<Vec<String>> {
 mod tests {
     use super::*;
 
+    /// Tags as SQL stores keep them: a JSON array of strings; empty text
+    /// or `null` (rows from before tags) is no tags; anything else is a
+    /// backend error.
+    #[test]
+    fn tags_read_from_json() {
+        assert_eq!(
+            tags_from_json(r#"["eu", "customer-42"]"#).unwrap(),
+            ["eu", "customer-42"]
+        );
+        for none in ["", "  ", "null", " null ", "[]"] {
+            assert!(tags_from_json(none).unwrap().is_empty(), "{none:?}");
+        }
+        for bad in ["[1]", "{\"a\": 1}", "eu", "[\"eu\""] {
+            let e = tags_from_json(bad).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Backend, "{bad:?}");
+        }
+    }
+
     /// With the `Added` event implicit, a history reads as it would with
     /// every event stored: the store keeps the same newest events after
     /// it (capped at MAX_HISTORY), and `with_added` puts it back exactly
