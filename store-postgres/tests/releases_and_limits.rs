@@ -1089,3 +1089,54 @@ fn a_release_aborted_to_break_a_deadlock_runs_again() {
         },
     );
 }
+
+/// A statement PostgreSQL aborts with a deadlock error every time runs
+/// four times in all (three more after the first), then the error reaches
+/// the caller as a retryable `Unavailable`; another error is not run
+/// again. A statement-level trigger on `jobs` raises the error and counts
+/// the statements in a sequence (which a rollback does not undo).
+#[test]
+fn a_statement_that_keeps_deadlocking_runs_four_times_then_fails() {
+    with_store(|store| async move {
+        store
+            .add_jobs(&[NewJob::new("a", "t", "")], T0)
+            .await
+            .unwrap();
+        let lease = Duration::from_secs(60);
+        store.claim_jobs("t", 1, "o", lease, T0).await.unwrap();
+        let raise = |code: &str| {
+            format!(
+                "CREATE OR REPLACE FUNCTION jobs_fail() RETURNS trigger LANGUAGE plpgsql AS $$ \
+                 BEGIN PERFORM nextval('tries'); \
+                 RAISE EXCEPTION 'forced' USING ERRCODE = '{code}'; END $$"
+            )
+        };
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE SEQUENCE tries; {}; \
+             CREATE TRIGGER jobs_fail BEFORE UPDATE ON jobs \
+             FOR EACH STATEMENT EXECUTE FUNCTION jobs_fail()",
+            raise("deadlock_detected")
+        )))
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let tries = || sqlx::query_scalar::<_, i64>("SELECT last_value FROM tries");
+        let ids = ["a".to_owned()];
+        let err = store
+            .renew_locks(&ids, "o", lease, T0 + 1)
+            .await
+            .unwrap_err();
+        assert!(err.is_retryable(), "{err:?}");
+        assert_eq!(tries().fetch_one(store.pool()).await.unwrap(), 4);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(raise("raise_exception")))
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let err = store
+            .renew_locks(&ids, "o", lease, T0 + 1)
+            .await
+            .unwrap_err();
+        assert!(!err.is_retryable(), "{err:?}");
+        assert_eq!(tries().fetch_one(store.pool()).await.unwrap(), 5);
+    });
+}

@@ -16,9 +16,11 @@
 -- first stores the pending claim's Claimed event (claimed_at, lock,
 -- attempts) if there is one and clears it, then appends its own event
 -- (an archive's Archived is built here), the oldest dropped past 20.
--- Returns the jobs changed with their new lock ('' means freed: its
--- jobtype is notified; '__done' archived: counted under its jobtype and
--- result code). Every kind clears the cancel mark.
+-- Returns the jobs changed with their jobtype (the caller knows from
+-- each entry's kind whether it freed the job, whose jobtype it notifies,
+-- or archived it, which it counts under the jobtype and the entry's result
+-- code; every value returned costs a copy in the driver). Every kind
+-- clears the cancel mark.
 -- The owner is compared as `+?1`, an expression, not a bare parameter: SQLite's
 -- planner would test a bare one's bound value against the partial indexes'
 -- `lock = '__done'`, and so prepare the statement again on every call.
@@ -58,4 +60,4 @@ UPDATE jobs SET
     END
 FROM r
 WHERE jobs.id = r.id AND jobs.lock = +?1
-RETURNING id, jobtype, lock, result_code
+RETURNING id, jobtype

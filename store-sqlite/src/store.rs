@@ -901,7 +901,7 @@ impl JobStore for SqliteStore {
             .any(|r| matches!(r.how, Release::Archive(_)));
         let m = |e| error::map("release_jobs", e);
         let keep_query = |json: String| {
-            sqlx::query_as::<_, (String, String, String, Option<String>)>(queries::RELEASE_KEEP)
+            sqlx::query_as::<_, (String, String)>(queries::RELEASE_KEEP)
                 .bind(owner)
                 .bind(now)
                 .bind(now + ARCHIVE_HORIZON_MS)
@@ -912,7 +912,18 @@ impl JobStore for SqliteStore {
                 .bind(owner)
                 .bind(json)
         };
-        let mut kept: Vec<(String, String, String, Option<String>)> = Vec::new();
+        // The result code of each entry that archives its job, None for
+        // those that free it: the statement returns ids and jobtypes only.
+        let archives_code: HashMap<&str, Option<&str>> = releases
+            .iter()
+            .filter_map(|r| match &r.how {
+                Release::Archive(res) => Some((r.id.as_str(), Some(res.code.as_str()))),
+                Release::Retry { .. } | Release::Unget => Some((r.id.as_str(), None)),
+                Release::Delete => None,
+            })
+            .collect();
+        let code_of = |id: &str| archives_code.get(id).copied().flatten();
+        let mut kept: Vec<(String, String)> = Vec::new();
         let mut deleted: Vec<String> = Vec::new();
         match (keep.len(), deletes) {
             (0, None) => return Ok(Vec::new()),
@@ -942,16 +953,15 @@ impl JobStore for SqliteStore {
                 }
                 let archived = kept
                     .iter()
-                    .filter(|(_, _, lock, _)| lock == LOCK_DONE)
-                    .map(|(_, jobtype, _, code)| (jobtype.as_str(), code.as_deref()));
+                    .filter_map(|(id, jobtype)| Some((jobtype.as_str(), Some(code_of(id)?))));
                 add_counts(&mut tx, counts_delta(archived, 1)?, "release_jobs").await?;
                 tx.commit().await.map_err(m)?;
             }
         }
         let mut released = deleted;
         let mut freed = Vec::new();
-        for (id, jobtype, lock, _) in kept {
-            if lock.is_empty() {
+        for (id, jobtype) in kept {
+            if code_of(&id).is_none() {
                 freed.push(jobtype);
             }
             released.push(id);
