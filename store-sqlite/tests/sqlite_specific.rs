@@ -28,6 +28,31 @@ impl TempDb {
     fn url(&self, params: &str) -> String {
         format!("sqlite://{}{params}", self.0.display())
     }
+    /// A connection of its own to the database, created with the
+    /// migrations whose names sort before `first_left_out` only: the
+    /// schema an older version left.
+    async fn migrated_before(&self, first_left_out: &str) -> sqlx::SqliteConnection {
+        let dir = std::env::temp_dir().join(unique_namespace());
+        std::fs::create_dir_all(&dir).unwrap();
+        let source = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"));
+        for entry in std::fs::read_dir(&source).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.as_str() < first_left_out {
+                std::fs::copy(&path, dir.join(&name)).unwrap();
+            }
+        }
+        let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&self.0)
+            .create_if_missing(true)
+            .connect()
+            .await
+            .unwrap();
+        let old = sqlx::migrate::Migrator::new(dir.as_path()).await.unwrap();
+        old.run(&mut conn).await.unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        conn
+    }
     /// A connection of its own to the database, beside the store's.
     async fn connect(&self) -> sqlx::SqliteConnection {
         sqlx::sqlite::SqliteConnectOptions::new()
@@ -610,24 +635,7 @@ CREATE INDEX stats_by_age ON stats (resolution, start)
 async fn jobs_stored_before_histories_read_empty_and_are_counted() {
     use jobstore_api::{JobCounts, ResultCode};
     let db = TempDb::new();
-    let dir = std::env::temp_dir().join(unique_namespace());
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"));
-    for entry in std::fs::read_dir(&source).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.as_str() < "20261128000005" {
-            std::fs::copy(&path, dir.join(&name)).unwrap();
-        }
-    }
-    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&db.0)
-        .create_if_missing(true)
-        .connect()
-        .await
-        .unwrap();
-    let old = sqlx::migrate::Migrator::new(dir.as_path()).await.unwrap();
-    old.run(&mut conn).await.unwrap();
+    let mut conn = db.migrated_before("20261128000005").await;
     sqlx::raw_sql(
         "INSERT INTO jobs (id, jobtype, priority, dt, lock, create_dt, done_dt, result_code, data)
          VALUES ('live', 't', 0, 0, '', 0, NULL, NULL, x''),
@@ -638,7 +646,6 @@ async fn jobs_stored_before_histories_read_empty_and_are_counted() {
     .await
     .unwrap();
     conn.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 
     let store = SqliteStore::connect(&db.url("")).await.unwrap();
     let live = store.get_job("live").await.unwrap().unwrap();
@@ -772,24 +779,7 @@ async fn claims_and_archives_leave_the_stored_history_alone() {
 async fn jobs_stored_before_pending_claims_read_as_stored() {
     use jobstore_api::{EventKind, JobCounts, JobEvent, ResultCode};
     let db = TempDb::new();
-    let dir = std::env::temp_dir().join(unique_namespace());
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"));
-    for entry in std::fs::read_dir(&source).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.as_str() < "20261202000007" {
-            std::fs::copy(&path, dir.join(&name)).unwrap();
-        }
-    }
-    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&db.0)
-        .create_if_missing(true)
-        .connect()
-        .await
-        .unwrap();
-    let old = sqlx::migrate::Migrator::new(dir.as_path()).await.unwrap();
-    old.run(&mut conn).await.unwrap();
+    let mut conn = db.migrated_before("20261202000007").await;
     let added = JobEvent::new(T0, "", 0, EventKind::Added);
     let claimed = JobEvent::new(T0 + 1, "sys-a", 1, EventKind::Claimed);
     let archived = JobEvent::new(
@@ -817,7 +807,6 @@ async fn jobs_stored_before_pending_claims_read_as_stored() {
     .await
     .unwrap();
     conn.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 
     let store = SqliteStore::connect(&db.url("")).await.unwrap();
     let held = store.get_job("held").await.unwrap().unwrap();
@@ -878,24 +867,7 @@ async fn jobs_stored_before_pending_claims_read_as_stored() {
 #[tokio::test]
 async fn jobs_stored_before_trace_context_read_without_one() {
     let db = TempDb::new();
-    let dir = std::env::temp_dir().join(unique_namespace());
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"));
-    for entry in std::fs::read_dir(&source).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.as_str() < "20261204000008" {
-            std::fs::copy(&path, dir.join(&name)).unwrap();
-        }
-    }
-    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&db.0)
-        .create_if_missing(true)
-        .connect()
-        .await
-        .unwrap();
-    let old = sqlx::migrate::Migrator::new(dir.as_path()).await.unwrap();
-    old.run(&mut conn).await.unwrap();
+    let mut conn = db.migrated_before("20261204000008").await;
     sqlx::query(
         "INSERT INTO jobs (id, jobtype, priority, dt, create_dt, data, tags, history)
          VALUES ('old', 't', 3, ?1, ?1, x'6869', '[\"eu\"]', '[]')",
@@ -905,7 +877,6 @@ async fn jobs_stored_before_trace_context_read_without_one() {
     .await
     .unwrap();
     conn.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 
     let store = SqliteStore::connect(&db.url("")).await.unwrap();
     let old = store.get_job("old").await.unwrap().unwrap();
@@ -943,24 +914,7 @@ async fn live_jobs_stored_before_the_free_index_count_list_and_claim() {
     use jobstore_api::{JobQuery, JobState};
 
     let db = TempDb::new();
-    let dir = std::env::temp_dir().join(unique_namespace());
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"));
-    for entry in std::fs::read_dir(&source).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.as_str() < "20261205000009" {
-            std::fs::copy(&path, dir.join(&name)).unwrap();
-        }
-    }
-    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&db.0)
-        .create_if_missing(true)
-        .connect()
-        .await
-        .unwrap();
-    let old = sqlx::migrate::Migrator::new(dir.as_path()).await.unwrap();
-    old.run(&mut conn).await.unwrap();
+    let mut conn = db.migrated_before("20261205000009").await;
     // At T0: 'due' waits, 'later' is scheduled, 'held' runs (lease to
     // T0 + 1 min), 'lapsed' has an expired lease; 'due' has the lower
     // priority, so claim order is lapsed, due.
@@ -976,7 +930,6 @@ async fn live_jobs_stored_before_the_free_index_count_list_and_claim() {
     .await
     .unwrap();
     conn.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 
     let store = SqliteStore::connect(&db.url("")).await.unwrap();
     let counts = store.job_counts(T0).await.unwrap();
