@@ -1001,7 +1001,8 @@ pub async fn cancel_racing_release(c: Ctx) {
 
 /// Pausing a jobtype: claims of it return nothing and it leaves the
 /// waiting jobtypes, for every handle on the store; adds still land and
-/// count; other jobtypes go on; resuming brings it back. Pause and resume
+/// count; other jobtypes go on, their expired leases too; resuming brings
+/// it back. Pause and resume
 /// report whether they changed anything.
 pub async fn pause_and_resume_jobtype(c: Ctx) {
     let s = &*c.store;
@@ -1043,6 +1044,14 @@ pub async fn pause_and_resume_jobtype(c: Ctx) {
     add(s, vec![NewJob::new("p-late", "p", "")], now).await;
     assert_eq!(counts_of(s, "p", now).await.waiting, 4, "adds land");
     assert_eq!(claim(s, "q", 10, OWNER, now).await.len(), 2);
+    // Leases of another jobtype that run out are claimed again while p
+    // is paused.
+    let lapsed = now + 60 * SEC + 1;
+    assert_eq!(
+        claim(&*c.peer, "q", 10, OTHER, lapsed).await.len(),
+        2,
+        "q's expired leases"
+    );
     // Resume.
     assert!(s.pause_jobtype("p", false, now).await.unwrap());
     assert!(
