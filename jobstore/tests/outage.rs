@@ -142,9 +142,10 @@ fn outage(server: &dyn Server, backend: &str) {
         load.await.unwrap();
         let acked = acked.lock().unwrap().clone();
         // Every run ends `ok`, or `lost` when its release's retry found
-        // the job no longer held: a release the server ran just before it
-        // stopped, whose reply never came back, archived the job already
-        // (the store's counts below hold every job archived once, ok).
+        // the job no longer held (as when the server ran the first try
+        // just before it stopped and its reply never came back: the job
+        // is archived already). The store's counts below hold every job
+        // archived once, ok, either way.
         eventually(Duration::from_secs(120), "every job to run", || async {
             let h = health(&d.url).await;
             let ok = metric(&d.url, "jobstore_jobs_finished_total{outcome=\"ok\"}").await;
