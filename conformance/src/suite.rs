@@ -2129,22 +2129,30 @@ pub async fn waiting_jobtypes_counts(c: Ctx) {
 }
 
 /// Every jobtype with eligible jobs is listed, however its jobs are spread
-/// between waiting and expired ones: here two jobtypes whose only jobs are
-/// expired, around one whose only job is waiting.
+/// between waiting and expired ones: here three jobtypes whose only jobs
+/// are expired (one between the other two), and one whose only job is
+/// waiting.
 pub async fn waiting_jobtypes_with_only_expired_jobs(c: Ctx) {
     let s = &*c.store;
     add_n(s, "a", 2, T0).await;
     add_n(s, "b", 1, T0).await;
     add_n(s, "c", 3, T0).await;
+    add_n(s, "d", 1, T0).await;
     claim(s, "a", 2, OWNER, T0).await; // leases run out at T0 + 60 s
     claim(s, "c", 3, OWNER, T0).await;
+    claim(s, "d", 1, OWNER, T0).await;
     let mut w = s.waiting_jobtypes(T0 + 60 * SEC).await.unwrap();
     w.sort_by(|a, b| a.jobtype.cmp(&b.jobtype));
     let cap = s.capabilities().waiting_count_cap.unwrap_or(u64::MAX);
     let listed: Vec<(&str, u64)> = w.iter().map(|t| (t.jobtype.as_str(), t.count)).collect();
     assert_eq!(
         listed,
-        vec![("a", 2.min(cap)), ("b", 1.min(cap)), ("c", 3.min(cap))]
+        vec![
+            ("a", 2.min(cap)),
+            ("b", 1.min(cap)),
+            ("c", 3.min(cap)),
+            ("d", 1.min(cap))
+        ]
     );
 }
 
