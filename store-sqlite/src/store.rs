@@ -502,13 +502,7 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         Some(code) => {
             let status: Option<i64> = row.try_get("result_status").map_err(d)?;
             let output: Option<Vec<u8>> = row.try_get("result_output").map_err(d)?;
-            Some(JobResult {
-                code: ResultCode::from_str(&code)
-                    .map_err(|e| Error::backend("stored result code", e))?,
-                status: u16::try_from(status.unwrap_or(0))
-                    .map_err(|e| Error::backend("stored result status", e))?,
-                output: output.unwrap_or_default(),
-            })
+            Some(stored_result(&code, status, output.unwrap_or_default())?)
         }
     };
     // The claim kept in the row: by the lock while the job is locked, by
@@ -570,6 +564,17 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
     })
 }
 
+/// A job's stored result: its code's name, its status (`NULL` reads 0)
+/// and its output.
+fn stored_result(code: &str, status: Option<i64>, output: Vec<u8>) -> Result<JobResult> {
+    Ok(JobResult {
+        code: ResultCode::from_str(code).map_err(|e| Error::backend("stored result code", e))?,
+        status: u16::try_from(status.unwrap_or(0))
+            .map_err(|e| Error::backend("stored result status", e))?,
+        output,
+    })
+}
+
 /// What a claim knows of every job it takes: the rest comes from the
 /// row `queries/claim_take.sql` returns.
 struct Claimed<'a> {
@@ -607,14 +612,11 @@ impl Claimed<'_> {
         };
         let result = match code {
             None => None,
-            Some(code) => Some(JobResult {
-                code: ResultCode::from_str(&code)
-                    .map_err(|e| Error::backend("stored result code", e))?,
-                status: u16::try_from(status.unwrap_or(0))
-                    .map_err(|e| Error::backend("stored result status", e))?,
-                output: hex::decode(output.unwrap_or_default())
-                    .map_err(|e| Error::backend("stored result output", e))?,
-            }),
+            Some(code) => {
+                let output = hex::decode(output.unwrap_or_default())
+                    .map_err(|e| Error::backend("stored result output", e))?;
+                Some(stored_result(&code, status, output)?)
+            }
         };
         let claim = PendingClaim {
             at: self.now,
