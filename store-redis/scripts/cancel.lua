@@ -22,8 +22,8 @@ for i = 4, #ARGV do
   local f = fields[i]
   if f[1] == '' then
     local h = push_event(f[4], head .. (f[3] or '0') .. ',"event":"cancelled"}')
-    redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[3], 'dd', ARGV[2],
-      'rc', 'cancelled', 'rs', '0', 'ro', '', 'h', h)
+    redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[3],
+      'r', result_field('cancelled', '0', ARGV[2], '', ''), 'h', h)
     redis.call('ZADD', KEYS[3], ARGV[2], id)
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[1], rmember(tonumber(f[2]), id))

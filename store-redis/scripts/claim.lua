@@ -40,9 +40,21 @@ while got < limit and putback <= slice do
   if #members == 0 then
     break
   end
+  -- A free job (l == '') has no cancel mark and no pending claim: x and
+  -- ca are read only for a locked one (an expired lease): fields 9 and
+  -- 10 of its f, false for a free job.
   local fields = {}
   for i = 1, #members do
-    fields[i] = redis.call('HMGET', pre .. string.sub(members[i], 16), 'l', 'd', 'p', 'c', 'a', 'x', 'h', 't', 'ca', 'tc')
+    local key = pre .. string.sub(members[i], 16)
+    local f = redis.call('HMGET', key, 'l', 'd', 'p', 'c', 'a', 'h', 't', 'tc')
+    if f[1] and f[1] ~= '' and f[1] ~= DONE then
+      local more = redis.call('HMGET', key, 'x', 'ca')
+      f[9], f[10] = more[1], more[2]
+    else
+      -- false, not nil: a nil would end the reply array built from f
+      f[9], f[10] = false, false
+    end
+    fields[i] = f
   end
   local locked, sched_back, lock_back = {}, {}, {}
   for i = 1, #members do
@@ -64,7 +76,7 @@ while got < limit and putback <= slice do
       putback = putback + 1
     else
       local a = tonumber(f[5]) + 1
-      local h, stored = store_claim(f[7], f[9], f[1], f[5])
+      local h, stored = store_claim(f[6], f[10], f[1], f[5])
       -- a Lua number goes to Redis as its shortest decimal form
       if stored then
         redis.call('HSET', pre .. id, 'l', owner, 'dt', exp, 'a', a, 'ca', ARGV[2], 'h', h)
@@ -78,8 +90,8 @@ while got < limit and putback <= slice do
       out[#out + 1] = f[3]
       out[#out + 1] = f[4]
       out[#out + 1] = a
-      if f[6] or h or f[8] or f[10] then
-        out[#out + 1] = { f[6], h, f[8], f[10] }
+      if f[9] or h or f[7] or f[8] then
+        out[#out + 1] = { f[9], h, f[7], f[8] }
       else
         out[#out + 1] = false
       end

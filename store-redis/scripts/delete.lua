@@ -11,7 +11,12 @@ local OLD = KEYS[10]
 -- Every job is read before the first write.
 local fields = {}
 for i = 2, #ARGV do
-  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt', 'rc', 'g')
+  local f = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt', 'rc', 'g', 'r')
+  if f[5] then
+    -- the code of the result in one field (rc: archived before r)
+    f[3] = result_parts(f[5])
+  end
+  fields[i] = f
 end
 local out, per = {}, {}
 for i = 2, #ARGV do

@@ -152,3 +152,17 @@ local function store_claim(h, ca, by, a)
   end
   return push_event(h, event_head(ca, by) .. a .. ',"event":"claimed"}'), true
 end
+-- An archived job's result is one hash field, r: its code, status,
+-- done_dt and the owner of the claim its archive ended while still
+-- pending ('' when that claim was stored in h), each followed by a space
+-- but the owner, which ends the first line (a sysid holds no control
+-- character but may hold spaces), then "\n" and the output (see README,
+-- "A result in one field").
+local function result_field(code, status, dd, by, output)
+  return code .. ' ' .. status .. ' ' .. dd .. ' ' .. by .. '\n' .. output
+end
+-- code, status, done_dt and owner of an r field (strings; nil for a
+-- malformed one).
+local function result_parts(r)
+  return string.match(r, '^(%S+) (%S+) (%S+) ([^\n]*)\n')
+end

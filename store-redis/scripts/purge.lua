@@ -20,7 +20,8 @@ local old = redis.call('ZRANGE', KEYS[1], 0, slice - 1, 'WITHSCORES')
 local old_ids, old_codes = {}, {}
 for i = 1, #old, 2 do
   old_ids[#old_ids + 1] = old[i]
-  old_codes[#old_codes + 1] = redis.call('HGET', pre .. old[i], 'rc')
+  local f = redis.call('HMGET', pre .. old[i], 'rc', 'r')
+  old_codes[#old_codes + 1] = f[2] and result_parts(f[2]) or f[1]
 end
 local ids, sets, left = {}, {}, slice
 for a = 4, #ARGV do

@@ -8,10 +8,11 @@
 --   'a' archive: result code, status, output
 --   'd' delete:  -
 -- Only jobs with l == owner are touched; each loses its cancel mark (x).
--- An archive whose claim is pending (ca) copies it: h stays as it is, cb =
--- owner, ca stays (the claimed and archived events are read from these
--- fields); one whose claim was already stored (a cancel was requested
--- meanwhile) gets its archived event in h. A retry or unget stores the
+-- An archive writes the job's result as one field (r, see result_field)
+-- with the owner of its claim when pending (ca): h stays as it is, ca
+-- stays (the claimed and archived events are read from these fields);
+-- one whose claim was already stored (a cancel was requested meanwhile)
+-- gets its archived event in h and no owner in r. A retry or unget stores the
 -- pending claim's event, then its own, in h, and clears ca.
 -- Returns pairs: id, reservation token (for deletes, '' otherwise), for
 -- every job released.
@@ -42,13 +43,16 @@ while i <= n do
   if kind == 'a' then
     -- dt is read by unlock, and only for an expired lease a claim had
     -- moved to ready
-    local f = redis.call('HMGET', pre .. id, 'l', 'x', 'a', 'ca')
+    -- attempts and history only for an archived event to write: a job
+    -- whose claim is pending (the usual case) needs neither
+    local f = redis.call('HMGET', pre .. id, 'l', 'x', 'ca')
     if f[1] == owner then
       local k = #ids + 1
       ids[k], kinds[k], at[k], dts[k], marks[k] = id, kind, i + 2, false, f[2]
-      atts[k], cas[k] = f[3] or '0', f[4]
-      if not pending(f[4]) then
-        hists[k] = redis.call('HGET', pre .. id, 'h')
+      cas[k] = f[3]
+      if not pending(f[3]) then
+        local ah = redis.call('HMGET', pre .. id, 'a', 'h')
+        atts[k], hists[k] = ah[1] or '0', ah[2]
       end
       out[#out + 1] = id
       out[#out + 1] = ''
@@ -106,17 +110,16 @@ for k = 1, #ids do
     ready[#ready + 1] = rmember(now, id)
     freed = true
   elseif kind == 'a' then
-    -- ro is written even when empty: a job run again keeps its last
-    -- result, whose output must not outlive the next archive
+    -- the whole result in r, which replaces a run-again job's last one
     local code = ARGV[a]
     if pending(cas[k]) then
-      redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6], 'dd', ARGV[3],
-        'rc', code, 'rs', ARGV[a + 1], 'ro', ARGV[a + 2], 'cb', owner)
+      redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6],
+        'r', result_field(code, ARGV[a + 1], ARGV[3], owner, ARGV[a + 2]))
     else
       local h = push_event(hists[k], head .. atts[k] .. ',"event":"archived","code":"' .. code
         .. '","status":' .. ARGV[a + 1] .. '}')
-      redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6], 'dd', ARGV[3],
-        'rc', code, 'rs', ARGV[a + 1], 'ro', ARGV[a + 2], 'h', h)
+      redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6],
+        'r', result_field(code, ARGV[a + 1], ARGV[3], '', ARGV[a + 2]), 'h', h)
     end
     done[code] = done[code] or {}
     local buf = done[code]

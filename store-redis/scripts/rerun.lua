@@ -2,7 +2,8 @@
 -- done_sets), the old archive set of every code (done). ARGV: job key
 -- prefix, now (15 digits), new dt (15 digits), channel, jobtype, ids...
 -- Each archived job becomes free again: l = '', dt = new dt, a = 0, no
--- done_dt (its result fields stay); into ready (due) or sched, out of its
+-- done_dt (a free job has none: its r, with the done_dt in it, stays; a
+-- hash archived before r loses dd and keeps rc, rs, ro); into ready (due) or sched, out of its
 -- archive set, one less in codes; the event rerun in its history (h),
 -- after the claimed and archived events of a claim still pending (ca, cb:
 -- archived by the release that ended it), whose fields are cleared. Publishes the jobtype if any ran again.
@@ -17,7 +18,12 @@ local event = event_head(fmt(tonumber(nowp)), '') .. '0,"event":"rerun","delay_m
 -- set before it leaves its archive set.
 local fields = {}
 for i = 6, #ARGV do
-  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'p', 'rc', 'h', 'ca', 'cb', 'a', 'dd', 'rs')
+  local f = redis.call('HMGET', pre .. ARGV[i], 'l', 'p', 'rc', 'h', 'ca', 'cb', 'a', 'dd', 'rs', 'r')
+  if f[10] then
+    -- the result in one field; rc, cb, dd, rs of hashes archived before
+    f[3], f[9], f[8], f[6] = result_parts(f[10])
+  end
+  fields[i] = f
 end
 local out, per = {}, {}
 for i = 6, #ARGV do

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use jobstore_api::history::{PendingClaim, complete_history, tags_from_json, with_added};
 use jobstore_api::{
-    Error, Handler, HandlerVersion, Job, JobEvent, JobResult, LOCK_DONE, Result, ResultCode,
-    TraceContext,
+    Error, Handler, HandlerVersion, Job, JobEvent, JobResult, LOCK_DONE, Millis, Result,
+    ResultCode, TraceContext,
 };
 use redis::{FromRedisValue, Value};
 
@@ -140,6 +140,50 @@ pub(crate) fn from_value<T: FromRedisValue>(v: Value, what: &str) -> Result<T> {
     T::from_redis_value(v).map_err(|_| malformed(what))
 }
 
+fn result_code(code: &[u8]) -> Result<ResultCode> {
+    std::str::from_utf8(code)
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| malformed("result code"))
+}
+
+/// An archived job's result as one hash field `r` (`result_field` of
+/// `lib.lua`): `<code> <status> <done_dt> <owner>\n<output>`, the owner
+/// that of the claim its archive ended while pending, empty for none.
+#[derive(Debug, PartialEq)]
+pub(crate) struct ResultField {
+    pub result: JobResult,
+    pub done_dt: Millis,
+    pub by: Vec<u8>,
+}
+
+impl ResultField {
+    pub(crate) fn parse(mut r: Vec<u8>) -> Result<Self> {
+        let bad = || malformed("result field");
+        let nl = r.iter().position(|&b| b == b'\n').ok_or_else(bad)?;
+        let output = r.split_off(nl + 1);
+        r.truncate(nl);
+        let mut head = r.splitn(4, |&b| b == b' ');
+        let (code, status, done_dt, by) = (
+            head.next().ok_or_else(bad)?,
+            head.next().ok_or_else(bad)?,
+            head.next().ok_or_else(bad)?,
+            head.next().ok_or_else(bad)?,
+        );
+        let status =
+            u16::try_from(parse_int(status, "status")?).map_err(|_| malformed("status"))?;
+        Ok(Self {
+            result: JobResult {
+                code: result_code(code)?,
+                status,
+                output,
+            },
+            done_dt: parse_int(done_dt, "done_dt")?,
+            by: by.to_vec(),
+        })
+    }
+}
+
 /// A job from its hash (`HGETALL`).
 pub(crate) fn job_from_hash(
     id: &str,
@@ -162,25 +206,29 @@ pub(crate) fn job_from_hash(
     let tags = tags(take("t").as_deref())?;
     let trace = trace(take("tc").as_deref())?;
     let claimed_at = take("ca");
-    let claimed_by = take("cb");
-    let done_dt = take("dd").map(|v| parse_int(&v, "done_dt")).transpose()?;
-    let result = match take("rc") {
-        None => None,
-        Some(code) => {
-            let code: ResultCode = std::str::from_utf8(&code)
-                .ok()
-                .and_then(|c| c.parse().ok())
-                .ok_or_else(|| malformed("result code"))?;
-            let status = num(take("rs"), "status")?;
-            Some(JobResult {
-                code,
-                status: u16::try_from(status).map_err(|_| malformed("status"))?,
-                output: take("ro").unwrap_or_default(),
-            })
-        }
-    };
     let attempts = u32::try_from(attempts).map_err(|_| malformed("attempts"))?;
     let archived = lock == LOCK_DONE;
+    // The result in one field, or in the fields of a hash archived before
+    // it (whose `dd` a run again deletes: a free job has no done_dt).
+    let (result, done_dt, claimed_by) = match take("r") {
+        Some(r) => {
+            let r = ResultField::parse(r)?;
+            (Some(r.result), archived.then_some(r.done_dt), Some(r.by))
+        }
+        None => {
+            let result = match take("rc") {
+                None => None,
+                Some(code) => Some(JobResult {
+                    code: result_code(&code)?,
+                    status: u16::try_from(num(take("rs"), "status")?)
+                        .map_err(|_| malformed("status"))?,
+                    output: take("ro").unwrap_or_default(),
+                }),
+            };
+            let done_dt = take("dd").map(|v| parse_int(&v, "done_dt")).transpose()?;
+            (result, done_dt, take("cb"))
+        }
+    };
     let by = if archived {
         String::from_utf8(claimed_by.unwrap_or_default()).map_err(|_| malformed("claimed by"))?
     } else {
@@ -232,9 +280,47 @@ pub(crate) fn handler_version(
 
 #[cfg(test)]
 mod tests {
-    use super::{bytes, handler_version, int, parse_score, string};
-    use jobstore_api::{Handler, HandlerLimits};
+    use super::{ResultField, bytes, handler_version, int, parse_score, string};
+    use jobstore_api::{Handler, HandlerLimits, JobResult, ResultCode};
     use redis::Value;
+
+    /// A result field splits at its first newline and its first three
+    /// spaces: the owner keeps its spaces, the output its newlines; any
+    /// part missing or unreadable is a malformed reply.
+    #[test]
+    fn result_fields_read_back_whole() {
+        let r =
+            ResultField::parse(b"failed 404 001700000000002 w 1\nboom\n at 2".to_vec()).unwrap();
+        let mut result = JobResult::new(ResultCode::Failed, 404);
+        result.output = b"boom\n at 2".to_vec();
+        let want = ResultField {
+            result,
+            done_dt: 1_700_000_000_002,
+            by: b"w 1".to_vec(),
+        };
+        assert_eq!(r, want);
+        let r = ResultField::parse(b"cancelled 0 5 \n".to_vec()).unwrap();
+        assert_eq!(
+            (r.result.code, r.result.status, r.done_dt),
+            (ResultCode::Cancelled, 0, 5)
+        );
+        assert!(r.by.is_empty() && r.result.output.is_empty());
+        for bad in [
+            &b"ok 200 5 w"[..],
+            b"ok 200 5\n",
+            b"ok 200\n",
+            b"okay 200 5 w\n",
+            b"ok 70000 5 w\n",
+            b"ok 200 x w\n",
+            b"ok x 5 w\n",
+        ] {
+            assert!(
+                ResultField::parse(bad.to_vec()).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
 
     /// Replies are read as what they mean, whatever string or number form
     /// the server sends them in; anything else is a malformed reply.

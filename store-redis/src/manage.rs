@@ -22,8 +22,8 @@ use crate::scripts::{SCRIPTS, padded};
 use crate::store::RedisStore;
 
 /// The job hash fields `list.lua` returns after each id, in its order.
-const LIST_FIELDS: [&str; 16] = [
-    "d", "p", "dt", "l", "a", "c", "dd", "rc", "rs", "ro", "x", "h", "t", "ca", "cb", "tc",
+const LIST_FIELDS: [&str; 17] = [
+    "d", "p", "dt", "l", "a", "c", "dd", "rc", "rs", "ro", "x", "h", "t", "ca", "cb", "tc", "r",
 ];
 
 /// The keys of the scripts that touch every set of archived jobs: ready,

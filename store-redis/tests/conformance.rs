@@ -1365,3 +1365,161 @@ fn stats_buckets_expire_by_themselves() {
         },
     );
 }
+
+/// An archived job's result is one hash field, `r`; a hash archived before
+/// it (`dd`, `rc`, `rs`, `ro`, `cb`) reads, lists, runs again and deletes
+/// as before, and its next archive replaces that old result whole (an
+/// empty output leaves none of the old one).
+#[test]
+fn results_in_one_field_and_as_archived_before_read_the_same() {
+    use jobstore_api::MemoryStore;
+
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let m = MemoryStore::new();
+            let t = 1_700_000_000_000;
+            let sec = Duration::from_secs(1);
+            let both = [&s as &dyn JobStore, &m];
+            let ids = ["new", "old", "old2"];
+            let jobs = ids.map(|id| NewJob::new(id, "rf", ""));
+            let failed = |status, output: &str| {
+                let mut r = JobResult::new(ResultCode::Failed, status);
+                r.output = output.as_bytes().to_vec();
+                Release::Archive(r)
+            };
+            // an owner with spaces: the last part of r's first line
+            let owner = "w 1";
+            for st in both {
+                st.add_jobs(&jobs, t).await.unwrap();
+                assert_eq!(
+                    st.claim_jobs("rf", 3, owner, sec, t + 1)
+                        .await
+                        .unwrap()
+                        .len(),
+                    3
+                );
+                let r = ids.map(|id| JobRelease::new(id, failed(404, "boom\nat line 2")));
+                assert_eq!(st.release_jobs(&r, owner, t + 2).await.unwrap().len(), 3);
+            }
+            let same = |what: &'static str| {
+                let (s, m) = (&s, &m);
+                async move {
+                    for id in ids {
+                        let a = s.get_job(id).await.unwrap().unwrap();
+                        let b = m.get_job(id).await.unwrap().unwrap();
+                        assert_eq!(
+                            (&a.result, a.done_dt, &a.history, &a.lock, a.attempts),
+                            (&b.result, b.done_dt, &b.history, &b.lock, b.attempts),
+                            "{what}: {id}"
+                        );
+                    }
+                }
+            };
+            same("archived").await;
+            let mut c = raw::conn(&url).await;
+            let key = |id: &str| format!("{{{prefix}:rf}}:j:{id}");
+            let fields = |id: &str| {
+                let key = key(id);
+                let mut c = c.clone();
+                async move {
+                    let v: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
+                        .arg(key)
+                        .arg(&["r", "dd", "rc", "rs", "ro", "cb"][..])
+                        .query_async(&mut c)
+                        .await
+                        .unwrap();
+                    v
+                }
+            };
+            assert_eq!(
+                fields("new").await,
+                [
+                    Some(format!("failed 404 {:015} w 1\nboom\nat line 2", t + 2).into_bytes()),
+                    None,
+                    None,
+                    None,
+                    None,
+                    None
+                ],
+                "one field"
+            );
+            // "old" and "old2" as archived before r existed
+            for id in ["old", "old2"] {
+                let _: i64 = redis::cmd("HDEL")
+                    .arg(key(id))
+                    .arg("r")
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                let _: () = redis::cmd("HSET")
+                    .arg(key(id))
+                    .arg(&["dd", &format!("{:015}", t + 2), "rc", "failed", "rs", "404"][..])
+                    .arg(&["ro", "boom\nat line 2", "cb", owner][..])
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+            }
+            same("archived before r").await;
+            let q = JobQuery::new(JobState::Archived).codes([ResultCode::Failed]);
+            let (a, b) = (
+                s.list_jobs(&q, t + 3).await.unwrap(),
+                m.list_jobs(&q, t + 3).await.unwrap(),
+            );
+            let view = |p: &jobstore_api::JobPage| {
+                p.jobs
+                    .iter()
+                    .map(|j| (j.id.clone(), j.result.clone(), j.done_dt))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(view(&a), view(&b), "listed");
+            assert_eq!(a.jobs.len(), 3);
+            for st in both {
+                let mut again = st
+                    .rerun_jobs(&["old".to_owned(), "new".to_owned()], Duration::ZERO, t + 4)
+                    .await
+                    .unwrap();
+                again.sort();
+                assert_eq!(again, ["new", "old"]);
+            }
+            same("run again: the last result stays").await;
+            for st in both {
+                assert_eq!(
+                    st.claim_jobs("rf", 3, owner, sec, t + 5)
+                        .await
+                        .unwrap()
+                        .len(),
+                    2
+                );
+                let ok = Release::Archive(JobResult::new(ResultCode::Ok, 200));
+                let r = ["old", "new"].map(|id| JobRelease::new(id, ok.clone()));
+                assert_eq!(st.release_jobs(&r, owner, t + 6).await.unwrap().len(), 2);
+            }
+            same("archived again, no output").await;
+            assert_eq!(
+                s.get_job("old")
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .result
+                    .unwrap()
+                    .output,
+                b""
+            );
+            for st in both {
+                let out = st.delete_jobs(&["old2".to_owned()]).await.unwrap();
+                assert_eq!(out.deleted, ["old2"]);
+            }
+            let counts = |c: Vec<jobstore_api::JobCounts>| {
+                c.into_iter()
+                    .map(|c| (c.jobtype, c.archived))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                counts(s.job_counts(t + 7).await.unwrap()),
+                counts(m.job_counts(t + 7).await.unwrap()),
+                "counts after deleting a job archived before r"
+            );
+        },
+    );
+}
