@@ -6,6 +6,25 @@ macro_rules! queries {
     )*};
 }
 
+/// A release that archives, and its counts, in two calls (two hand-offs
+/// to sqlx's worker thread instead of the four of a `Transaction`:
+/// `BEGIN`, the release, the counts, `COMMIT`): this script opens the
+/// transaction and runs the release statement (`release_keep.sql`, same
+/// parameters), the store groups the released rows by (jobtype, code),
+/// then [`COUNTS_ADD_COMMIT`] (or a bare `COMMIT`) ends it. Both run on
+/// one `ScriptConn` (crate::store), which never returns a connection to
+/// the pool with the transaction left open.
+pub(crate) const RELEASE_BEGIN: &str = concat!(
+    "BEGIN IMMEDIATE;\n",
+    include_str!("../queries/release_keep.sql"),
+    ";\n"
+);
+
+/// `counts_add.sql`, then `COMMIT`: the end of [`RELEASE_BEGIN`]'s
+/// transaction.
+pub(crate) const COUNTS_ADD_COMMIT: &str =
+    concat!(include_str!("../queries/counts_add.sql"), ";\nCOMMIT;\n");
+
 queries! {
     ADD_JOBS => "add_jobs.sql",
     CLAIM_EXISTS => "claim_exists.sql",

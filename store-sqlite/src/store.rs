@@ -23,11 +23,12 @@ use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
     SortKey, StatsBucket, StatsDelta, StatsQuery,
 };
+use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row};
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Row, Sqlite};
 use tokio::sync::broadcast;
 
 use crate::error;
@@ -218,6 +219,52 @@ impl SqliteStore {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(|e| error::map(what, e))
+    }
+}
+
+/// A writer connection for a script that opens and commits its own
+/// transaction (`BEGIN IMMEDIATE; ...; COMMIT`) in one call. Until
+/// [`finished`](Self::finished) says the script ran to its end, dropping it
+/// (the script failed, or its call was dropped midway) closes the
+/// connection instead of returning it to the pool: SQLite rolls back the
+/// transaction the script may have left open, which would otherwise stay
+/// open under the pool's next user.
+struct ScriptConn {
+    conn: PoolConnection<Sqlite>,
+    finished: bool,
+}
+
+impl ScriptConn {
+    async fn acquire(pool: &SqlitePool) -> std::result::Result<Self, sqlx::Error> {
+        Ok(Self {
+            conn: pool.acquire().await?,
+            finished: false,
+        })
+    }
+
+    fn finished(mut self) {
+        self.finished = true;
+    }
+}
+
+impl std::ops::Deref for ScriptConn {
+    type Target = PoolConnection<Sqlite>;
+    fn deref(&self) -> &Self::Target {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for ScriptConn {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.conn
+    }
+}
+
+impl Drop for ScriptConn {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.conn.close_on_drop();
+        }
     }
 }
 
@@ -937,14 +984,45 @@ impl JobStore for SqliteStore {
                     .await
                     .map_err(m)?;
             }
+            // Archives of one chunk, the usual release: the transaction
+            // begins with the release and ends with the counts, in two
+            // calls (see RELEASE_BEGIN).
+            (1, None) => {
+                let json = keep.into_iter().next().expect("one chunk");
+                let mut conn = ScriptConn::acquire(&self.inner.writer).await.map_err(m)?;
+                kept = sqlx::query_as::<_, (String, String)>(queries::RELEASE_BEGIN)
+                    .bind(owner)
+                    .bind(now)
+                    .bind(now + ARCHIVE_HORIZON_MS)
+                    .bind(json)
+                    .fetch_all(&mut **conn)
+                    .await
+                    .map_err(m)?;
+                let archived = kept
+                    .iter()
+                    .filter_map(|(id, jobtype)| Some((jobtype.as_str(), Some(code_of(id)?))));
+                match counts_delta(archived, 1)? {
+                    Some(delta) => sqlx::query(queries::COUNTS_ADD_COMMIT)
+                        .bind(delta)
+                        .execute(&mut **conn)
+                        .await
+                        .map_err(m)?,
+                    None => sqlx::query("COMMIT")
+                        .execute(&mut **conn)
+                        .await
+                        .map_err(m)?,
+                };
+                conn.finished();
+            }
             (0, Some(json)) => {
                 deleted = delete_query(json)
                     .fetch_all(&self.inner.writer)
                     .await
                     .map_err(m)?;
             }
-            // Several statements, or archives and their counts: one
-            // transaction, one commit.
+            // Several chunks (over 32 MiB of output), or deletes beside
+            // them: one transaction, one commit, the counts from the
+            // released rows.
             (_, deletes) => {
                 let mut tx = self.begin_write("release_jobs").await?;
                 for json in keep {

@@ -9,7 +9,7 @@ use jobstore_api::limits::MAX_OUTPUT;
 use jobstore_api::limits::MAX_TIME;
 use jobstore_api::{
     ErrorKind, Handler, HandlerLimits, JobEdit, JobRelease, JobResult, JobStore, JobStoreExt,
-    NewJob, Release,
+    NewJob, Release, ResultCode,
 };
 use jobstore_conformance::services::unique_namespace;
 use jobstore_sqlite::SqliteStore;
@@ -970,4 +970,67 @@ async fn live_jobs_stored_before_the_free_index_count_list_and_claim() {
         (0, 1, 3)
     );
     store.close().await;
+}
+
+/// A release that archives opens its transaction in one call and commits
+/// it in the next. One that fails inside its transaction (here a trigger
+/// refuses one job's archive) changes nothing, counts included, and leaves
+/// no transaction open: the connection it used is closed, and the store's
+/// next writes work and commit.
+#[tokio::test]
+async fn a_release_failing_inside_its_transaction_leaves_nothing_behind() {
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    let jobs = ["a", "boom", "c"].map(|id| NewJob::new(id, "t", "x"));
+    store.add_jobs(&jobs, T0).await.unwrap();
+    assert_eq!(
+        store
+            .claim_jobs("t", 3, "owner", MIN, T0)
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    let mut conn = db.connect().await;
+    sqlx::query(
+        "CREATE TRIGGER refuse_boom BEFORE UPDATE OF lock ON jobs \
+         WHEN NEW.id = 'boom' AND NEW.lock = '__done' \
+         BEGIN SELECT RAISE(ABORT, 'boom refused'); END",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let ok = || Release::Archive(JobResult::from_status(200));
+    let all = ["a", "boom", "c"].map(|id| JobRelease::new(id, ok()));
+    let err = store.release_jobs(&all, "owner", T0 + 1).await.unwrap_err();
+    assert!(format!("{err:?}").contains("boom refused"), "{err:?}");
+    let counts = store.job_counts(T0 + 2).await.unwrap();
+    assert_eq!(
+        (counts[0].running, counts[0].archived.len()),
+        (3, 0),
+        "nothing archived"
+    );
+    // The write lock is free: another connection can write at once.
+    sqlx::query("DROP TRIGGER refuse_boom")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    let released = store.release_jobs(&all, "owner", T0 + 3).await.unwrap();
+    assert_eq!(released.len(), 3);
+    let counts = store.job_counts(T0 + 4).await.unwrap();
+    assert_eq!(counts[0].archived.get(&ResultCode::Ok), Some(&3));
+    assert_eq!(counts[0].running, 0);
+    // ... and the next ones on the store too, committed for a new store
+    store
+        .add_jobs(&[NewJob::new("d", "t", "x")], T0 + 5)
+        .await
+        .unwrap();
+    drop(store);
+    let again = SqliteStore::connect(&db.url("")).await.unwrap();
+    let counts = again.job_counts(T0 + 6).await.unwrap();
+    assert_eq!(
+        (counts[0].waiting, counts[0].archived.get(&ResultCode::Ok)),
+        (1, Some(&3))
+    );
 }
