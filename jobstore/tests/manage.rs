@@ -70,7 +70,7 @@ if [ -f "$FIXED" ] || [ $((n % 10)) -ne 0 ]; then echo "imported $n"; else echo 
         let table = cli(&d.url, &["failures", "acme"]);
         let text = String::from_utf8_lossy(&table.stdout);
         assert!(text.contains("connection refused: db:5432"), "{text}");
-        assert!(text.contains("100 failed jobs in 1 groups"), "{text}");
+        assert!(text.contains("100 failed jobs in 1 group,"), "{text}");
 
         // Listed: 100 failed jobs, newest first, in pages of 30.
         let listed = cli_json(
@@ -109,6 +109,15 @@ if [ -f "$FIXED" ] || [ $((n % 10)) -ne 0 ]; then echo "imported $n"; else echo 
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(text.contains("100 run again"), "{text}");
+        // 20 ids, then how many more
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("run again  "))
+                .count(),
+            21,
+            "{text}"
+        );
+        assert!(text.contains("… and 80 more"), "{text}");
         eventually(WAIT, "every job ok", || async {
             (api.archived_count("import", "ok").await == 1000).then_some(())
         })

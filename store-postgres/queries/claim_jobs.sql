@@ -15,16 +15,21 @@
 -- claimed_due). A paused jobtype (a row in `paused`) claims nothing: the
 -- NOT EXISTS is uncorrelated, so it is one
 -- primary-key probe of `paused` per branch, evaluated once before the
--- branch reads (or locks) anything. The claimed jobs come back with their
--- cancel mark and, for a job run again, its last result. Each claimed job
--- gets `claimed_at = $2` (its pending claim: by its lock, $4, with its
--- attempts after the claim), and its history is neither read nor written;
--- only a job taken over from an expired lease that still has a pending
--- claim first has that claim appended to its history as a `claimed` event
--- (its old claimed_at, lock and attempts; see jobstore_store_claim). The
--- jobs come back with their stored history and their pending claim
--- (claimed_at, claimed_by), which the reader shows as the last event, and
--- their trace context (traceparent, tracestate).
+-- branch reads (or locks) anything. Each claimed job gets `claimed_at =
+-- $2` (its pending claim: by its lock, $4, with its attempts after the
+-- claim), and its history is neither read nor written; only a job taken
+-- over from an expired lease that still has a pending claim first has
+-- that claim appended to its history as a `claimed` event (its old
+-- claimed_at, lock and attempts; see jobstore_store_claim).
+-- Each job comes back as id, data, priority, attempts (after the claim),
+-- create_dt, its dt before the claim, and `rare`: NULL for the usual job
+-- (no result, no cancel mark, no tags, no stored history, no trace
+-- context), else one record of the eight columns that hold them (code,
+-- status, output, cancel_requested, tags, history as JSON text,
+-- traceparent, tracestate; a job run again keeps its last result). What
+-- the claim set (jobtype, dt, lock, claimed_at, so the pending claim) the
+-- caller knows and is not sent back: every column of a claimed row costs
+-- the CTE's tuplestore, the wire and the reader, for every job.
 WITH picked AS (
     SELECT * FROM (
         SELECT ctid AS tid, id, priority, dt
@@ -53,12 +58,12 @@ WITH picked AS (
         history = jobstore_store_claim(j.history, j.claimed_at, j.lock, j.attempts)
     FROM picked p
     WHERE j.ctid = p.tid AND j.id = p.id
-    RETURNING j.id, j.jobtype, j.data, j.priority, j.dt, j.lock, j.attempts, j.create_dt,
-              j.code, j.status, j.output, j.cancel_requested, j.tags, j.history,
-              j.claimed_at, j.traceparent, j.tracestate, p.dt AS was_dt
+    RETURNING j.id, j.data, j.priority, j.attempts, j.create_dt, p.dt AS was_dt,
+              CASE WHEN j.code IS NULL AND NOT j.cancel_requested AND j.tags = '{}'
+                        AND j.history = '[]' AND j.traceparent IS NULL THEN NULL
+                   ELSE ROW(j.code, j.status, j.output, j.cancel_requested, j.tags,
+                            j.history::text, j.traceparent, j.tracestate) END AS rare
 )
-SELECT id, jobtype, data, priority, dt, lock, attempts, create_dt,
-       NULL::int8 AS done_dt, code, status, output, cancel_requested, tags,
-       history::text, claimed_at, lock AS claimed_by, traceparent, tracestate, was_dt
+SELECT id, data, priority, attempts, create_dt, was_dt, rare
 FROM claimed
 ORDER BY priority DESC, was_dt, id

@@ -469,22 +469,7 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
     let attempts = u32::try_from(attempts)
         .map_err(|_| Error::backend_msg(format!("negative attempts {attempts}")))?;
     let done_dt: Option<Millis> = get(row, 8)?;
-    let code: Option<String> = get(row, 9)?;
-    let result = match code {
-        None => None,
-        Some(code) => {
-            let status: Option<i32> = get(row, 10)?;
-            let status = status.unwrap_or_default();
-            let output: Option<Vec<u8>> = get(row, 11)?;
-            Some(JobResult {
-                code: ResultCode::from_str(&code)
-                    .map_err(|_| Error::backend_msg(format!("unknown result code {code:?}")))?,
-                status: u16::try_from(status)
-                    .map_err(|_| Error::backend_msg(format!("status {status} out of range")))?,
-                output: output.unwrap_or_default(),
-            })
-        }
-    };
+    let result = result_of(get(row, 9)?, get(row, 10)?, get(row, 11)?)?;
     let create_dt: Millis = get(row, 7)?;
     // Jobs added since migration 13 store no `added` event: put back.
     let stored = history_from_json(&get::<String>(row, 14)?)?;
@@ -522,6 +507,92 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
                 tracestate: get(row, 18)?,
             }),
         },
+    })
+}
+
+/// A job's result from its columns `code`, `status`, `output`: none
+/// without a code.
+fn result_of(
+    code: Option<String>,
+    status: Option<i32>,
+    output: Option<Vec<u8>>,
+) -> Result<Option<JobResult>> {
+    let Some(code) = code else {
+        return Ok(None);
+    };
+    let status = status.unwrap_or_default();
+    Ok(Some(JobResult {
+        code: ResultCode::from_str(&code)
+            .map_err(|_| Error::backend_msg(format!("unknown result code {code:?}")))?,
+        status: u16::try_from(status)
+            .map_err(|_| Error::backend_msg(format!("status {status} out of range")))?,
+        output: output.unwrap_or_default(),
+    }))
+}
+
+/// The `rare` record of a claimed row (`queries/claim_jobs.sql`): code,
+/// status, output, cancel_requested, tags, history (JSON text),
+/// traceparent, tracestate; NULL for a job with none of them set.
+type Rare = (
+    Option<String>,
+    Option<i32>,
+    Option<Vec<u8>>,
+    bool,
+    Vec<String>,
+    String,
+    Option<String>,
+    Option<String>,
+);
+
+/// A job just claimed (`queries/claim_jobs.sql`: id, data, priority,
+/// attempts, create_dt, the dt before the claim, `rare`), with what the
+/// claim set: its jobtype, lease expiry, lock and pending claim (at `now`
+/// by `owner`).
+fn claimed_from_row(
+    row: &PgRow,
+    jobtype: &str,
+    owner: &str,
+    expiry: Millis,
+    now: Millis,
+) -> Result<Job> {
+    let attempts: i32 = get(row, 3)?;
+    let attempts = u32::try_from(attempts)
+        .map_err(|_| Error::backend_msg(format!("negative attempts {attempts}")))?;
+    let create_dt: Millis = get(row, 4)?;
+    let (result, cancel_requested, tags, stored, trace) = match get::<Option<Rare>>(row, 6)? {
+        None => (None, false, Vec::new(), Vec::new(), None),
+        Some((code, status, output, cancel, tags, history, traceparent, tracestate)) => (
+            result_of(code, status, output)?,
+            cancel,
+            tags,
+            history_from_json(&history)?,
+            traceparent.map(|traceparent| TraceContext {
+                traceparent,
+                tracestate,
+            }),
+        ),
+    };
+    let claim = PendingClaim {
+        at: now,
+        by: owner.to_owned(),
+        attempt: attempts,
+    };
+    Ok(Job {
+        id: get(row, 0)?,
+        jobtype: jobtype.to_owned(),
+        data: get(row, 1)?,
+        priority: get(row, 2)?,
+        dt: expiry,
+        lock: owner.to_owned(),
+        attempts,
+        create_dt,
+        done_dt: None,
+        result,
+        cancel_requested,
+        tags,
+        history: complete_history(with_added(stored, create_dt), Some(claim), None),
+        claimed_due: Some(get(row, 5)?),
+        trace,
     })
 }
 
@@ -635,26 +706,21 @@ impl JobStore for PgStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
+        let expiry = now + duration_ms(lease);
         let rows = sqlx::query(q::CLAIM_JOBS)
             .bind(jobtype)
             .bind(now)
             .bind(limit as i64)
             .bind(owner)
-            .bind(now + duration_ms(lease))
+            .bind(expiry)
             .fetch_all(&self.pool)
             .await
             .map_err(|e| map("claim_jobs", e))?;
         if let Some(v) = &self.vacuums {
             v.claimed(rows.len());
         }
-        // Column 19: the job's dt before the claim.
         rows.iter()
-            .map(|r| {
-                Ok(Job {
-                    claimed_due: Some(get(r, 19)?),
-                    ..job_from_row(r)?
-                })
-            })
+            .map(|r| claimed_from_row(r, jobtype, owner, expiry, now))
             .collect()
     }
 

@@ -805,6 +805,20 @@ fn archives_kept_in_one_set_are_moved_to_their_codes_and_purged_by_code() {
                     .unwrap();
                 assert_eq!(whereabouts(&mut c, &prefix, id).await.0, ["done"]);
             }
+            // "b" as archived before the result field: its code is rc
+            let key = format!("{tag}:j:b");
+            let _: i64 = redis::cmd("HDEL")
+                .arg(&key)
+                .arg("r")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let _: () = redis::cmd("HSET")
+                .arg(&key)
+                .arg(&["dd", &t0.to_string(), "rc", "error", "rs", "500", "ro", ""][..])
+                .query_async(&mut c)
+                .await
+                .unwrap();
             assert_eq!(
                 s.purge_archived(t0 + 1, &[ResultCode::Failed])
                     .await

@@ -200,6 +200,17 @@ pub async fn tags_round_trip_and_filter_lists(c: Ctx) {
     // Fail half of them, one at a time so archive times differ.
     let got = claim(s, "tg", 11, OWNER, T0 + SEC).await;
     assert_eq!(got.len(), 11);
+    let t0 = got.iter().find(|j| j.id == "t0").expect("t0 claimed");
+    assert_eq!(
+        t0.tags,
+        ids(&["customer-42", "eu"]),
+        "a claimed job carries its tags"
+    );
+    let plain = got.iter().find(|j| j.id == "plain");
+    assert!(
+        plain.is_none_or(|j| j.tags.is_empty()),
+        "an untagged job claims untagged"
+    );
     // Failed: t0, t1, t2, t4, t6 (four of them tagged customer-42).
     let fails = ["t0", "t1", "t2", "t4", "t6"];
     for (i, j) in got.iter().enumerate() {

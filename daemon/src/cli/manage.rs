@@ -434,16 +434,24 @@ fn report(a: &BulkArgs, action: Action, out: &BulkResponse, matched: u64) -> Res
         println!("{matched} jobs would be {}", action.verb());
         return Ok(());
     }
+    // The first ids of each list, then how many more (the totals follow).
     let shown = 20;
+    let more = |ids: &[String], what: &str| {
+        if ids.len() > shown {
+            println!("{:<14} … and {} more", what, ids.len() - shown);
+        }
+    };
     for id in out.done.iter().take(shown) {
         println!("{:<14} {id}", action.verb());
     }
+    more(&out.done, action.verb());
     for id in out.cancelling.iter().take(shown) {
         println!(
             "{:<14} {id} (running: stopped at its next lease renewal)",
             "cancelling"
         );
     }
+    more(&out.cancelling, "cancelling");
     for id in out.not_done.iter().take(shown) {
         let why = match action {
             Action::Retry => "not archived, or unknown",
@@ -452,6 +460,7 @@ fn report(a: &BulkArgs, action: Action, out: &BulkResponse, matched: u64) -> Res
         };
         println!("{:<14} {id} ({why})", "not changed");
     }
+    more(&out.not_done, "not changed");
     let cancelling = if action == Action::Cancel {
         format!(", {} cancelling", out.cancelling.len())
     } else {
@@ -531,10 +540,12 @@ pub async fn failures(a: FailuresArgs) -> Result<(), CliError> {
         } else {
             format!("the newest {} failures (raise --scan for more)", v.scanned)
         };
-        println!(
-            "{total} failed jobs in {} groups, from {scope}",
-            v.groups.len()
-        );
+        let groups = match v.groups.len() {
+            1 => "1 group".to_owned(),
+            n => format!("{n} groups"),
+        };
+        let jobs = if total == 1 { "job" } else { "jobs" };
+        println!("{total} failed {jobs} in {groups}, from {scope}");
     }
     Ok(())
 }
