@@ -120,8 +120,46 @@ pub(crate) fn push_event(event: Document) -> Bson {
     Bson::Document(doc! { "$each": [event], "$slice": kept })
 }
 
+/// A stored event's attempts before it, where its writer kept them (a run
+/// again's: `attempts_before`, the attempts it reset).
+const ATTEMPTS_BEFORE: &str = "attempts_before";
+
+/// One stored event, whether it was written with its attempt, and the
+/// attempts before it when kept ([`ATTEMPTS_BEFORE`]).
+fn event_from_bson(b: &Bson) -> Result<(JobEvent, bool, Option<u32>)> {
+    const W: &str = "job event";
+    let (event, fixed) = event_only(b)?;
+    let before = match b {
+        Bson::Document(d) => opt_i64(d, ATTEMPTS_BEFORE, W)?,
+        Bson::String(text) => json_int_field(text, ATTEMPTS_BEFORE),
+        _ => None,
+    };
+    let before = before
+        .map(|a| u32::try_from(a).map_err(|_| malformed(W, ATTEMPTS_BEFORE)))
+        .transpose()?;
+    Ok((event, fixed, before))
+}
+
+/// The integer value of field `name` in an event's JSON text (the events
+/// hold no nested object with such a field), if it has one.
+fn json_int_field(text: &str, name: &str) -> Option<i64> {
+    let at = text.find(&format!("\"{name}\":"))? + name.len() + 3;
+    let rest = text[at..].trim_start();
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '-'))
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+/// [`event_doc`] with the attempts the change reset kept beside (see
+/// [`history_from_doc`]).
+pub(crate) fn with_attempts_before(mut event: Document, before: i64) -> Document {
+    event.insert(ATTEMPTS_BEFORE, before);
+    event
+}
+
 /// One stored event, its attempt when it was written with one.
-fn event_from_bson(b: &Bson) -> Result<(JobEvent, bool)> {
+fn event_only(b: &Bson) -> Result<(JobEvent, bool)> {
     const W: &str = "job event";
     match b {
         Bson::Document(d) => {
@@ -182,7 +220,10 @@ fn event_from_bson(b: &Bson) -> Result<(JobEvent, bool)> {
 /// one less, after any other event the same as before it; an event
 /// written with its attempt (an add, a run again) fixes the count from
 /// there on, and the events after the last such one end at the job's
-/// `attempts`, which no change leaves without an event.
+/// `attempts`, which no change leaves without an event. Events before the
+/// first fixed one count back from it: from the attempts a run again
+/// reset, which its event keeps, once `added` has left the newest
+/// [`MAX_HISTORY`](jobstore_api::limits::MAX_HISTORY).
 pub(crate) fn history_from_doc(d: &Document, attempts: u32) -> Result<Vec<jobstore_api::JobEvent>> {
     let items = match d.get(f::HISTORY) {
         None | Some(Bson::Null) => return Ok(Vec::new()),
@@ -192,12 +233,12 @@ pub(crate) fn history_from_doc(d: &Document, attempts: u32) -> Result<Vec<jobsto
     let mut events = items
         .iter()
         .map(event_from_bson)
-        .collect::<Result<Vec<(JobEvent, bool)>>>()?;
-    let first_fixed = events.iter().position(|(_, fixed)| *fixed);
+        .collect::<Result<Vec<(JobEvent, bool, Option<u32>)>>>()?;
+    let first_fixed = events.iter().position(|(_, fixed, _)| *fixed);
     // Forward from the first fixed event.
     if let Some(start) = first_fixed {
         let mut cur = events[start].0.attempt;
-        for (e, fixed) in events.iter_mut().skip(start + 1) {
+        for (e, fixed, _) in events.iter_mut().skip(start + 1) {
             if *fixed {
                 cur = e.attempt;
             } else {
@@ -215,13 +256,15 @@ pub(crate) fn history_from_doc(d: &Document, attempts: u32) -> Result<Vec<jobsto
     let end = first_fixed.unwrap_or(events.len());
     let mut cur = match first_fixed {
         None => attempts,
-        Some(i) => match events[i].0.what {
-            EventKind::Claimed => events[i].0.attempt.saturating_sub(1),
-            EventKind::HandedBack => events[i].0.attempt.saturating_add(1),
-            _ => events[i].0.attempt,
+        Some(i) => match (events[i].2, &events[i].0.what) {
+            // a run again that kept the attempts it reset
+            (Some(before), _) => before,
+            (None, EventKind::Claimed) => events[i].0.attempt.saturating_sub(1),
+            (None, EventKind::HandedBack) => events[i].0.attempt.saturating_add(1),
+            (None, _) => events[i].0.attempt,
         },
     };
-    for (e, _) in events[..end].iter_mut().rev() {
+    for (e, _, _) in events[..end].iter_mut().rev() {
         e.attempt = cur;
         cur = match e.what {
             EventKind::Claimed => cur.saturating_sub(1),
@@ -229,7 +272,7 @@ pub(crate) fn history_from_doc(d: &Document, attempts: u32) -> Result<Vec<jobsto
             _ => cur,
         };
     }
-    Ok(events.into_iter().map(|(e, _)| e).collect())
+    Ok(events.into_iter().map(|(e, _, _)| e).collect())
 }
 
 /// The job's trace context from its document: `traceparent` and, if

@@ -3,7 +3,7 @@
 //! the renewals that report them), and paused jobtypes. The crate docs
 //! ("Operations and round trips") give the commands each one sends.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use futures::{StreamExt, TryStreamExt};
 use jobstore_api::*;
@@ -26,6 +26,10 @@ const LIST_JOBTYPES_PER_QUERY: usize = 64;
 
 /// How many listing queries of one page run at once.
 const LIST_CONCURRENCY: usize = 4;
+
+/// How many times a run again reads and updates the jobs whose attempts
+/// changed between its read and its update.
+const RERUN_ROUNDS: usize = 3;
 
 /// The lock values of free and archived jobs: every other lock is an
 /// owner's.
@@ -413,28 +417,124 @@ impl MongoStore {
         Ok(out)
     }
 
-    /// Runs the archived jobs of `ids` again, due at `dt`: one
-    /// `update_many` (and the token's read-back when not all matched).
-    /// The last result moves to `prev_result`, where it stays readable
-    /// and out of the indexes of archived jobs.
+    /// Runs the archived jobs of `ids` again, due at `dt`: one read of
+    /// their attempts, then one `update` command with one statement per
+    /// distinct attempts value (each event keeps the attempts its run again
+    /// reset), and the token's read-back when not all matched. The last
+    /// result moves to `prev_result`, where it stays readable and out of
+    /// the indexes of archived jobs.
     pub(crate) async fn rerun_ids(
         &self,
         ids: &[&str],
         now: Millis,
         delay_ms: u64,
     ) -> Result<Vec<String>> {
+        const WHAT: &str = "rerun";
         let dt = now.saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX));
-        let filter = doc! { f::LOCK: LOCK_DONE, f::RESULT: { "$exists": true } };
         let event = convert::event_doc(now, "", Some(0), &EventKind::Rerun { delay_ms });
-        let update = recorded(
-            doc! {
-                "$set": { f::LOCK: LOCK_FREE, f::DT: dt, f::ATTEMPTS: 0_i64 },
-                "$unset": { f::DONE_DT: "", f::CANCEL: "" },
-                "$rename": { f::RESULT: f::PREV_RESULT },
-            },
-            event,
-        );
-        self.update_ids("rerun", ids, filter, update).await
+        let mut rerun: Vec<String> = Vec::new();
+        let mut left: Vec<&str> = ids.to_vec();
+        // A job re-archived with other attempts between the read and the
+        // update (run again, claimed and archived by others meanwhile) is
+        // read again; a few rounds, then it is left as not run again.
+        for _ in 0..RERUN_ROUNDS {
+            // The archived jobs' attempts, which the run again resets: its
+            // event keeps them, so the events before it count their
+            // attempts back from there once `added` has left the history.
+            let asked: HashSet<&str> = left.iter().copied().collect();
+            let mut by_attempts: BTreeMap<i64, Vec<&str>> = BTreeMap::new();
+            for (id, attempts) in self.archived_attempts(&left).await? {
+                if let Some(id) = asked.get(id.as_str()) {
+                    by_attempts.entry(attempts).or_default().push(id);
+                }
+            }
+            self.after_round_trip("rerun read", 1).await?;
+            let found: Vec<&str> = by_attempts.values().flatten().copied().collect();
+            if found.is_empty() {
+                break;
+            }
+            let token = new_token();
+            let statements = by_attempts
+                .iter()
+                .map(|(attempts, group)| {
+                    let statement = doc! {
+                        "q": {
+                            f::ID: { "$in": group },
+                            f::LOCK: LOCK_DONE,
+                            f::RESULT: { "$exists": true },
+                            f::ATTEMPTS: *attempts,
+                        },
+                        "u": stamped(
+                            recorded(
+                                doc! {
+                                    "$set": { f::LOCK: LOCK_FREE, f::DT: dt, f::ATTEMPTS: 0_i64 },
+                                    "$unset": { f::DONE_DT: "", f::CANCEL: "" },
+                                    "$rename": { f::RESULT: f::PREV_RESULT },
+                                },
+                                convert::with_attempts_before(event.clone(), *attempts),
+                            ),
+                            &token,
+                        ),
+                        "multi": true,
+                    };
+                    (
+                        statement,
+                        group.iter().map(|id| id.len() + 16).sum::<usize>() + 512,
+                    )
+                })
+                .collect();
+            let commands = pack(statements, RELEASE_COMMAND_BYTES);
+            let done: HashSet<&str> =
+                match self.send_updates_once_more(WHAT, &commands, false).await? {
+                    Some((n, _)) if n == found.len() as u64 => found.iter().copied().collect(),
+                    _ => {
+                        let with = self.ids_with_token(&found, &token).await?;
+                        found
+                            .iter()
+                            .copied()
+                            .filter(|i| with.contains(*i))
+                            .collect()
+                    }
+                };
+            rerun.extend(
+                found
+                    .iter()
+                    .filter(|i| done.contains(**i))
+                    .map(|i| (*i).to_owned()),
+            );
+            left = found.into_iter().filter(|i| !done.contains(*i)).collect();
+            if left.is_empty() {
+                break;
+            }
+        }
+        Ok(rerun)
+    }
+
+    /// The attempts of each archived job of `ids` (with a result).
+    async fn archived_attempts(&self, ids: &[&str]) -> Result<Vec<(String, i64)>> {
+        let docs: Vec<Document> = self
+            .read("find archived", async {
+                self.jobs
+                    .find(doc! {
+                        f::ID: { "$in": ids },
+                        f::LOCK: LOCK_DONE,
+                        f::RESULT: { "$exists": true },
+                    })
+                    .projection(doc! { f::ID: 1, f::ATTEMPTS: 1 })
+                    .batch_size(batch(ids.len()))
+                    .await?
+                    .try_collect()
+                    .await
+            })
+            .await?;
+        docs.iter()
+            .map(|d| {
+                Ok((
+                    convert::get_str(d, f::ID, "job")?,
+                    convert::get_i64(d, f::ATTEMPTS, "job")?,
+                ))
+            })
+            .collect()
     }
 
     /// Deletes the jobs of `ids` that are not locked: (1) reads their

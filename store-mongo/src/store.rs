@@ -541,52 +541,6 @@ impl MongoStore {
             .collect()
     }
 
-    /// One `update_many` over `ids` restricted by `filter`, applying
-    /// `update` and appending a fresh token to `op_toks` (and `$inc ver`);
-    /// returns the ids it changed, in `ids` order (a second round trip,
-    /// the read-back of the token, only when it did not change them all).
-    pub(crate) async fn update_ids(
-        &self,
-        what: &'static str,
-        ids: &[&str],
-        mut filter: Document,
-        update: Document,
-    ) -> Result<Vec<String>> {
-        let token = new_token();
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        filter.insert(f::ID, doc! { "$in": ids });
-        let update = stamped(update, &token);
-        let send = || self.call(what, self.jobs.update_many(filter.clone(), update.clone()));
-        let first = match send().await {
-            Ok(r) => self.after_round_trip(what, 1).await.map(|()| r),
-            Err(e) => Err(e),
-        };
-        // `None`: the first attempt failed and was sent again, so the
-        // match count says nothing of what the first one changed.
-        let matched = match first {
-            Ok(r) => Some(r.matched_count),
-            Err(e) if e.is_retryable() => {
-                tracing::debug!(error = %e, "{what}: sending the update once more");
-                send().await?;
-                None
-            }
-            Err(e) => return Err(e),
-        };
-        let changed: Vec<&str> = match matched {
-            Some(0) => Vec::new(),
-            Some(n) if n == ids.len() as u64 => ids.to_vec(),
-            // Later operations may have changed some of these jobs since;
-            // each appended its own token and left this one in place.
-            _ => {
-                let found = self.ids_with_token(ids, &token).await?;
-                ids.iter().copied().filter(|i| found.contains(*i)).collect()
-            }
-        };
-        Ok(changed.into_iter().map(str::to_owned).collect())
-    }
-
     /// Sends `commands` (each a list of update statements on the jobs
     /// collection) as `update` commands with the store's write concern;
     /// returns the jobs matched (`n`) and changed (`nModified`) by all

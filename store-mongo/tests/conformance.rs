@@ -27,13 +27,4 @@ async fn factory() -> Option<TestStore> {
     )
 }
 
-// A known defect of this store, not of the emulator: events do not store
-// their attempt (an update cannot read the job's attempts into the event it
-// pushes), reads infer it from the events around it, and once `added` is
-// out of the newest 20 nothing anchors the events before a run again, whose
-// attempts then read as 0. Shown as ignored until a run again records the
-// attempts it reset.
-jobstore_conformance::conformance_tests!(factory, ignore: {
-    history_reads_as_the_memory_store_in_every_path:
-        "MongoDB store: attempts of events before a run again read as 0 once `added` is out of the newest 20",
-});
+jobstore_conformance::conformance_tests!(factory);

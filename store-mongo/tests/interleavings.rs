@@ -145,6 +145,57 @@ async fn release_reports_a_job_changed_again_before_its_read_back() {
     .await;
 }
 
+/// A runs x again; between A's read of x's attempts and its update, B
+/// runs x again, claims it twice (a retry between) and archives it: x is
+/// archived again, with other attempts. A reads it again and runs it
+/// again, and each run again keeps the attempts it reset.
+#[tokio::test]
+async fn a_run_again_reads_again_a_job_archived_anew_meanwhile() {
+    use jobstore_api::{EventKind, JobResult, ResultCode};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    with_two_stores(|a, b| async move {
+        a.add_jobs(&[NewJob::new("x", "t", "x")], T0).await.unwrap();
+        let ok = || Release::Archive(JobResult::new(ResultCode::Ok, 200));
+        assert_eq!(a.claim_jobs("t", 1, "A", MIN, T0).await.unwrap().len(), 1);
+        a.release_all(&ids(&["x"]), "A", &ok(), T0 + 1)
+            .await
+            .unwrap();
+        let once = Arc::new(AtomicBool::new(false));
+        let c = b.clone();
+        let a = a.with_round_trip_hook(hook_on("rerun read", move |_| {
+            let (c, once) = (c.clone(), once.clone());
+            async move {
+                if once.swap(true, Ordering::SeqCst) {
+                    return;
+                }
+                let x = ids(&["x"]);
+                assert_eq!(c.rerun_jobs(&x, Duration::ZERO, T0 + 2).await.unwrap(), x);
+                let retry = Release::Retry {
+                    delay: Duration::ZERO,
+                };
+                for (how, t) in [(retry, T0 + 3), (ok(), T0 + 5)] {
+                    assert_eq!(c.claim_jobs("t", 1, "B", MIN, t).await.unwrap().len(), 1);
+                    assert_eq!(c.release_all(&x, "B", &how, t + 1).await.unwrap(), x);
+                }
+                assert_eq!(c.get_job("x").await.unwrap().unwrap().attempts, 2);
+            }
+        }));
+        let x = ids(&["x"]);
+        assert_eq!(a.rerun_jobs(&x, Duration::ZERO, T0 + 10).await.unwrap(), x);
+        let job = a.get_job("x").await.unwrap().unwrap();
+        assert_eq!((job.attempts, job.lock.as_str()), (0, ""));
+        let reruns: Vec<u32> = job
+            .history
+            .windows(2)
+            .filter(|w| matches!(w[1].what, EventKind::Rerun { .. }))
+            .map(|w| w[0].attempt)
+            .collect();
+        assert_eq!(reruns, [1, 2], "the attempts before each run again");
+    })
+    .await;
+}
+
 /// Review finding 4: A's lease on d has run out; A deletes d while B
 /// claims it (after A's first round trip) and deletes it (after A's
 /// second). Exactly one of them deleted d, and only that one may say so.
