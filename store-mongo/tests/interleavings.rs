@@ -192,6 +192,23 @@ async fn a_run_again_reads_again_a_job_archived_anew_meanwhile() {
             .map(|w| w[0].attempt)
             .collect();
         assert_eq!(reruns, [1, 2], "the attempts before each run again");
+        // ... as A's event keeps them: those of x when A sent its update
+        let raw = a
+            .database()
+            .collection::<mongodb::bson::Document>(&format!("{}jobs", a.prefix()))
+            .find_one(mongodb::bson::doc! { "_id": "x" })
+            .await
+            .unwrap()
+            .unwrap();
+        let last = match raw.get_array("history").unwrap().last().unwrap() {
+            mongodb::bson::Bson::Document(d) => d.get_i64("attempts_before").ok(),
+            mongodb::bson::Bson::String(text) => text
+                .replace(' ', "")
+                .contains("\"attempts_before\":2")
+                .then_some(2),
+            other => panic!("history element {other:?}"),
+        };
+        assert_eq!(last, Some(2), "A's event keeps the attempts it reset");
     })
     .await;
 }
