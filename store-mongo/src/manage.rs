@@ -512,20 +512,15 @@ impl MongoStore {
 
     /// The attempts of each archived job of `ids` (with a result).
     async fn archived_attempts(&self, ids: &[&str]) -> Result<Vec<(String, i64)>> {
-        let docs: Vec<Document> = self
-            .read("find archived", async {
-                self.jobs
-                    .find(doc! {
-                        f::ID: { "$in": ids },
-                        f::LOCK: LOCK_DONE,
-                        f::RESULT: { "$exists": true },
-                    })
-                    .projection(doc! { f::ID: 1, f::ATTEMPTS: 1 })
-                    .batch_size(batch(ids.len()))
-                    .await?
-                    .try_collect()
-                    .await
-            })
+        let filter =
+            doc! { f::ID: { "$in": ids }, f::LOCK: LOCK_DONE, f::RESULT: { "$exists": true } };
+        let docs = self
+            .find_jobs(
+                "find archived",
+                filter,
+                doc! { f::ID: 1, f::ATTEMPTS: 1 },
+                ids.len(),
+            )
             .await?;
         docs.iter()
             .map(|d| {
@@ -589,16 +584,13 @@ impl MongoStore {
 
     /// The lock of each job of `ids` that exists.
     async fn locks_of(&self, ids: &[&str]) -> Result<HashMap<String, String>> {
-        let docs: Vec<Document> = self
-            .read("find locks", async {
-                self.jobs
-                    .find(doc! { f::ID: { "$in": ids } })
-                    .projection(doc! { f::ID: 1, f::LOCK: 1 })
-                    .batch_size(batch(ids.len()))
-                    .await?
-                    .try_collect()
-                    .await
-            })
+        let docs = self
+            .find_jobs(
+                "find locks",
+                doc! { f::ID: { "$in": ids } },
+                doc! { f::ID: 1, f::LOCK: 1 },
+                ids.len(),
+            )
             .await?;
         docs.iter()
             .map(|d| {

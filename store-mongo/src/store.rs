@@ -525,20 +525,38 @@ impl MongoStore {
         token: &str,
         what: &'static str,
     ) -> Result<HashSet<String>> {
-        let docs: Vec<Document> = self
-            .read(what, async {
-                self.jobs
-                    .find(doc! { f::ID: { "$in": ids }, field: token })
-                    .projection(doc! { f::ID: 1 })
-                    .batch_size(batch(ids.len()))
-                    .await?
-                    .try_collect()
-                    .await
-            })
+        let docs = self
+            .find_jobs(
+                what,
+                doc! { f::ID: { "$in": ids }, field: token },
+                doc! { f::ID: 1 },
+                ids.len(),
+            )
             .await?;
         docs.iter()
             .map(|d| convert::get_str(d, f::ID, "job"))
             .collect()
+    }
+
+    /// The job documents matching `filter`, with the fields of
+    /// `projection`, in one read (batches sized for `n` documents).
+    pub(crate) async fn find_jobs(
+        &self,
+        what: &'static str,
+        filter: Document,
+        projection: Document,
+        n: usize,
+    ) -> Result<Vec<Document>> {
+        self.read(what, async {
+            self.jobs
+                .find(filter)
+                .projection(projection)
+                .batch_size(batch(n))
+                .await?
+                .try_collect()
+                .await
+        })
+        .await
     }
 
     /// Sends `commands` (each a list of update statements on the jobs
