@@ -1380,6 +1380,80 @@ fn stats_buckets_expire_by_themselves() {
     );
 }
 
+/// An archive leaves a job's cancel mark (`x`) in its hash, unread: the
+/// job reads as unmarked, as on the memory store, and a run again deletes
+/// the mark, so the next claim and renewal do not see it.
+#[test]
+fn a_cancel_mark_left_by_an_archive_is_never_seen() {
+    use jobstore_api::MemoryStore;
+
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let m = MemoryStore::new();
+            let t = 1_700_000_000_000;
+            let sec = Duration::from_secs(60);
+            let both = [&s as &dyn JobStore, &m];
+            let ids = ["c1".to_owned()];
+            for st in both {
+                st.add_jobs(&[NewJob::new("c1", "cm", "")], t)
+                    .await
+                    .unwrap();
+                st.claim_jobs("cm", 1, "w", sec, t + 1).await.unwrap();
+                st.cancel_jobs(&ids, t + 2).await.unwrap();
+                let how = Release::Archive(JobResult::new(ResultCode::Cancelled, 0));
+                assert_eq!(
+                    st.release_jobs(&[JobRelease::new("c1", how)], "w", t + 3)
+                        .await
+                        .unwrap()
+                        .len(),
+                    1
+                );
+            }
+            let mut c = raw::conn(&url).await;
+            let key = format!("{{{prefix}:cm}}:j:c1");
+            let mark = |c: &mut redis::aio::MultiplexedConnection| {
+                let key = key.clone();
+                let mut c = c.clone();
+                async move {
+                    let v: Option<String> = redis::cmd("HGET")
+                        .arg(key)
+                        .arg("x")
+                        .query_async(&mut c)
+                        .await
+                        .unwrap();
+                    v
+                }
+            };
+            assert_eq!(
+                mark(&mut c).await.as_deref(),
+                Some("1"),
+                "left by the archive"
+            );
+            let (a, b) = (
+                s.get_job("c1").await.unwrap().unwrap(),
+                m.get_job("c1").await.unwrap().unwrap(),
+            );
+            assert!(!a.cancel_requested);
+            assert_eq!((&a.history, &a.result), (&b.history, &b.result));
+            let q = JobQuery::new(JobState::Archived);
+            let listed = s.list_jobs(&q, t + 4).await.unwrap();
+            assert!(listed.jobs.iter().all(|j| !j.cancel_requested));
+            for st in both {
+                st.rerun_jobs(&ids, Duration::ZERO, t + 5).await.unwrap();
+            }
+            assert_eq!(mark(&mut c).await, None, "deleted by the run again");
+            for st in both {
+                let got = st.claim_jobs("cm", 1, "w2", sec, t + 6).await.unwrap();
+                assert_eq!(got.len(), 1);
+                assert!(!got[0].cancel_requested);
+                let renewal = st.renew_locks(&ids, "w2", sec, t + 7).await.unwrap();
+                assert!(renewal.cancelled.is_empty());
+            }
+        },
+    );
+}
+
 /// An archived job's result is one hash field, `r`; a hash archived before
 /// it (`dd`, `rc`, `rs`, `ro`, `cb`) reads, lists, runs again and deletes
 /// as before, and its next archive replaces that old result whole (an
