@@ -7,10 +7,7 @@
 --   'u' unget:   -
 --   'a' archive: result code, status, output
 --   'd' delete:  -
--- Only jobs with l == owner are touched. A retried or handed back job
--- loses its cancel mark (x); an archived one keeps it, unread (a mark
--- counts only while the job is locked: readers ignore it on an archived
--- job and a run again deletes it), so an archive reads two fields.
+-- Only jobs with l == owner are touched; each loses its cancel mark (x).
 -- An archive writes the job's result as one field (r, see result_field)
 -- with the owner of its claim when pending (ca): h stays as it is, ca
 -- stays (the claimed and archived events are read from these fields);
@@ -48,11 +45,11 @@ while i <= n do
     -- moved to ready
     -- attempts and history only for an archived event to write: a job
     -- whose claim is pending (the usual case) needs neither
-    local f = redis.call('HMGET', pre .. id, 'l', 'ca')
+    local f = redis.call('HMGET', pre .. id, 'l', 'x', 'ca')
     if f[1] == owner then
       local k = #ids + 1
-      ids[k], kinds[k], at[k], dts[k], marks[k] = id, kind, i + 2, false, false
-      cas[k] = f[2]
+      ids[k], kinds[k], at[k], dts[k], marks[k] = id, kind, i + 2, false, f[2]
+      cas[k] = f[3]
       if not pending(f[3]) then
         local ah = redis.call('HMGET', pre .. id, 'a', 'h')
         atts[k], hists[k] = ah[1] or '0', ah[2]

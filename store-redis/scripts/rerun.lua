@@ -6,8 +6,7 @@
 -- hash archived before r loses dd and keeps rc, rs, ro); into ready (due) or sched, out of its
 -- archive set, one less in codes; the event rerun in its history (h),
 -- after the claimed and archived events of a claim still pending (ca, cb:
--- archived by the release that ended it), whose fields are cleared, and
--- the cancel mark (x) an archive leaves. Publishes the jobtype if any ran again.
+-- archived by the release that ended it), whose fields are cleared. Publishes the jobtype if any ran again.
 -- Returns the ids run again.
 local pre, nowp, dtp = ARGV[1], ARGV[2], ARGV[3]
 local READY, SCHED, CODES = KEYS[1], KEYS[2], KEYS[3]
@@ -39,9 +38,9 @@ for i = 6, #ARGV do
     end
     redis.call('HSET', key, 'l', '', 'dt', dtp, 'a', '0', 'h', push_event(h, event))
     if stored then
-      redis.call('HDEL', key, 'dd', 'ca', 'cb', 'x')
+      redis.call('HDEL', key, 'dd', 'ca', 'cb')
     else
-      redis.call('HDEL', key, 'dd', 'x')
+      redis.call('HDEL', key, 'dd')
     end
     if dtp <= nowp then
       redis.call('ZADD', READY, fmt(-tonumber(f[2])), dtp .. id)

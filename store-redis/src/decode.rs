@@ -201,9 +201,7 @@ pub(crate) fn job_from_hash(
         .map_err(|_| malformed("lock"))?;
     let attempts = num(take("a"), "attempts")?;
     let create_dt = num(take("c"), "create_dt")?;
-    // A mark counts while the job is locked: an archive leaves it (unread).
-    let cancel_requested =
-        take("x").is_some_and(|x| x == MARK.as_bytes()) && lock != LOCK_DONE && !lock.is_empty();
+    let cancel_requested = take("x").is_some_and(|x| x == MARK.as_bytes());
     let stored = history(take("h").as_deref())?;
     let tags = tags(take("t").as_deref())?;
     let trace = trace(take("tc").as_deref())?;
