@@ -24,8 +24,7 @@
 -- Each job comes back as id, data, priority, attempts (after the claim),
 -- create_dt, its dt before the claim, and `rare`: NULL for the usual job
 -- (no result, no cancel mark, no tags, no stored history, no trace
--- context: IS NULL tests only, since migration 14; a row stored before it
--- with '[]' and '{}' takes the record, which reads the same), else one record of the eight columns that hold them (code,
+-- context), else one record of the eight columns that hold them (code,
 -- status, output, cancel_requested, tags, history as JSON text,
 -- traceparent, tracestate; a job run again keeps its last result). What
 -- the claim set (jobtype, dt, lock, claimed_at, so the pending claim) the
@@ -60,8 +59,8 @@ WITH picked AS (
     FROM picked p
     WHERE j.ctid = p.tid AND j.id = p.id
     RETURNING j.id, j.data, j.priority, j.attempts, j.create_dt, p.dt AS was_dt,
-              CASE WHEN j.code IS NULL AND NOT j.cancel_requested AND j.tags IS NULL
-                        AND j.history IS NULL AND j.traceparent IS NULL THEN NULL
+              CASE WHEN j.code IS NULL AND NOT j.cancel_requested AND j.tags = '{}'
+                        AND j.history = '[]' AND j.traceparent IS NULL THEN NULL
                    ELSE ROW(j.code, j.status, j.output, j.cancel_requested, j.tags,
                             j.history::text, j.traceparent, j.tracestate) END AS rare
 )

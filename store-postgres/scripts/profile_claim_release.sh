@@ -26,7 +26,11 @@ $P -c "DROP SCHEMA IF EXISTS $schema CASCADE" -c "CREATE SCHEMA $schema" >/dev/n
 for f in "$dir"/migrations/*.sql; do
   PGOPTIONS="-c search_path=$schema -c client_min_messages=warning" $P -1 -f "$f" >/dev/null
 done
+# the newest add_jobs of that version: with tags (migration 7), with trace
+# context (migration 12)
 tags=""; grep -q p_tags "$dir"/migrations/*.sql && tags="array_fill(''::text, ARRAY[$jobs]),"
+grep -q p_traceparents "$dir"/migrations/*.sql \
+  && tags="$tags array_fill(NULL::text, ARRAY[$jobs]), array_fill(NULL::text, ARRAY[$jobs]),"
 PGOPTIONS="-c search_path=$schema" $P >/dev/null <<SQL
 SELECT count(*) FROM add_jobs(
   ARRAY(SELECT 'job-' || lpad(i::text, 8, '0') FROM generate_series(1, $jobs) i),

@@ -472,11 +472,7 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
     let result = result_of(get(row, 9)?, get(row, 10)?, get(row, 11)?)?;
     let create_dt: Millis = get(row, 7)?;
     // Jobs added since migration 13 store no `added` event: put back.
-    // An empty history is NULL since migration 14 ('[]' in older rows).
-    let stored = match get::<Option<String>>(row, 14)? {
-        Some(text) => history_from_json(&text)?,
-        None => Vec::new(),
-    };
+    let stored = history_from_json(&get::<String>(row, 14)?)?;
     let claim = match get::<Option<Millis>>(row, 15)? {
         None => None,
         Some(at) => Some(PendingClaim {
@@ -501,7 +497,7 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         done_dt,
         result,
         cancel_requested: get(row, 12)?,
-        tags: get::<Option<Vec<String>>>(row, 13)?.unwrap_or_default(),
+        tags: get(row, 13)?,
         history: complete_history(with_added(stored, create_dt), claim, archived),
         claimed_due: None,
         trace: match get::<Option<String>>(row, 17)? {
@@ -536,15 +532,14 @@ fn result_of(
 
 /// The `rare` record of a claimed row (`queries/claim_jobs.sql`): code,
 /// status, output, cancel_requested, tags, history (JSON text),
-/// traceparent, tracestate; NULL for a job with none of them set. Tags and
-/// history are NULL when empty (migration 14).
+/// traceparent, tracestate; NULL for a job with none of them set.
 type Rare = (
     Option<String>,
     Option<i32>,
     Option<Vec<u8>>,
     bool,
-    Option<Vec<String>>,
-    Option<String>,
+    Vec<String>,
+    String,
     Option<String>,
     Option<String>,
 );
@@ -569,11 +564,8 @@ fn claimed_from_row(
         Some((code, status, output, cancel, tags, history, traceparent, tracestate)) => (
             result_of(code, status, output)?,
             cancel,
-            tags.unwrap_or_default(),
-            match history {
-                Some(text) => history_from_json(&text)?,
-                None => Vec::new(),
-            },
+            tags,
+            history_from_json(&history)?,
             traceparent.map(|traceparent| TraceContext {
                 traceparent,
                 tracestate,
