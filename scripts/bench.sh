@@ -21,7 +21,10 @@
 # BENCH_KEEP a directory to keep the raw results in; for --soak,
 # BENCH_SOAK (duration, 10m) and BENCH_SOAK_RATE (jobs/s, for every backend
 # or per backend as postgres=10000,redis=25000; default half the rate of a
-# 20,000-job drain measured first).
+# 20,000-job drain measured first), BENCH_SOAK_HOLD (a duration: PostgreSQL
+# soaks a second time with a transaction held open that long beside the
+# load, of the kind BENCH_SOAK_HOLD_KIND says: xid, the default, or
+# snapshot).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -177,6 +180,12 @@ if [[ $MODE == soak ]]; then
       half=$(jq -r --arg b "$b" 'select(.backend == $b and .mode == "drain" and .figures) | .figures.jobs_per_s / 2 | floor' "$RESULTS" | tail -1)
     fi
     one "$b" soak 1 --rate "${half:-1000}" --duration "${BENCH_SOAK:-10m}" --interval 1m
+    # BENCH_SOAK_HOLD (a duration): PostgreSQL soaks again with a
+    # transaction held open beside the load for that long (--hold-xmin).
+    if [[ $b == postgres && -n "${BENCH_SOAK_HOLD:-}" ]]; then
+      one "$b" soak 2 --rate "${half:-1000}" --duration "${BENCH_SOAK:-10m}" --interval 1m \
+        --hold-xmin "$BENCH_SOAK_HOLD" --hold-kind "${BENCH_SOAK_HOLD_KIND:-xid}"
+    fi
   done
 else
   for run in $(seq 1 "$RUNS"); do

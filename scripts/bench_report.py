@@ -238,22 +238,31 @@ def main():
         for (mode, b), rs in by.items():
             if mode != "soak":
                 continue
-            f = rs[0]["figures"]
-            drain = [r["figures"].get("jobs_per_s") for r in by.get(("drain", b), []) if r.get("figures")]
-            source = (f"half of a drain at {drain[-1]:.0f} jobs/s" if drain else "set by `BENCH_SOAK_RATE`")
-            w(f"### {b}: {rs[0]['parameters'].get('rate')} jobs/s for {rs[0]['parameters'].get('duration_seconds')} s "
-              f"({source})\n")
-            w(f"Claim p99 worst window vs first: {f.get('claim_p99_worst_to_first')} "
-              f"({'within' if f.get('claim_p99_within_2x') else 'over'} 2x).\n")
-            w("| window | claim p50 / p99 ms | waiting | archived kept | memory per stored job (bytes) | dead tuples in `jobs` | vacuums so far: store / autovacuum |")
-            w("|---|---|---|---|---|---|---|")
-            for row in f.get("windows", []):
-                t = row.get("table") or {}
-                w(f"| {row['window']} | {row['claim_latency']['p50_ms']} / {row['claim_latency']['p99_ms']} | {row['waiting']} "
-                  f"| {row['archived_kept']} | {row.get('memory_per_stored_job', '–')} "
-                  f"| {t.get('dead_tuples', '–')} "
-                  f"| {'–' if not t else str(t.get('vacuums', '–')) + ' / ' + str(t.get('autovacuums', '–'))} |")
-            w("")
+            for one_run in rs:
+                f = one_run["figures"]
+                params = one_run["parameters"]
+                drain = [r["figures"].get("jobs_per_s") for r in by.get(("drain", b), []) if r.get("figures")]
+                source = (f"half of a drain at {drain[-1]:.0f} jobs/s" if drain else "set by `BENCH_SOAK_RATE`")
+                held = ""
+                if params.get("hold_xmin_seconds"):
+                    held = (f", a transaction ({params.get('hold_kind')}) held open beside it for "
+                            f"{params['hold_xmin_seconds']:.0f} s")
+                w(f"### {b}: {params.get('rate')} jobs/s for {params.get('duration_seconds')} s "
+                  f"({source}){held}\n")
+                w(f"Achieved: {f.get('achieved_rate_per_s')} jobs/s; most dead tuples in `jobs`: "
+                  f"{f.get('dead_tuples_max', '–')}.\n")
+                w(f"Claim p99 worst window vs first: {f.get('claim_p99_worst_to_first')} "
+                  f"({'within' if f.get('claim_p99_within_2x') else 'over'} 2x).\n")
+                w("| window | claim p50 / p99 ms | waiting | archived kept | memory per stored job (bytes) | dead tuples in `jobs` | vacuums so far: store / autovacuum |")
+                w("|---|---|---|---|---|---|---|")
+                for row in f.get("windows", []):
+                    t = row.get("table") or {}
+                    mark = " (held)" if row.get("holding") else ""
+                    w(f"| {row['window']}{mark} | {row['claim_latency']['p50_ms']} / {row['claim_latency']['p99_ms']} | {row['waiting']} "
+                      f"| {row['archived_kept']} | {row.get('memory_per_stored_job', '–')} "
+                      f"| {t.get('dead_tuples', '–')} "
+                      f"| {'–' if not t else str(t.get('vacuums', '–')) + ' / ' + str(t.get('autovacuums', '–'))} |")
+                w("")
 
     walls = [r for r in runs if isinstance(r.get("wall_s"), (int, float))]
     if walls:

@@ -120,6 +120,19 @@ pub struct BenchArgs {
     /// retention does.
     #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
     pub retention: Duration,
+    /// Soak on PostgreSQL: keep one transaction open beside the load, from
+    /// its start, for this long (at most the soak's `--duration`), as a
+    /// forgotten session or a long report would. While it is open, vacuum
+    /// removes no row version that became dead after it began. See
+    /// `--hold-kind`.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub hold_xmin: Option<Duration>,
+    /// What `--hold-xmin` keeps open: `xid`, a transaction that took a
+    /// transaction id (`BEGIN; SELECT txid_current()`), or `snapshot`, a
+    /// repeatable-read transaction that only read (its snapshot holds the
+    /// same horizon without an id).
+    #[arg(long, value_enum, default_value_t = HoldKind::Xid)]
+    pub hold_kind: HoldKind,
     /// The daemon's --max-running (drain, e2e).
     #[arg(long, default_value_t = 256)]
     pub max_running: u32,
@@ -137,6 +150,24 @@ pub struct BenchArgs {
     /// Print one JSON object instead of a table (and no progress bar).
     #[arg(long)]
     pub json: bool,
+}
+
+/// What soak's `--hold-xmin` keeps open beside the load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HoldKind {
+    /// A transaction with a transaction id.
+    Xid,
+    /// A repeatable-read transaction that only read: a snapshot.
+    Snapshot,
+}
+
+impl HoldKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            HoldKind::Xid => "xid",
+            HoldKind::Snapshot => "snapshot",
+        }
+    }
 }
 
 /// The benchmarks.
@@ -242,6 +273,24 @@ fn check(a: &BenchArgs) -> Result<(), CliError> {
         return Err(CliError::usage(
             "--interval must be above 0 and --duration at least one interval",
         ));
+    }
+    if let Some(hold) = a.hold_xmin {
+        if a.mode != Mode::Soak {
+            return Err(CliError::usage("--hold-xmin is for the soak mode"));
+        }
+        let scheme = a
+            .store
+            .as_deref()
+            .and_then(|s| s.split_once(':'))
+            .map(|(s, _)| s);
+        if !matches!(scheme, Some("postgres" | "postgresql")) {
+            return Err(CliError::usage(
+                "--hold-xmin needs a PostgreSQL store (--store postgres://...)",
+            ));
+        }
+        if hold.is_zero() {
+            return Err(CliError::usage("--hold-xmin must be above 0"));
+        }
     }
     Ok(())
 }
@@ -717,6 +766,10 @@ impl Report {
                 p("claimers", json!(a.claimers));
                 p("batch", json!(a.batch));
                 p("retention_seconds", json!(a.retention.as_secs_f64()));
+                if let Some(hold) = a.hold_xmin {
+                    p("hold_xmin_seconds", json!(hold.as_secs_f64()));
+                    p("hold_kind", json!(a.hold_kind.as_str()));
+                }
             }
         }
         p("payload_bytes", json!(a.payload));

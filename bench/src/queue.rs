@@ -392,6 +392,24 @@ pub(crate) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     bar.finish_and_clear();
 
     let windows = (a.duration.as_secs_f64() / a.interval.as_secs_f64()).ceil() as usize;
+    // A transaction kept open beside the load (PostgreSQL; `check` allows
+    // --hold-xmin on nothing else).
+    let held = match a.hold_xmin {
+        #[cfg(feature = "postgres")]
+        Some(hold) => Some(
+            crate::server::hold_xmin(
+                &ctx.url,
+                a.hold_kind == crate::HoldKind::Xid,
+                hold.min(a.duration),
+            )
+            .await
+            .map_err(store_err("--hold-xmin"))?,
+        ),
+        #[cfg(not(feature = "postgres"))]
+        Some(_) => return Err(CliError::usage("--hold-xmin needs the postgres feature")),
+        None => None,
+    };
+    let hold_until = a.hold_xmin.map(|h| Instant::now() + h.min(a.duration));
     let window_lat: Arc<Mutex<Vec<Latencies>>> =
         Arc::new(Mutex::new(vec![Latencies::default(); windows]));
     let added = Arc::new(AtomicUsize::new(0));
@@ -535,6 +553,8 @@ pub(crate) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
         let stored = counts.total();
         let mut row = json!({
             "window": w + 1,
+            // the held transaction was open during (part of) the window
+            "holding": hold_until.is_some_and(|u| end - interval < u),
             "claim_latency": lat,
             "added": added.load(Ordering::Relaxed),
             "waiting": counts.waiting,
@@ -558,6 +578,9 @@ pub(crate) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     }
     bar.finish_and_clear();
     stop.store(true, Ordering::Relaxed);
+    if let Some(h) = held {
+        h.abort();
+    }
     let total_added = join(adder).await?;
     let mut total_done = 0;
     for c in claimers {
@@ -593,6 +616,13 @@ pub(crate) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     };
     r.figure("claim_p99_worst_to_first", ratio);
     r.figure("claim_p99_within_2x", ratio <= 2.0);
+    let dead = rows
+        .iter()
+        .filter_map(|row| row["table"]["dead_tuples"].as_i64())
+        .max();
+    if let Some(dead) = dead {
+        r.figure("dead_tuples_max", dead);
+    }
     if ratio > 2.0 {
         r.note(format!(
             "claim latency p99 grew to {ratio}x the first window's ({worst} ms vs {first} ms)"

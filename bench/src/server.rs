@@ -98,6 +98,55 @@ pub async fn table_stats(url: &str) -> Result<Option<serde_json::Value>> {
     }
 }
 
+/// The `application_name` of the connection that holds a transaction open
+/// ([`hold_xmin`]), as `pg_stat_activity` shows it.
+#[cfg(feature = "postgres")]
+pub const HOLD_APPLICATION_NAME: &str = "jobstore-bench-hold";
+
+/// Opens one transaction on the PostgreSQL server of `url` (a connection
+/// of its own, outside the store) and keeps it open for `hold`, or until
+/// the returned task is aborted (its connection then closes, ending the
+/// transaction): `xid` takes a transaction id (`txid_current()`),
+/// `snapshot` only reads, in repeatable read, so its snapshot stays. Either
+/// holds back the horizon vacuum cleans up to. For benchmarks: what a
+/// forgotten session or a long report does to the store beside it.
+/// Returns once the transaction is open.
+#[cfg(feature = "postgres")]
+pub async fn hold_xmin(
+    url: &str,
+    with_xid: bool,
+    hold: std::time::Duration,
+) -> Result<tokio::task::JoinHandle<()>> {
+    use sqlx::Connection;
+    use std::str::FromStr;
+    let unavailable = |e: sqlx::Error| Error::unavailable("a held transaction", Box::new(e));
+    let opts = jobstore_postgres::PgStoreOptions::from_url(url)?;
+    let connect = sqlx::postgres::PgConnectOptions::from_str(opts.url())
+        .map_err(unavailable)?
+        .application_name(HOLD_APPLICATION_NAME);
+    let mut conn = sqlx::PgConnection::connect_with(&connect)
+        .await
+        .map_err(unavailable)?;
+    sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut conn)
+        .await
+        .map_err(unavailable)?;
+    let first = if with_xid {
+        "SELECT txid_current()::text"
+    } else {
+        "SELECT count(*)::text FROM pg_class"
+    };
+    sqlx::query_scalar::<_, String>(first)
+        .fetch_one(&mut conn)
+        .await
+        .map_err(unavailable)?;
+    Ok(tokio::spawn(async move {
+        tokio::time::sleep(hold).await;
+        let _ = sqlx::query("ROLLBACK").execute(&mut conn).await;
+        let _ = conn.close().await;
+    }))
+}
+
 /// The value of `name:value` in an `INFO` reply.
 fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines()

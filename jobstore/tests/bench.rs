@@ -338,6 +338,96 @@ fn bench_modes(
     });
 }
 
+/// `soak --hold-xmin` on PostgreSQL keeps a transaction open beside the
+/// load, of the kind asked (a transaction id, or a snapshot only), seen
+/// in `pg_stat_activity` while the soak runs, and says so in its report.
+/// (The two kinds run one after the other: the server's sessions are
+/// all the test sees of them.)
+#[test]
+fn soak_holds_a_transaction_open_beside_the_load() {
+    for kind in ["xid", "snapshot"] {
+        soak_holding(kind);
+    }
+}
+
+fn soak_holding(kind: &str) {
+    block_on(async {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let Some(url) = base_url("postgres", dir.path()).await else {
+            return;
+        };
+        // soak's own arguments, 3 s long instead of 2
+        let mut args = mode_args("soak");
+        let at = args.iter().position(|a| *a == "--duration").unwrap();
+        args[at + 1] = "3s";
+        let mut child = Command::new(BIN)
+            .args(["bench", "soak", "--json", "--store", &url])
+            .args(args)
+            .args(["--hold-xmin", "2s", "--hold-kind", kind])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .env_remove("JOBSTORE_STORE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The held transaction, as the server sees it: open, idle, with a
+        // transaction id only for `xid`.
+        let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
+        let mut seen = None;
+        for _ in 0..100 {
+            seen = sqlx::query_as::<_, (bool,)>(
+                "SELECT backend_xid IS NOT NULL FROM pg_stat_activity
+                 WHERE application_name = 'jobstore-bench-hold'
+                   AND state = 'idle in transaction' AND backend_xmin IS NOT NULL",
+            )
+            .fetch_optional(&mut c)
+            .await
+            .unwrap();
+            if seen.is_some() || child.try_wait().unwrap().is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(seen, Some((kind == "xid",)), "no held transaction seen");
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(report["parameters"]["hold_kind"], kind, "{report}");
+        assert_eq!(report["parameters"]["hold_xmin_seconds"], 2.0, "{report}");
+        let windows = report["figures"]["windows"].as_array().unwrap();
+        let holding: Vec<_> = windows.iter().map(|w| w["holding"].as_bool()).collect();
+        assert_eq!(holding, [Some(true), Some(true), Some(false)], "{report}");
+        assert!(report["figures"]["dead_tuples_max"].is_number(), "{report}");
+        // Gone once the soak ended (a closed session leaves the server's
+        // list soon after, not at once).
+        let mut left: i64 = -1;
+        for _ in 0..100 {
+            (left,) = sqlx::query_as(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE application_name = 'jobstore-bench-hold'",
+            )
+            .fetch_one(&mut c)
+            .await
+            .unwrap();
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(left, 0);
+    });
+}
+
 /// The bare reference queues, where the backend has one.
 #[rstest]
 fn bench_reference(#[values("postgres", "redis")] backend: &'static str) {
@@ -386,6 +476,34 @@ fn bad_arguments_are_usage_errors() {
             "2s",
         ],
         &["bench", "store", "--store", "ftp://nowhere"],
+        // --hold-xmin: soak only, PostgreSQL only, above 0
+        &[
+            "bench",
+            "store",
+            "--store",
+            "memory://",
+            "--hold-xmin",
+            "1s",
+        ],
+        &["bench", "soak", "--store", "memory://", "--hold-xmin", "1s"],
+        &[
+            "bench",
+            "soak",
+            "--store",
+            "postgres://nobody@127.0.0.1:1/none",
+            "--hold-xmin",
+            "0s",
+        ],
+        &[
+            "bench",
+            "soak",
+            "--store",
+            "postgres://nobody@127.0.0.1:1/none",
+            "--hold-xmin",
+            "1s",
+            "--hold-kind",
+            "forever",
+        ],
         &["bench", "nonsense"],
         &["bench", "reference", "--store", "memory://"],
     ] {
