@@ -275,6 +275,13 @@ impl Rule {
     /// applied to `t` (the base time the caller supplies), which may be at
     /// or before `t` for a rule [`Rule::check`] refuses.
     ///
+    /// The steps change `t`'s wall time in the rule's zone, and the result
+    /// becomes an instant as the [module docs](self) say, with one
+    /// exception: a wall time that occurs twice and whose first instant is
+    /// not after `t` is its second instant when that one is after `t`, so
+    /// `STARTED, +10 MINUTES` from 01:10 in the second pass of a repeated
+    /// hour gives 01:20 of the second pass, not of the first.
+    ///
     /// `None` when there is none in the years the evaluator supports (up to
     /// the year 5000 for cron, 9999 for repeat).
     pub fn next(&self, t: Millis) -> Option<Millis> {
@@ -282,7 +289,17 @@ impl Rule {
             Rule::Cron { cron, tz } => cron_next(cron, tz, t),
             Rule::Repeat { steps, tz, .. } => {
                 let wall = apply_steps(steps, to_wall(tz, t)?)?;
-                to_instant(tz, wall)
+                let at = to_instant(tz, wall)?;
+                if at > t {
+                    return Some(at);
+                }
+                // A wall time that occurs twice whose first instant is not
+                // after the base (`+10 MINUTES` from the second pass of a
+                // repeated hour) is its second instant, when that one is.
+                match later_instant(tz, wall) {
+                    Some(later) if later > t => Some(later),
+                    _ => Some(at),
+                }
             }
         }
     }
@@ -429,6 +446,20 @@ fn to_instant(tz: &TimeZone, wall: Millis) -> Option<Millis> {
             let transition = tz.following(early).next()?;
             Some(transition.timestamp().as_millisecond())
         }
+    }
+}
+
+/// The second instant of a wall time that occurs twice.
+fn later_instant(tz: &TimeZone, wall: Millis) -> Option<Millis> {
+    let civil = Timestamp::from_millisecond(wall)
+        .ok()?
+        .to_zoned(TimeZone::UTC)
+        .datetime();
+    match tz.to_ambiguous_timestamp(civil).offset() {
+        AmbiguousOffset::Fold { after, .. } => {
+            wall.checked_sub(i64::from(after.seconds()) * SECOND)
+        }
+        _ => None,
     }
 }
 

@@ -229,6 +229,20 @@ fn repeat_in_a_zone_applies_to_the_wall_time() {
     assert_eq!(next(text, "America/New_York", "2026-03-07T17:00:00Z"), "2026-03-08T07:00:00Z");
     let text = "FINISHED, START OF DAY, +1 DAY, +1 HOURS, +30 MINUTES";
     assert_eq!(next(text, "America/New_York", "2026-10-31T17:00:00Z"), "2026-11-01T05:30:00Z");
+    // From the repeated hour's second pass (01:10 EST), 01:20 is the
+    // second pass's: its first instant is before the base.
+    assert_eq!(next("STARTED, +10 MINUTES", "America/New_York", "2026-11-01T06:10:00Z"), "2026-11-01T06:20:00Z");
+    // From its first pass (01:10 EDT), the first pass's.
+    assert_eq!(next("STARTED, +10 MINUTES", "America/New_York", "2026-11-01T05:10:00Z"), "2026-11-01T05:20:00Z");
+    // HOURLY from 00:30 EDT: 01:30 EDT; from 01:30 EDT: 02:30 EST, two
+    // hours on; from 01:30 EST: 02:30 EST.
+    assert_eq!(
+        times("HOURLY", "America/New_York", "2026-11-01T04:30:00Z", 3),
+        ["2026-11-01T05:30:00Z", "2026-11-01T07:30:00Z", "2026-11-01T08:30:00Z"]
+    );
+    assert_eq!(next("HOURLY", "America/New_York", "2026-11-01T06:30:00Z"), "2026-11-01T07:30:00Z");
+    // Going back into a repeated hour from after it: the first pass.
+    assert_eq!(next("STARTED, -1 HOUR", "America/New_York", "2026-11-01T07:30:00Z"), "2026-11-01T05:30:00Z");
 }
 
 #[test]
