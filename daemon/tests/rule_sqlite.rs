@@ -30,7 +30,12 @@ fn modifier() -> impl Strategy<Value = String> {
 fn time() -> impl Strategy<Value = i64> {
     prop_oneof![
         -2_208_988_800_000i64..7_258_118_400_000,
-        (1900i64..2200, prop::sample::select(vec![1u32, 2, 3, 12]), 28u32..=31, 0i64..86_400_000)
+        (
+            1900i64..2200,
+            prop::sample::select(vec![1u32, 2, 3, 12]),
+            28u32..=31,
+            0i64..86_400_000
+        )
             .prop_filter_map("a real date", |(y, m, d, t)| {
                 let date = jiff::civil::Date::new(y as i16, m as i8, d as i8).ok()?;
                 let z = date.to_zoned(jiff::tz::TimeZone::UTC).ok()?;
@@ -64,7 +69,9 @@ fn repeat_rules_match_sqlite_datetime() {
         .run(&strategy, |(t, mods)| {
             let text = format!("SCHEDULED, {}", mods.join(", "));
             let rule = Rule::parse(&text, "UTC").map_err(|e| TestCaseError::fail(e.to_string()))?;
-            let ours = rule.next(t).map(|r| sqlite_time(r.div_euclid(1000) * 1000)[..19].to_owned());
+            let ours = rule
+                .next(t)
+                .map(|r| sqlite_time(r.div_euclid(1000) * 1000)[..19].to_owned());
 
             let placeholders: Vec<String> = (1..=mods.len() + 1).map(|i| format!("?{i}")).collect();
             let sql = format!("SELECT datetime({})", placeholders.join(", "));
@@ -72,7 +79,9 @@ fn repeat_rules_match_sqlite_datetime() {
             for m in &mods {
                 query = query.bind(m.as_str());
             }
-            let row = rt.block_on(query.fetch_one(&mut *conn.borrow_mut())).unwrap();
+            let row = rt
+                .block_on(query.fetch_one(&mut *conn.borrow_mut()))
+                .unwrap();
             let theirs: Option<String> = row.get(0);
             prop_assert_eq!(ours, theirs, "{} from {}", text, sqlite_time(t));
             Ok(())
@@ -90,10 +99,26 @@ fn known_cases_match_sqlite() {
         .block_on(SqliteConnection::connect("sqlite::memory:"))
         .unwrap();
     for (from, mods, expected) in [
-        ("2026-01-31 10:00:00", vec!["+1 months"], "2026-03-03 10:00:00"),
-        ("2024-02-29 10:00:00", vec!["+1 years"], "2025-03-01 10:00:00"),
-        ("2026-12-02 15:20:00", vec!["+1 days", "weekday 1", "start of day", "+6 hours"], "2026-12-07 06:00:00"),
-        ("2026-12-07 15:20:00", vec!["weekday 1"], "2026-12-07 15:20:00"),
+        (
+            "2026-01-31 10:00:00",
+            vec!["+1 months"],
+            "2026-03-03 10:00:00",
+        ),
+        (
+            "2024-02-29 10:00:00",
+            vec!["+1 years"],
+            "2025-03-01 10:00:00",
+        ),
+        (
+            "2026-12-02 15:20:00",
+            vec!["+1 days", "weekday 1", "start of day", "+6 hours"],
+            "2026-12-07 06:00:00",
+        ),
+        (
+            "2026-12-07 15:20:00",
+            vec!["weekday 1"],
+            "2026-12-07 15:20:00",
+        ),
     ] {
         let placeholders: Vec<String> = (1..=mods.len() + 1).map(|i| format!("?{i}")).collect();
         let sql = format!("SELECT datetime({})", placeholders.join(", "));
@@ -103,7 +128,9 @@ fn known_cases_match_sqlite() {
         }
         let theirs: String = rt.block_on(query.fetch_one(&mut conn)).unwrap().get(0);
         assert_eq!(theirs, expected);
-        let t = format!("{}Z", from.replace(' ', "T")).parse::<jiff::Timestamp>().unwrap();
+        let t = format!("{}Z", from.replace(' ', "T"))
+            .parse::<jiff::Timestamp>()
+            .unwrap();
         let rule = Rule::parse(&format!("SCHEDULED, {}", mods.join(", ")), "UTC").unwrap();
         let ours = rule.next(t.as_millisecond()).unwrap();
         assert_eq!(sqlite_time(ours)[..19], *expected);

@@ -74,7 +74,11 @@ fn repeat_rule_as_json() {
         .collect();
     assert_eq!(
         utc,
-        ["2026-12-07T06:00:00Z", "2026-12-14T06:00:00Z", "2026-12-21T06:00:00Z"]
+        [
+            "2026-12-07T06:00:00Z",
+            "2026-12-14T06:00:00Z",
+            "2026-12-21T06:00:00Z"
+        ]
     );
     assert_eq!(v[0]["at"], 1_796_623_200_000_i64);
     assert_eq!(v[0]["local"], "2026-12-07T06:00:00+00:00[UTC]");
@@ -92,7 +96,13 @@ fn bad_rules_exit_with_the_error() {
             "rule: `0 0 30 2 *` has no occurrence within ten years after 1970-01-01T00:00:00Z",
         ),
         (
-            &["schedule", "next", "DAILY", "--time-zone", "Mars/Olympus_Mons"][..],
+            &[
+                "schedule",
+                "next",
+                "DAILY",
+                "--time-zone",
+                "Mars/Olympus_Mons",
+            ][..],
             "time_zone: unknown time zone `Mars/Olympus_Mons`",
         ),
         (
@@ -103,7 +113,10 @@ fn bad_rules_exit_with_the_error() {
         let o = jobstore(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&o.stderr);
-        assert!(stderr.starts_with(&format!("jobstore: {message}")), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("jobstore: {message}")),
+            "{args:?}: {stderr}"
+        );
         assert!(o.stdout.is_empty());
     }
     // More than 100 is a usage error too.

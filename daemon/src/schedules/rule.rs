@@ -99,9 +99,9 @@ impl RuleError {
         match self {
             RuleError::Text { field } => field,
             RuleError::UnknownZone(_) => "time_zone",
-            RuleError::Syntax { .. } | RuleError::NeverFires { .. } | RuleError::NotAfterBase { .. } => {
-                "rule"
-            }
+            RuleError::Syntax { .. }
+            | RuleError::NeverFires { .. }
+            | RuleError::NotAfterBase { .. } => "rule",
         }
     }
 
@@ -404,7 +404,9 @@ fn cron_next(cron: &Cron, tz: &TimeZone, t: Millis) -> Option<Millis> {
     // the search starts there, at a whole second.
     let mut wall = to_wall(tz, t)?.div_euclid(SECOND) * SECOND;
     for _ in 0..MAX_SKIPPED {
-        let start = Timestamp::from_millisecond(wall).ok()?.to_zoned(TimeZone::UTC);
+        let start = Timestamp::from_millisecond(wall)
+            .ok()?
+            .to_zoned(TimeZone::UTC);
         let found = cron.find_next_occurrence(&start, false).ok()?;
         wall = found.timestamp().as_millisecond();
         let at = to_instant(tz, wall)?;
@@ -523,7 +525,10 @@ fn parse_step(part: &str) -> Result<Step, RuleError> {
                 "expected a weekday 0 (Sunday) to 6",
             )),
         },
-        [amount, unit] if amount.starts_with(['+', '-']) || amount.starts_with(|c: char| c.is_ascii_digit()) => {
+        [amount, unit]
+            if amount.starts_with(['+', '-'])
+                || amount.starts_with(|c: char| c.is_ascii_digit()) =>
+        {
             let original = part.split_whitespace().next().unwrap_or_default();
             let n = parse_amount(amount).ok_or_else(|| {
                 RuleError::syntax(
@@ -586,7 +591,12 @@ fn apply(step: Step, wall: Millis) -> Option<Millis> {
         Step::Add(n, Unit::Months) => {
             let (y, m, d, time) = split(wall);
             let m0 = i64::from(m) - 1 + n;
-            from_parts(y.checked_add(m0.div_euclid(12))?, (m0.rem_euclid(12) + 1) as u32, d, time)
+            from_parts(
+                y.checked_add(m0.div_euclid(12))?,
+                (m0.rem_euclid(12) + 1) as u32,
+                d,
+                time,
+            )
         }
         Step::Add(n, Unit::Years) => {
             let (y, m, d, time) = split(wall);

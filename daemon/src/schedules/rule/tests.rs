@@ -34,18 +34,38 @@ fn err(text: &str, tz: &str) -> RuleError {
 
 #[test]
 fn cron_in_utc_is_strictly_after() {
-    assert_eq!(next("0 6 * * *", "UTC", "2026-12-07T05:59:59Z"), "2026-12-07T06:00:00Z");
-    assert_eq!(next("0 6 * * *", "UTC", "2026-12-07T06:00:00Z"), "2026-12-08T06:00:00Z");
-    assert_eq!(next("0 6 * * *", "UTC", "2026-12-07T05:59:59.999Z"), "2026-12-07T06:00:00Z");
-    assert_eq!(next("0 6 * * *", "UTC", "2026-12-07T06:00:00.001Z"), "2026-12-08T06:00:00Z");
+    assert_eq!(
+        next("0 6 * * *", "UTC", "2026-12-07T05:59:59Z"),
+        "2026-12-07T06:00:00Z"
+    );
+    assert_eq!(
+        next("0 6 * * *", "UTC", "2026-12-07T06:00:00Z"),
+        "2026-12-08T06:00:00Z"
+    );
+    assert_eq!(
+        next("0 6 * * *", "UTC", "2026-12-07T05:59:59.999Z"),
+        "2026-12-07T06:00:00Z"
+    );
+    assert_eq!(
+        next("0 6 * * *", "UTC", "2026-12-07T06:00:00.001Z"),
+        "2026-12-08T06:00:00Z"
+    );
     assert_eq!(
         times("*/20 * * * *", "UTC", "2026-12-31T23:30:00Z", 3),
-        ["2026-12-31T23:40:00Z", "2027-01-01T00:00:00Z", "2027-01-01T00:20:00Z"]
+        [
+            "2026-12-31T23:40:00Z",
+            "2027-01-01T00:00:00Z",
+            "2027-01-01T00:20:00Z"
+        ]
     );
     // Day of month OR day of week, as Vixie cron: the 1st and Mondays.
     assert_eq!(
         times("0 0 1 * MON", "UTC", "2026-11-28T00:00:00Z", 3),
-        ["2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z", "2026-12-07T00:00:00Z"]
+        [
+            "2026-11-30T00:00:00Z",
+            "2026-12-01T00:00:00Z",
+            "2026-12-07T00:00:00Z"
+        ]
     );
     let r = rule("0 6 * * *", "UTC");
     assert_eq!(r.base(), Base::Scheduled);
@@ -56,18 +76,37 @@ fn cron_in_utc_is_strictly_after() {
 fn cron_with_seconds() {
     assert_eq!(
         times("*/15 * * * * *", "UTC", "2026-12-07T12:00:00Z", 3),
-        ["2026-12-07T12:00:15Z", "2026-12-07T12:00:30Z", "2026-12-07T12:00:45Z"]
+        [
+            "2026-12-07T12:00:15Z",
+            "2026-12-07T12:00:30Z",
+            "2026-12-07T12:00:45Z"
+        ]
     );
-    assert_eq!(next("30 0 6 * * *", "UTC", "2026-12-07T06:00:00Z"), "2026-12-07T06:00:30Z");
+    assert_eq!(
+        next("30 0 6 * * *", "UTC", "2026-12-07T06:00:00Z"),
+        "2026-12-07T06:00:30Z"
+    );
 }
 
 #[test]
 fn cron_in_a_zone() {
     // 06:00 in Berlin: CET (+1) in winter, CEST (+2) in summer.
-    assert_eq!(next("0 6 * * *", "Europe/Berlin", "2026-12-07T00:00:00Z"), "2026-12-07T05:00:00Z");
-    assert_eq!(next("0 6 * * *", "Europe/Berlin", "2026-07-01T00:00:00Z"), "2026-07-01T04:00:00Z");
-    assert_eq!(next("0 6 * * *", "America/New_York", "2026-12-07T00:00:00Z"), "2026-12-07T11:00:00Z");
-    assert!(matches!(rule("0 6 * * *", "Europe/Berlin"), Rule::Cron { .. }));
+    assert_eq!(
+        next("0 6 * * *", "Europe/Berlin", "2026-12-07T00:00:00Z"),
+        "2026-12-07T05:00:00Z"
+    );
+    assert_eq!(
+        next("0 6 * * *", "Europe/Berlin", "2026-07-01T00:00:00Z"),
+        "2026-07-01T04:00:00Z"
+    );
+    assert_eq!(
+        next("0 6 * * *", "America/New_York", "2026-12-07T00:00:00Z"),
+        "2026-12-07T11:00:00Z"
+    );
+    assert!(matches!(
+        rule("0 6 * * *", "Europe/Berlin"),
+        Rule::Cron { .. }
+    ));
 }
 
 #[test]
@@ -80,8 +119,17 @@ fn cron_wall_time_in_a_gap_fires_at_the_gap_end() {
     // New York, 2026-03-08: 02:00 EST becomes 03:00 EDT (07:00Z). Every
     // wall time of the gap is the gap's end, so it fires once there.
     assert_eq!(
-        times("*/30 * * * *", "America/New_York", "2026-03-08T06:15:00Z", 3),
-        ["2026-03-08T06:30:00Z", "2026-03-08T07:00:00Z", "2026-03-08T07:30:00Z"]
+        times(
+            "*/30 * * * *",
+            "America/New_York",
+            "2026-03-08T06:15:00Z",
+            3
+        ),
+        [
+            "2026-03-08T06:30:00Z",
+            "2026-03-08T07:00:00Z",
+            "2026-03-08T07:30:00Z"
+        ]
     );
     assert_eq!(
         times("30 * * * *", "America/New_York", "2026-03-08T06:45:00Z", 2),
@@ -105,7 +153,12 @@ fn cron_wall_time_that_occurs_twice_fires_once() {
     // New York, 2026-11-01: 02:00 EDT becomes 01:00 EST (06:00Z). The
     // repeated hour's wall times fire in its first pass only.
     assert_eq!(
-        times("*/30 * * * *", "America/New_York", "2026-11-01T04:59:00Z", 4),
+        times(
+            "*/30 * * * *",
+            "America/New_York",
+            "2026-11-01T04:59:00Z",
+            4
+        ),
         [
             "2026-11-01T05:00:00Z",
             "2026-11-01T05:30:00Z",
@@ -149,43 +202,111 @@ fn repeat_next_monday_at_six() {
     let r = rule(text, "UTC");
     assert_eq!(r.base(), Base::Finished);
     // Wednesday, Sunday and Monday (2026-12-07 is a Monday).
-    assert_eq!(next(text, "UTC", "2026-12-02T15:20:00Z"), "2026-12-07T06:00:00Z");
-    assert_eq!(next(text, "UTC", "2026-12-06T10:00:00Z"), "2026-12-07T06:00:00Z");
-    assert_eq!(next(text, "UTC", "2026-12-07T10:00:00Z"), "2026-12-14T06:00:00Z");
+    assert_eq!(
+        next(text, "UTC", "2026-12-02T15:20:00Z"),
+        "2026-12-07T06:00:00Z"
+    );
+    assert_eq!(
+        next(text, "UTC", "2026-12-06T10:00:00Z"),
+        "2026-12-07T06:00:00Z"
+    );
+    assert_eq!(
+        next(text, "UTC", "2026-12-07T10:00:00Z"),
+        "2026-12-14T06:00:00Z"
+    );
     // Case-insensitive, spaces free.
     assert_eq!(
-        next("finished,+1 day ,weekday 1,  start of day,+6 hours", "UTC", "2026-12-02T15:20:00Z"),
+        next(
+            "finished,+1 day ,weekday 1,  start of day,+6 hours",
+            "UTC",
+            "2026-12-02T15:20:00Z"
+        ),
         "2026-12-07T06:00:00Z"
     );
 }
 
 #[test]
 fn repeat_months_and_years_normalize_an_overflowing_day() {
-    assert_eq!(next("SCHEDULED, +1 MONTH", "UTC", "2026-01-31T10:00:00Z"), "2026-03-03T10:00:00Z");
-    assert_eq!(next("SCHEDULED, +1 MONTH", "UTC", "2024-01-31T10:00:00Z"), "2024-03-02T10:00:00Z");
-    assert_eq!(next("SCHEDULED, +1 YEAR", "UTC", "2024-02-29T10:00:00Z"), "2025-03-01T10:00:00Z");
-    assert_eq!(next("SCHEDULED, -1 MONTH", "UTC", "2026-03-31T10:00:00Z"), "2026-03-03T10:00:00Z");
-    assert_eq!(next("SCHEDULED, +13 MONTHS", "UTC", "2026-12-15T00:00:00Z"), "2028-01-15T00:00:00Z");
-    assert_eq!(next("SCHEDULED, -12 MONTHS", "UTC", "2026-01-15T00:00:00Z"), "2025-01-15T00:00:00Z");
-    assert_eq!(next("SCHEDULED, -2 YEARS", "UTC", "2026-01-15T00:00:00Z"), "2024-01-15T00:00:00Z");
-    assert_eq!(next("SCHEDULED, +90 MINUTES, -1 HOUR", "UTC", "2026-01-15T00:00:00Z"), "2026-01-15T00:30:00Z");
-    assert_eq!(next("SCHEDULED, -1 DAYS", "UTC", "2026-01-01T00:00:00Z"), "2025-12-31T00:00:00Z");
+    assert_eq!(
+        next("SCHEDULED, +1 MONTH", "UTC", "2026-01-31T10:00:00Z"),
+        "2026-03-03T10:00:00Z"
+    );
+    assert_eq!(
+        next("SCHEDULED, +1 MONTH", "UTC", "2024-01-31T10:00:00Z"),
+        "2024-03-02T10:00:00Z"
+    );
+    assert_eq!(
+        next("SCHEDULED, +1 YEAR", "UTC", "2024-02-29T10:00:00Z"),
+        "2025-03-01T10:00:00Z"
+    );
+    assert_eq!(
+        next("SCHEDULED, -1 MONTH", "UTC", "2026-03-31T10:00:00Z"),
+        "2026-03-03T10:00:00Z"
+    );
+    assert_eq!(
+        next("SCHEDULED, +13 MONTHS", "UTC", "2026-12-15T00:00:00Z"),
+        "2028-01-15T00:00:00Z"
+    );
+    assert_eq!(
+        next("SCHEDULED, -12 MONTHS", "UTC", "2026-01-15T00:00:00Z"),
+        "2025-01-15T00:00:00Z"
+    );
+    assert_eq!(
+        next("SCHEDULED, -2 YEARS", "UTC", "2026-01-15T00:00:00Z"),
+        "2024-01-15T00:00:00Z"
+    );
+    assert_eq!(
+        next(
+            "SCHEDULED, +90 MINUTES, -1 HOUR",
+            "UTC",
+            "2026-01-15T00:00:00Z"
+        ),
+        "2026-01-15T00:30:00Z"
+    );
+    assert_eq!(
+        next("SCHEDULED, -1 DAYS", "UTC", "2026-01-01T00:00:00Z"),
+        "2025-12-31T00:00:00Z"
+    );
 }
 
 #[test]
 fn repeat_start_of_and_weekday() {
     let t = "2026-05-17T13:14:15.678Z";
-    assert_eq!(next("SCHEDULED, START OF DAY", "UTC", t), "2026-05-17T00:00:00Z");
-    assert_eq!(next("SCHEDULED, START OF MONTH", "UTC", t), "2026-05-01T00:00:00Z");
-    assert_eq!(next("SCHEDULED, START OF YEAR", "UTC", t), "2026-01-01T00:00:00Z");
+    assert_eq!(
+        next("SCHEDULED, START OF DAY", "UTC", t),
+        "2026-05-17T00:00:00Z"
+    );
+    assert_eq!(
+        next("SCHEDULED, START OF MONTH", "UTC", t),
+        "2026-05-01T00:00:00Z"
+    );
+    assert_eq!(
+        next("SCHEDULED, START OF YEAR", "UTC", t),
+        "2026-01-01T00:00:00Z"
+    );
     // 2026-05-17 is a Sunday: WEEKDAY 0 changes nothing (milliseconds
     // kept), WEEKDAY 6 moves six days.
-    assert_eq!(next("SCHEDULED, WEEKDAY 0", "UTC", t), "2026-05-17T13:14:15.678Z");
-    assert_eq!(next("SCHEDULED, WEEKDAY 1", "UTC", t), "2026-05-18T13:14:15.678Z");
-    assert_eq!(next("SCHEDULED, WEEKDAY 6", "UTC", t), "2026-05-23T13:14:15.678Z");
+    assert_eq!(
+        next("SCHEDULED, WEEKDAY 0", "UTC", t),
+        "2026-05-17T13:14:15.678Z"
+    );
+    assert_eq!(
+        next("SCHEDULED, WEEKDAY 1", "UTC", t),
+        "2026-05-18T13:14:15.678Z"
+    );
+    assert_eq!(
+        next("SCHEDULED, WEEKDAY 6", "UTC", t),
+        "2026-05-23T13:14:15.678Z"
+    );
     // Before 1970 too.
-    assert_eq!(next("SCHEDULED, WEEKDAY 4", "UTC", "1969-12-31T12:00:00Z"), "1970-01-01T12:00:00Z");
-    assert_eq!(next("SCHEDULED, START OF MONTH", "UTC", "1969-12-31T12:00:00Z"), "1969-12-01T00:00:00Z");
+    assert_eq!(
+        next("SCHEDULED, WEEKDAY 4", "UTC", "1969-12-31T12:00:00Z"),
+        "1970-01-01T12:00:00Z"
+    );
+    assert_eq!(
+        next("SCHEDULED, START OF MONTH", "UTC", "1969-12-31T12:00:00Z"),
+        "1969-12-01T00:00:00Z"
+    );
 }
 
 #[test]
@@ -203,10 +324,20 @@ fn repeat_canned_forms() {
     }
     assert_eq!(
         times("DAILY", "UTC", "2026-12-07T06:30:00Z", 3),
-        ["2026-12-08T06:30:00Z", "2026-12-09T06:30:00Z", "2026-12-10T06:30:00Z"]
+        [
+            "2026-12-08T06:30:00Z",
+            "2026-12-09T06:30:00Z",
+            "2026-12-10T06:30:00Z"
+        ]
     );
-    assert!(matches!(rule("STARTED, +5 MINUTES", "UTC").base(), Base::Started));
-    assert!(matches!(rule("SCHEDULED, +5 MINUTES", "UTC").base(), Base::Scheduled));
+    assert!(matches!(
+        rule("STARTED, +5 MINUTES", "UTC").base(),
+        Base::Started
+    ));
+    assert!(matches!(
+        rule("SCHEDULED, +5 MINUTES", "UTC").base(),
+        Base::Scheduled
+    ));
     assert!(matches!(
         rule("HOURLY", "UTC"),
         Rule::Repeat { steps, .. } if steps == vec![Step::Add(1, Unit::Hours)]
@@ -217,32 +348,81 @@ fn repeat_canned_forms() {
 fn repeat_in_a_zone_applies_to_the_wall_time() {
     let text = "FINISHED, +1 DAY, START OF DAY, +6 HOURS";
     // Berlin's spring day: 06:00 CEST on 29 March, 06:00 CET the day before.
-    assert_eq!(next(text, "Europe/Berlin", "2026-03-27T12:00:00Z"), "2026-03-28T05:00:00Z");
-    assert_eq!(next(text, "Europe/Berlin", "2026-03-28T12:00:00Z"), "2026-03-29T04:00:00Z");
+    assert_eq!(
+        next(text, "Europe/Berlin", "2026-03-27T12:00:00Z"),
+        "2026-03-28T05:00:00Z"
+    );
+    assert_eq!(
+        next(text, "Europe/Berlin", "2026-03-28T12:00:00Z"),
+        "2026-03-29T04:00:00Z"
+    );
     // DAILY keeps the wall time across the change: 23 hours that day.
-    assert_eq!(next("DAILY", "Europe/Berlin", "2026-03-28T12:00:00Z"), "2026-03-29T11:00:00Z");
+    assert_eq!(
+        next("DAILY", "Europe/Berlin", "2026-03-28T12:00:00Z"),
+        "2026-03-29T11:00:00Z"
+    );
     // A wall time in the gap: its end. One in the repeated hour: its first
     // instant.
     let text = "FINISHED, START OF DAY, +1 DAY, +2 HOURS, +30 MINUTES";
-    assert_eq!(next(text, "Europe/Berlin", "2026-03-28T12:00:00Z"), "2026-03-29T01:00:00Z");
-    assert_eq!(next(text, "Europe/Berlin", "2026-10-24T12:00:00Z"), "2026-10-25T00:30:00Z");
-    assert_eq!(next(text, "America/New_York", "2026-03-07T17:00:00Z"), "2026-03-08T07:00:00Z");
+    assert_eq!(
+        next(text, "Europe/Berlin", "2026-03-28T12:00:00Z"),
+        "2026-03-29T01:00:00Z"
+    );
+    assert_eq!(
+        next(text, "Europe/Berlin", "2026-10-24T12:00:00Z"),
+        "2026-10-25T00:30:00Z"
+    );
+    assert_eq!(
+        next(text, "America/New_York", "2026-03-07T17:00:00Z"),
+        "2026-03-08T07:00:00Z"
+    );
     let text = "FINISHED, START OF DAY, +1 DAY, +1 HOURS, +30 MINUTES";
-    assert_eq!(next(text, "America/New_York", "2026-10-31T17:00:00Z"), "2026-11-01T05:30:00Z");
+    assert_eq!(
+        next(text, "America/New_York", "2026-10-31T17:00:00Z"),
+        "2026-11-01T05:30:00Z"
+    );
     // From the repeated hour's second pass (01:10 EST), 01:20 is the
     // second pass's: its first instant is before the base.
-    assert_eq!(next("STARTED, +10 MINUTES", "America/New_York", "2026-11-01T06:10:00Z"), "2026-11-01T06:20:00Z");
+    assert_eq!(
+        next(
+            "STARTED, +10 MINUTES",
+            "America/New_York",
+            "2026-11-01T06:10:00Z"
+        ),
+        "2026-11-01T06:20:00Z"
+    );
     // From its first pass (01:10 EDT), the first pass's.
-    assert_eq!(next("STARTED, +10 MINUTES", "America/New_York", "2026-11-01T05:10:00Z"), "2026-11-01T05:20:00Z");
+    assert_eq!(
+        next(
+            "STARTED, +10 MINUTES",
+            "America/New_York",
+            "2026-11-01T05:10:00Z"
+        ),
+        "2026-11-01T05:20:00Z"
+    );
     // HOURLY from 00:30 EDT: 01:30 EDT; from 01:30 EDT: 02:30 EST, two
     // hours on; from 01:30 EST: 02:30 EST.
     assert_eq!(
         times("HOURLY", "America/New_York", "2026-11-01T04:30:00Z", 3),
-        ["2026-11-01T05:30:00Z", "2026-11-01T07:30:00Z", "2026-11-01T08:30:00Z"]
+        [
+            "2026-11-01T05:30:00Z",
+            "2026-11-01T07:30:00Z",
+            "2026-11-01T08:30:00Z"
+        ]
     );
-    assert_eq!(next("HOURLY", "America/New_York", "2026-11-01T06:30:00Z"), "2026-11-01T07:30:00Z");
+    assert_eq!(
+        next("HOURLY", "America/New_York", "2026-11-01T06:30:00Z"),
+        "2026-11-01T07:30:00Z"
+    );
     // Going back into a repeated hour from after it: the first pass.
-    assert_eq!(next("STARTED, -1 HOUR", "America/New_York", "2026-11-01T07:30:00Z"), "2026-11-01T05:30:00Z");
+    assert_eq!(
+        next(
+            "STARTED, -1 HOUR",
+            "America/New_York",
+            "2026-11-01T07:30:00Z"
+        ),
+        "2026-11-01T05:30:00Z"
+    );
 }
 
 #[test]
@@ -255,11 +435,20 @@ fn repeat_that_does_not_move_forward_is_refused_by_check() {
         "rule: `FINISHED, -1 DAY` does not move forward: from 2026-11-28T10:00:00Z it gives 2026-11-27T10:00:00Z"
     );
     // No modifier, or one that lands at or before the base sooner or later.
-    for text in ["FINISHED", "STARTED, START OF DAY", "SCHEDULED, START OF MONTH, +20 DAYS", "SCHEDULED, +0 DAYS"] {
+    for text in [
+        "FINISHED",
+        "STARTED, START OF DAY",
+        "SCHEDULED, START OF MONTH, +20 DAYS",
+        "SCHEDULED, +0 DAYS",
+    ] {
         let e = Rule::parse_checked(text, "UTC", now).unwrap_err();
         assert!(matches!(e, RuleError::NotAfterBase { .. }), "{text}: {e}");
     }
-    for text in ["HOURLY", "FINISHED, +1 DAY, WEEKDAY 1, START OF DAY, +6 HOURS", "SCHEDULED, +1 MONTH, START OF MONTH"] {
+    for text in [
+        "HOURLY",
+        "FINISHED, +1 DAY, WEEKDAY 1, START OF DAY, +6 HOURS",
+        "SCHEDULED, +1 MONTH, START OF MONTH",
+    ] {
         Rule::parse_checked(text, "Europe/Berlin", now).unwrap();
     }
 }
@@ -299,7 +488,10 @@ fn errors_name_the_field_and_the_token() {
 
     let e = err("0 6 * * *", "Mars/Olympus_Mons");
     assert_eq!(e.field(), "time_zone");
-    assert_eq!(e.to_string(), "time_zone: unknown time zone `Mars/Olympus_Mons`");
+    assert_eq!(
+        e.to_string(),
+        "time_zone: unknown time zone `Mars/Olympus_Mons`"
+    );
     assert!(matches!(err("DAILY", "+02:00"), RuleError::UnknownZone(_)));
 
     let long = "x".repeat(257);
@@ -314,7 +506,10 @@ fn errors_name_the_field_and_the_token() {
         let e = err(text, tz);
         assert_eq!(e, RuleError::Text { field });
         assert_eq!(e.field(), field);
-        assert_eq!(e.to_string(), format!("{field}: must be 1 to 256 bytes of printable text"));
+        assert_eq!(
+            e.to_string(),
+            format!("{field}: must be 1 to 256 bytes of printable text")
+        );
     }
     // 256 bytes is allowed (and then parsed).
     let e = err(&"Y".repeat(256), "UTC");
@@ -333,7 +528,10 @@ fn slot_ids() {
         slot_id("acme-nightly", ms("2026-12-07T06:00:00.123Z")),
         "acme-nightly@2026-12-07T06:00:00.123Z"
     );
-    assert_eq!(slot_id("x", ms("2026-12-07T06:00:00.004Z")), "x@2026-12-07T06:00:00.004Z");
+    assert_eq!(
+        slot_id("x", ms("2026-12-07T06:00:00.004Z")),
+        "x@2026-12-07T06:00:00.004Z"
+    );
     assert_eq!(slot_id("x", -1), "x@1969-12-31T23:59:59.999Z");
     assert_eq!(rfc3339(i64::MAX), i64::MAX.to_string());
 }
