@@ -67,6 +67,15 @@ fn cron_in_utc_is_strictly_after() {
             "2026-12-07T00:00:00Z"
         ]
     );
+    // croner's nicknames.
+    assert_eq!(
+        next("@hourly", "UTC", "2026-12-07T05:59:59Z"),
+        "2026-12-07T06:00:00Z"
+    );
+    assert_eq!(
+        next("@daily", "UTC", "2026-12-07T05:59:59Z"),
+        "2026-12-08T00:00:00Z"
+    );
     let r = rule("0 6 * * *", "UTC");
     assert_eq!(r.base(), Base::Scheduled);
     assert_eq!(r.time_zone(), &TimeZone::UTC);
