@@ -423,6 +423,15 @@ fn repeat_in_a_zone_applies_to_the_wall_time() {
         next("HOURLY", "America/New_York", "2026-11-01T06:30:00Z"),
         "2026-11-01T07:30:00Z"
     );
+    // A result equal to the base is not after it either.
+    assert_eq!(
+        next(
+            "STARTED, +0 MINUTES",
+            "America/New_York",
+            "2026-11-01T05:30:00Z"
+        ),
+        "2026-11-01T06:30:00Z"
+    );
     // Going back into a repeated hour from after it: the first pass.
     assert_eq!(
         next(
@@ -477,6 +486,13 @@ fn errors_name_the_field_and_the_token() {
         ("FINISHED, WEEKDAY -1", "-1"),
         ("FINISHED, START OF WEEK", "WEEK"),
         ("FINISHED, jump ahead now", "jump ahead now"),
+        ("FINISHED, every day", "every day"),
+        ("FINISHED, ++5 DAYS", "++5"),
+        ("FINISHED, + DAYS", "+"),
+        (
+            "FINISHED, +99999999999999999999 DAYS",
+            "+99999999999999999999",
+        ),
         ("FINISHED, +1 DAY,", ""),
         ("HOURLY, +1 DAY", "+1 DAY"),
         ("61 * * * *", "61"),
@@ -543,6 +559,26 @@ fn slot_ids() {
     );
     assert_eq!(slot_id("x", -1), "x@1969-12-31T23:59:59.999Z");
     assert_eq!(rfc3339(i64::MAX), i64::MAX.to_string());
+}
+
+#[test]
+fn next_n_stops_when_a_rule_stops_moving_forward() {
+    let t = ms("2026-12-07T06:00:00Z");
+    assert!(rule("FINISHED, -1 DAY", "UTC").next_n(t, 5).is_empty());
+    assert!(rule("FINISHED", "UTC").next_n(t, 5).is_empty());
+    assert_eq!(
+        rule("SCHEDULED, START OF MONTH, +20 DAYS", "UTC").next_n(ms("2026-12-01T00:00:00Z"), 5),
+        [ms("2026-12-21T00:00:00Z")]
+    );
+    assert_eq!(rule("DAILY", "UTC").next_n(t, 0), Vec::<Millis>::new());
+}
+
+#[test]
+fn zoned_times() {
+    let berlin = zone("Europe/Berlin").unwrap();
+    let z = zoned(ms("2026-12-07T05:00:00.250Z"), &berlin).unwrap();
+    assert_eq!(z.to_string(), "2026-12-07T06:00:00.25+01:00[Europe/Berlin]");
+    assert!(zoned(i64::MAX, &berlin).is_none());
 }
 
 #[test]
