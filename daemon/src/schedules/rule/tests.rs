@@ -198,6 +198,15 @@ fn cron_that_never_fires_is_refused_by_check() {
             format!("rule: `{text}` has no occurrence within ten years after 2026-11-28T00:00:00Z")
         );
     }
+    // The fifth Monday of February (a leap February starting on a Monday)
+    // fires in 2044: more than ten years on, so refused too.
+    assert_eq!(
+        next("0 0 * 2 1#5", "UTC", "2026-11-28T00:00:00Z"),
+        "2044-02-29T00:00:00Z"
+    );
+    let e = Rule::parse_checked("0 0 * 2 1#5", "UTC", now).unwrap_err();
+    assert!(matches!(e, RuleError::NeverFires { .. }), "{e}");
+    Rule::parse_checked("0 0 * 2 1#5", "UTC", ms("2034-03-01T00:00:00Z")).unwrap();
     // 29 February fires within ten years.
     Rule::parse_checked("0 0 29 2 *", "UTC", now).unwrap();
     assert!(Rule::parse_checked("0 6 * * *", "Europe/Berlin", now).is_ok());
@@ -338,6 +347,10 @@ fn repeat_canned_forms() {
             "2026-12-09T06:30:00Z",
             "2026-12-10T06:30:00Z"
         ]
+    );
+    assert_eq!(
+        [Base::Scheduled, Base::Started, Base::Finished].map(|b| b.to_string()),
+        ["SCHEDULED", "STARTED", "FINISHED"]
     );
     assert!(matches!(
         rule("STARTED, +5 MINUTES", "UTC").base(),
@@ -536,6 +549,10 @@ fn errors_name_the_field_and_the_token() {
             format!("{field}: must be 1 to 256 bytes of printable text")
         );
     }
+    assert_eq!(
+        err("FINISHED, +1 DAY,", "UTC").to_string(),
+        "rule: empty modifier at ``"
+    );
     // 256 bytes is allowed (and then parsed).
     let e = err(&"Y".repeat(256), "UTC");
     assert!(matches!(e, RuleError::Syntax { .. }));
@@ -559,6 +576,9 @@ fn slot_ids() {
     );
     assert_eq!(slot_id("x", -1), "x@1969-12-31T23:59:59.999Z");
     assert_eq!(rfc3339(i64::MAX), i64::MAX.to_string());
+    // Year 0 is written; year -1 is not.
+    assert_eq!(rfc3339(-62_167_219_200_000), "0000-01-01T00:00:00Z");
+    assert_eq!(rfc3339(-62_167_219_200_001), "-62167219200001");
 }
 
 #[test]
@@ -598,4 +618,16 @@ fn civil_days_round_trip() {
     assert_eq!(civil_from_days(0), (1970, 1, 1));
     assert_eq!(days_from_civil(2000, 3, 1), 11_017);
     assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    // Every day from 1669 to 2271, against jiff.
+    let epoch = jiff::civil::date(1970, 1, 1);
+    for days in -110_000..=110_000 {
+        let date = epoch.checked_add(jiff::Span::new().days(days)).unwrap();
+        let expected = (
+            i64::from(date.year()),
+            date.month() as u32,
+            date.day() as u32,
+        );
+        assert_eq!(civil_from_days(days), expected, "{days}");
+        assert_eq!(days_from_civil(expected.0, expected.1, expected.2), days);
+    }
 }
