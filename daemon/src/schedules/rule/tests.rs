@@ -445,6 +445,15 @@ fn repeat_in_a_zone_applies_to_the_wall_time() {
         ),
         "2026-11-01T06:30:00Z"
     );
+    // Neither instant after the base: the first.
+    assert_eq!(
+        next(
+            "STARTED, +0 MINUTES",
+            "America/New_York",
+            "2026-11-01T06:30:00Z"
+        ),
+        "2026-11-01T05:30:00Z"
+    );
     // Going back into a repeated hour from after it: the first pass.
     assert_eq!(
         next(
