@@ -38,6 +38,7 @@ groups=(
     "redis|store-redis/src/*.rs|--test-package jobstore-redis -- --lib --tests"
     "mongo|store-mongo/src/*.rs|--test-package jobstore-mongo -- --lib --tests"
     "scheduler|daemon/src/executor/scheduler/mod.rs|--test-package jobstore-daemon --cargo-arg=--lib -- executor::scheduler::"
+    "schedule-rules|daemon/src/schedules/rule.rs|--test-package jobstore-daemon --cargo-arg=--lib -- schedules::"
     "journal-reader|daemon/src/journal/reader.rs daemon/src/journal/record.rs daemon/src/journal/segment.rs|--test-package jobstore-daemon --cargo-arg=--lib -- journal::"
     # Timing stats: the contract's types, their validation and the
     # reference store's two methods (several --re: a pattern cannot hold

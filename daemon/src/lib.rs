@@ -13,6 +13,7 @@ pub mod ingest;
 pub mod journal;
 pub mod metrics;
 pub mod runner;
+pub mod schedules;
 pub mod sysid;
 pub mod tenant;
 pub mod trace;

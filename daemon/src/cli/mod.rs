@@ -2,6 +2,8 @@
 //! `bench`): `jobstore serve` runs the daemon; the other subcommands talk
 //! to a running daemon over its HTTP API.
 //!
+//! `jobstore schedule next` needs no daemon: it previews a rule.
+//!
 //! Exit codes: 0 done; 1 a local failure (a file that cannot be read);
 //! 2 bad usage; 3 not found; 4 refused by authentication (401/403);
 //! 5 refused as invalid (another 4xx); 6 the daemon failed or is
@@ -10,6 +12,7 @@
 mod client;
 mod manage;
 mod output;
+mod schedule;
 mod work;
 
 use std::path::PathBuf;
@@ -20,6 +23,7 @@ use clap::{Args, Subcommand};
 use crate::config::ServeArgs;
 pub use client::{CliError, Remote};
 pub use manage::{FailuresArgs, JobsCommand, PauseArgs};
+pub use schedule::{ScheduleCommand, ScheduleNextArgs};
 
 /// The daemon's subcommands.
 #[derive(Debug, Subcommand)]
@@ -54,6 +58,10 @@ pub enum Command {
     /// Work as a remote worker: fetch jobs from a daemon and run a command
     /// per job (`jobstore work acme --type resize -- ./resize.sh`).
     Work(Box<work::WorkArgs>),
+    /// Schedules (recurring jobs): `next` previews a rule's firing times
+    /// offline.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
 }
 
 /// `jobstore add`.
@@ -247,5 +255,6 @@ pub async fn run_client(command: Command) -> Result<(), CliError> {
         Command::Failures(f) => manage::failures(f).await,
         Command::Stats(s) => client::stats(s).await,
         Command::Work(w) => work::work(*w).await,
+        Command::Schedule(s) => schedule::schedule(s),
     }
 }

@@ -1,0 +1,10 @@
+//! Schedules (recurring jobs): their rules.
+//!
+//! [`rule`] parses a schedule's rule (a cron pattern or a repeat rule) in a
+//! time zone and computes its firing times. It is pure: no I/O and no clock
+//! reads; callers pass the time. Stored schedules and their firing build on
+//! it.
+
+pub mod rule;
+
+pub use rule::{Base, Period, Rule, RuleError, Step, Unit, slot_id};
