@@ -127,11 +127,11 @@ pub struct BenchArgs {
     /// `--hold-kind`.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub hold_xmin: Option<Duration>,
-    /// What `--hold-xmin` keeps open: `xid`, a transaction that took a
-    /// transaction id (`BEGIN; SELECT txid_current()`), or `snapshot`, a
-    /// repeatable-read transaction that only read (its snapshot holds the
-    /// same horizon without an id).
-    #[arg(long, value_enum, default_value_t = HoldKind::Xid)]
+    /// What `--hold-xmin` keeps open: `xid`, a read-committed transaction
+    /// that took a transaction id (`BEGIN; SELECT pg_current_xact_id()`,
+    /// as a forgotten write), or `snapshot`, a repeatable-read transaction
+    /// that only read (its snapshot holds the horizon without an id).
+    #[arg(long, value_enum, default_value_t = HoldKind::Xid, requires = "hold_xmin")]
     pub hold_kind: HoldKind,
     /// The daemon's --max-running (drain, e2e).
     #[arg(long, default_value_t = 256)]

@@ -578,9 +578,7 @@ pub(crate) async fn soak(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     }
     bar.finish_and_clear();
     stop.store(true, Ordering::Relaxed);
-    if let Some(h) = held {
-        h.abort();
-    }
+    drop(held);
     let total_added = join(adder).await?;
     let mut total_done = 0;
     for c in claimers {

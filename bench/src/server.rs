@@ -104,47 +104,61 @@ pub async fn table_stats(url: &str) -> Result<Option<serde_json::Value>> {
 pub const HOLD_APPLICATION_NAME: &str = "jobstore-bench-hold";
 
 /// Opens one transaction on the PostgreSQL server of `url` (a connection
-/// of its own, outside the store) and keeps it open for `hold`, or until
-/// the returned task is aborted (its connection then closes, ending the
-/// transaction): `xid` takes a transaction id (`txid_current()`),
-/// `snapshot` only reads, in repeatable read, so its snapshot stays. Either
-/// holds back the horizon vacuum cleans up to. For benchmarks: what a
-/// forgotten session or a long report does to the store beside it.
-/// Returns once the transaction is open.
+/// of its own, outside the store, with no idle-in-transaction timeout) and
+/// keeps it open for `hold`, or until the returned [`Held`] is dropped
+/// (its connection then closes, ending the transaction): `with_xid` takes
+/// a transaction id in a read-committed transaction (`BEGIN;
+/// pg_current_xact_id()`, as a forgotten write does: no snapshot stays);
+/// otherwise a repeatable-read transaction only reads, so its snapshot
+/// stays (as a long report does). Either holds back the horizon vacuum
+/// cleans up to. For benchmarks: what such a session does to the store
+/// beside it. Returns once the transaction is open.
 #[cfg(feature = "postgres")]
-pub async fn hold_xmin(
-    url: &str,
-    with_xid: bool,
-    hold: std::time::Duration,
-) -> Result<tokio::task::JoinHandle<()>> {
+pub async fn hold_xmin(url: &str, with_xid: bool, hold: std::time::Duration) -> Result<Held> {
     use sqlx::Connection;
     use std::str::FromStr;
     let unavailable = |e: sqlx::Error| Error::unavailable("a held transaction", Box::new(e));
     let opts = jobstore_postgres::PgStoreOptions::from_url(url)?;
     let connect = sqlx::postgres::PgConnectOptions::from_str(opts.url())
         .map_err(unavailable)?
-        .application_name(HOLD_APPLICATION_NAME);
+        .application_name(HOLD_APPLICATION_NAME)
+        .options([("idle_in_transaction_session_timeout", "0")]);
     let mut conn = sqlx::PgConnection::connect_with(&connect)
         .await
         .map_err(unavailable)?;
-    sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    let (begin, first) = if with_xid {
+        ("BEGIN", "SELECT pg_current_xact_id()::text")
+    } else {
+        (
+            "BEGIN ISOLATION LEVEL REPEATABLE READ",
+            "SELECT count(*)::text FROM pg_class",
+        )
+    };
+    sqlx::query(begin)
         .execute(&mut conn)
         .await
         .map_err(unavailable)?;
-    let first = if with_xid {
-        "SELECT txid_current()::text"
-    } else {
-        "SELECT count(*)::text FROM pg_class"
-    };
     sqlx::query_scalar::<_, String>(first)
         .fetch_one(&mut conn)
         .await
         .map_err(unavailable)?;
-    Ok(tokio::spawn(async move {
+    Ok(Held(tokio::spawn(async move {
         tokio::time::sleep(hold).await;
         let _ = sqlx::query("ROLLBACK").execute(&mut conn).await;
         let _ = conn.close().await;
-    }))
+    })))
+}
+
+/// A transaction [`hold_xmin`] keeps open: dropping it (a soak that ends,
+/// or fails midway) closes its connection, which ends the transaction.
+#[cfg(feature = "postgres")]
+pub struct Held(tokio::task::JoinHandle<()>);
+
+#[cfg(feature = "postgres")]
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The value of `name:value` in an `INFO` reply.

@@ -373,15 +373,17 @@ fn soak_holding(kind: &str) {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // The held transaction, as the server sees it: open, idle, with a
-        // transaction id only for `xid`.
+        // The held transaction, as the server sees it: open and idle, with
+        // a transaction id and no snapshot for `xid`, the other way round
+        // for `snapshot`. (The soak starts, migrates and adds its backlog
+        // first: up to 30 s on a busy machine.)
         let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
         let mut seen = None;
-        for _ in 0..100 {
-            seen = sqlx::query_as::<_, (bool,)>(
-                "SELECT backend_xid IS NOT NULL FROM pg_stat_activity
+        for _ in 0..600 {
+            seen = sqlx::query_as::<_, (bool, bool)>(
+                "SELECT backend_xid IS NOT NULL, backend_xmin IS NOT NULL FROM pg_stat_activity
                  WHERE application_name = 'jobstore-bench-hold'
-                   AND state = 'idle in transaction' AND backend_xmin IS NOT NULL",
+                   AND state = 'idle in transaction'",
             )
             .fetch_optional(&mut c)
             .await
@@ -391,7 +393,11 @@ fn soak_holding(kind: &str) {
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        assert_eq!(seen, Some((kind == "xid",)), "no held transaction seen");
+        assert_eq!(
+            seen,
+            Some((kind == "xid", kind == "snapshot")),
+            "the held transaction, as pg_stat_activity shows it"
+        );
         let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
             .await
             .unwrap();

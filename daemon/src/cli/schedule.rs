@@ -26,7 +26,9 @@ pub struct ScheduleNextArgs {
     #[arg(long, default_value = "UTC", value_name = "ZONE")]
     time_zone: String,
     /// Count from this time (RFC 3339, or epoch milliseconds); the default
-    /// is now. A repeat rule is applied to it as its base.
+    /// is now. A repeat rule is applied to it as its base, then to each
+    /// result in turn: for a `STARTED` or `FINISHED` rule, as if every job
+    /// started or finished at its own firing time.
     #[arg(long, value_name = "TIME", allow_negative_numbers = true)]
     from: Option<String>,
     /// How many times to print (1 to 100).
