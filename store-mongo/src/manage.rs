@@ -514,22 +514,14 @@ impl MongoStore {
     async fn archived_attempts(&self, ids: &[&str]) -> Result<Vec<(String, i64)>> {
         let filter =
             doc! { f::ID: { "$in": ids }, f::LOCK: LOCK_DONE, f::RESULT: { "$exists": true } };
-        let docs = self
-            .find_jobs(
-                "find archived",
-                filter,
-                doc! { f::ID: 1, f::ATTEMPTS: 1 },
-                ids.len(),
-            )
-            .await?;
-        docs.iter()
-            .map(|d| {
-                Ok((
-                    convert::get_str(d, f::ID, "job")?,
-                    convert::get_i64(d, f::ATTEMPTS, "job")?,
-                ))
-            })
-            .collect()
+        self.ids_with(
+            "find archived",
+            filter,
+            f::ATTEMPTS,
+            ids.len(),
+            convert::get_i64,
+        )
+        .await
     }
 
     /// Deletes the jobs of `ids` that are not locked: (1) reads their
@@ -584,22 +576,9 @@ impl MongoStore {
 
     /// The lock of each job of `ids` that exists.
     async fn locks_of(&self, ids: &[&str]) -> Result<HashMap<String, String>> {
-        let docs = self
-            .find_jobs(
-                "find locks",
-                doc! { f::ID: { "$in": ids } },
-                doc! { f::ID: 1, f::LOCK: 1 },
-                ids.len(),
-            )
-            .await?;
-        docs.iter()
-            .map(|d| {
-                Ok((
-                    convert::get_str(d, f::ID, "job")?,
-                    convert::get_str(d, f::LOCK, "job")?,
-                ))
-            })
-            .collect()
+        let filter = doc! { f::ID: { "$in": ids } };
+        self.ids_with("find locks", filter, f::LOCK, ids.len(), convert::get_str)
+            .await
     }
 
     /// Edits the free jobs of `edits`: one `update` command with one

@@ -559,6 +559,24 @@ impl MongoStore {
         .await
     }
 
+    /// The id and one `field` of each job `filter` matches (`n` expected),
+    /// the field read by `get` (`convert::get_str`, `convert::get_i64`).
+    pub(crate) async fn ids_with<T, C: FromIterator<(String, T)>>(
+        &self,
+        what: &'static str,
+        filter: Document,
+        field: &str,
+        n: usize,
+        get: fn(&Document, &str, &str) -> Result<T>,
+    ) -> Result<C> {
+        let docs = self
+            .find_jobs(what, filter, doc! { f::ID: 1, field: 1 }, n)
+            .await?;
+        docs.iter()
+            .map(|d| Ok((convert::get_str(d, f::ID, "job")?, get(d, field, "job")?)))
+            .collect()
+    }
+
     /// Sends `commands` (each a list of update statements on the jobs
     /// collection) as `update` commands with the store's write concern;
     /// returns the jobs matched (`n`) and changed (`nModified`) by all
