@@ -465,9 +465,7 @@ where
 /// claimed then by `claimed_by`, with the job's attempts) and, for an
 /// archived job, its archival ([`complete_history`]).
 fn job_from_row(row: &PgRow) -> Result<Job> {
-    let attempts: i32 = get(row, 6)?;
-    let attempts = u32::try_from(attempts)
-        .map_err(|_| Error::backend_msg(format!("negative attempts {attempts}")))?;
+    let attempts = attempts_at(row, 6)?;
     let done_dt: Option<Millis> = get(row, 8)?;
     let result = result_of(get(row, 9)?, get(row, 10)?, get(row, 11)?)?;
     let create_dt: Millis = get(row, 7)?;
@@ -508,6 +506,13 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
             }),
         },
     })
+}
+
+/// Column `i`, a job's attempts: never negative but by a row edited by
+/// hand, a backend error.
+fn attempts_at(row: &PgRow, i: usize) -> Result<u32> {
+    let attempts: i32 = get(row, i)?;
+    u32::try_from(attempts).map_err(|_| Error::backend_msg(format!("negative attempts {attempts}")))
 }
 
 /// A job's result from its columns `code`, `status`, `output`: none
@@ -555,9 +560,7 @@ fn claimed_from_row(
     expiry: Millis,
     now: Millis,
 ) -> Result<Job> {
-    let attempts: i32 = get(row, 3)?;
-    let attempts = u32::try_from(attempts)
-        .map_err(|_| Error::backend_msg(format!("negative attempts {attempts}")))?;
+    let attempts = attempts_at(row, 3)?;
     let create_dt: Millis = get(row, 4)?;
     let (result, cancel_requested, tags, stored, trace) = match get::<Option<Rare>>(row, 6)? {
         None => (None, false, Vec::new(), Vec::new(), None),
