@@ -310,6 +310,18 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(trace_context_kept_from_add_to_every_read);
         __jobstore_conformance_test!(trace_context_validated);
         __jobstore_conformance_test!(trace_context_concurrent_claims_keep_each_jobs_own);
+        __jobstore_conformance_test!(schedule_round_trip);
+        __jobstore_conformance_test!(schedule_set_again_keeps_firing_state);
+        __jobstore_conformance_test!(schedule_list_and_delete);
+        __jobstore_conformance_test!(schedule_due_pause_and_resume);
+        __jobstore_conformance_test!(schedule_advance_compare_and_set);
+        __jobstore_conformance_test!(schedule_concurrent_advances_apply_once);
+        __jobstore_conformance_test!(schedule_bad_input_rejected);
+
+        #[test]
+        fn schedules_isolated_between_namespaces() {
+            $crate::block_on($crate::run_pair($factory, $crate::suite::schedules_isolated_between_namespaces))
+        }
 
         #[test]
         fn namespace_isolation() {
@@ -348,6 +360,7 @@ macro_rules! __conformance_tests {
         #[case::edit("edit")]
         #[case::list("list")]
         #[case::stats("stats")]
+        #[case::schedules("schedules")]
         fn state_matrix(#[case] op: &str) {
             $crate::block_on($crate::run($factory(), |c| $crate::suite::state_matrix(c, op)))
         }

@@ -17,10 +17,12 @@ use crate::Ctx;
 
 mod history;
 mod manage;
+mod schedules;
 mod stats;
 mod trace;
 pub use history::*;
 pub use manage::*;
+pub use schedules::*;
 pub use stats::*;
 pub use trace::*;
 
@@ -3158,7 +3160,8 @@ fn all_but<'a>(except: &[&str]) -> Vec<&'a str> {
 /// the jobs the contract says it applies to change exactly as it says,
 /// every other job reads back unchanged. `op` is one of add, claim, renew,
 /// retry, unget, archive, delete, update, cancel, purge, get, and the
-/// management operations rerun, remove (`delete_jobs`), edit, list.
+/// management operations rerun, remove (`delete_jobs`), edit, list, and the
+/// stats and schedule methods.
 pub async fn state_matrix(c: Ctx, op: &str) {
     let s = &*c.store;
     let before = matrix_jobs(s).await;
@@ -3416,7 +3419,34 @@ pub async fn state_matrix(c: Ctx, op: &str) {
             assert_eq!(read.len(), 2, "{read:?}");
             assert_untouched(s, &before, &MATRIX_STATES, op).await;
         }
-        "rerun" | "remove" | "edit" | "list" | "stats" => {
+        "schedules" if s.capabilities().schedules => {
+            // Schedules are kept apart from jobs: every schedule method
+            // leaves every job as it was, and no job shows as a schedule.
+            let jobtypes: Vec<String> = before.values().map(|j| j.jobtype.clone()).collect();
+            assert!(
+                s.list_schedules("").await.unwrap().is_empty(),
+                "no schedules"
+            );
+            let sched = Schedule::new(jobtypes[0].clone(), "* * * * *", jobtypes[0].clone());
+            s.set_schedule(&sched, Some(now), now).await.unwrap();
+            assert_eq!(s.due_schedules(now, 10).await.unwrap().len(), 1);
+            let adv = ScheduleAdvance {
+                fired_through: now,
+                last_job: Some("waiting".to_owned()),
+                next_due: Some(now + MIN.as_millis() as Millis),
+                fired: 1,
+                skipped: 0,
+            };
+            assert!(s.advance_schedule(&sched.name, 1, &adv, now).await.unwrap());
+            assert!(
+                s.pause_schedule(&sched.name, true, None, now)
+                    .await
+                    .unwrap()
+            );
+            assert!(s.delete_schedule(&sched.name).await.unwrap());
+            assert_untouched(s, &before, &MATRIX_STATES, op).await;
+        }
+        "rerun" | "remove" | "edit" | "list" | "stats" | "schedules" => {
             // Not offered: checked by their own behaviours.
             assert_untouched(s, &before, &MATRIX_STATES, op).await;
         }

@@ -128,6 +128,7 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::manage::*;
+use crate::schedule::{Schedule, ScheduleAdvance, ScheduleRecord};
 use crate::stats::{StatsBucket, StatsDelta, StatsQuery};
 use crate::store::JobStore;
 use crate::types::*;
@@ -317,6 +318,71 @@ pub trait StoreLayer: Send + Sync + Debug {
             .await
     }
 
+    /// [`JobStore::set_schedule`].
+    async fn set_schedule(
+        &self,
+        s: &Schedule,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<ScheduleRecord> {
+        self.around("set_schedule", self.inner().set_schedule(s, next_due, now))
+            .await
+    }
+
+    /// [`JobStore::get_schedule`].
+    async fn get_schedule(&self, name: &str) -> Result<Option<ScheduleRecord>> {
+        self.around("get_schedule", self.inner().get_schedule(name))
+            .await
+    }
+
+    /// [`JobStore::list_schedules`].
+    async fn list_schedules(&self, prefix: &str) -> Result<Vec<ScheduleRecord>> {
+        self.around("list_schedules", self.inner().list_schedules(prefix))
+            .await
+    }
+
+    /// [`JobStore::delete_schedule`].
+    async fn delete_schedule(&self, name: &str) -> Result<bool> {
+        self.around("delete_schedule", self.inner().delete_schedule(name))
+            .await
+    }
+
+    /// [`JobStore::pause_schedule`].
+    async fn pause_schedule(
+        &self,
+        name: &str,
+        paused: bool,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<bool> {
+        self.around(
+            "pause_schedule",
+            self.inner().pause_schedule(name, paused, next_due, now),
+        )
+        .await
+    }
+
+    /// [`JobStore::due_schedules`].
+    async fn due_schedules(&self, now: Millis, limit: usize) -> Result<Vec<ScheduleRecord>> {
+        self.around("due_schedules", self.inner().due_schedules(now, limit))
+            .await
+    }
+
+    /// [`JobStore::advance_schedule`].
+    async fn advance_schedule(
+        &self,
+        name: &str,
+        version: u64,
+        advance: &ScheduleAdvance,
+        now: Millis,
+    ) -> Result<bool> {
+        self.around(
+            "advance_schedule",
+            self.inner().advance_schedule(name, version, advance, now),
+        )
+        .await
+    }
+
     /// [`JobStore::watch`]; by default the inner store's watcher, so
     /// notifications pass through the layer.
     async fn watch(&self) -> Result<WorkWatcher> {
@@ -464,6 +530,44 @@ impl<L: StoreLayer> JobStore for L {
     }
     async fn watch(&self) -> Result<WorkWatcher> {
         StoreLayer::watch(self).await
+    }
+    async fn set_schedule(
+        &self,
+        s: &Schedule,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<ScheduleRecord> {
+        StoreLayer::set_schedule(self, s, next_due, now).await
+    }
+    async fn get_schedule(&self, name: &str) -> Result<Option<ScheduleRecord>> {
+        StoreLayer::get_schedule(self, name).await
+    }
+    async fn list_schedules(&self, prefix: &str) -> Result<Vec<ScheduleRecord>> {
+        StoreLayer::list_schedules(self, prefix).await
+    }
+    async fn delete_schedule(&self, name: &str) -> Result<bool> {
+        StoreLayer::delete_schedule(self, name).await
+    }
+    async fn pause_schedule(
+        &self,
+        name: &str,
+        paused: bool,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<bool> {
+        StoreLayer::pause_schedule(self, name, paused, next_due, now).await
+    }
+    async fn due_schedules(&self, now: Millis, limit: usize) -> Result<Vec<ScheduleRecord>> {
+        StoreLayer::due_schedules(self, now, limit).await
+    }
+    async fn advance_schedule(
+        &self,
+        name: &str,
+        version: u64,
+        advance: &ScheduleAdvance,
+        now: Millis,
+    ) -> Result<bool> {
+        StoreLayer::advance_schedule(self, name, version, advance, now).await
     }
     async fn set_handler(
         &self,

@@ -59,3 +59,12 @@ pub const MAX_TRACESTATE_LEN: usize = 512;
 /// Most entries in a [`TraceContext::tracestate`](crate::TraceContext::tracestate),
 /// as W3C Trace Context sets it.
 pub const MAX_TRACESTATE_MEMBERS: usize = 32;
+
+/// Longest schedule rule (cron or repeat syntax), in bytes.
+pub const MAX_RULE_LEN: usize = 256;
+
+/// Longest schedule time zone name, in bytes.
+pub const MAX_TIME_ZONE_LEN: usize = 64;
+
+/// Longest schedule name, in bytes (a jobtype's length).
+pub const MAX_SCHEDULE_NAME_LEN: usize = MAX_JOBTYPE_LEN;

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::history::{EventKind, JobEvent};
 use crate::limits::DEFAULT_POLL_INTERVAL;
 use crate::manage::*;
+use crate::schedule::{Schedule, ScheduleAdvance, ScheduleRecord};
 use crate::stats::{Durations, StatsBucket, StatsDelta, StatsQuery, StatsResolution};
 use crate::store::JobStore;
 use crate::types::*;
@@ -37,6 +38,7 @@ struct Inner {
     /// Stats buckets by (resolution, jobtype, start).
     stats: BTreeMap<(StatsResolution, String, Millis), (Durations, Durations)>,
     next_version: u64,
+    schedules: BTreeMap<String, ScheduleRecord>,
 }
 
 impl Default for MemoryStore {
@@ -78,6 +80,7 @@ impl JobStore for MemoryStore {
             .with_tags_and_history()
             .with_stats()
             .with_trace()
+            .with_schedules()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -545,6 +548,110 @@ impl JobStore for MemoryStore {
             .filter_map(|v| newest(v))
             .cloned()
             .collect())
+    }
+
+    async fn set_schedule(
+        &self,
+        s: &Schedule,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<ScheduleRecord> {
+        validate::schedule(s, next_due, &self.capabilities(), now)?;
+        let mut inner = self.lock();
+        let rec = match inner.schedules.get(&s.name) {
+            Some(old) => ScheduleRecord {
+                schedule: s.clone(),
+                version: old.version + 1,
+                updated_dt: now,
+                next_due,
+                ..old.clone()
+            },
+            None => ScheduleRecord {
+                schedule: s.clone(),
+                version: 1,
+                paused: false,
+                created_dt: now,
+                updated_dt: now,
+                fired_through: None,
+                last_job: None,
+                next_due,
+                fired: 0,
+                skipped: 0,
+            },
+        };
+        inner.schedules.insert(s.name.clone(), rec.clone());
+        Ok(rec)
+    }
+
+    async fn get_schedule(&self, name: &str) -> Result<Option<ScheduleRecord>> {
+        validate::schedule_name(name)?;
+        Ok(self.lock().schedules.get(name).cloned())
+    }
+
+    async fn list_schedules(&self, prefix: &str) -> Result<Vec<ScheduleRecord>> {
+        validate::schedule_prefix(prefix)?;
+        Ok(self
+            .lock()
+            .schedules
+            .range(prefix.to_owned()..)
+            .take_while(|(name, _)| name.starts_with(prefix))
+            .map(|(_, rec)| rec.clone())
+            .collect())
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool> {
+        validate::schedule_name(name)?;
+        Ok(self.lock().schedules.remove(name).is_some())
+    }
+
+    async fn pause_schedule(
+        &self,
+        name: &str,
+        paused: bool,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<bool> {
+        validate::schedule_pause(name, next_due, now)?;
+        let mut inner = self.lock();
+        let Some(rec) = inner.schedules.get_mut(name).filter(|r| r.paused != paused) else {
+            return Ok(false);
+        };
+        rec.paused = paused;
+        rec.updated_dt = now;
+        if !paused {
+            rec.next_due = next_due;
+        }
+        Ok(true)
+    }
+
+    async fn due_schedules(&self, now: Millis, limit: usize) -> Result<Vec<ScheduleRecord>> {
+        validate::due_schedules(now, limit)?;
+        let inner = self.lock();
+        let mut due: Vec<&ScheduleRecord> = inner
+            .schedules
+            .values()
+            .filter(|r| !r.paused && r.next_due.is_some_and(|t| t <= now))
+            .collect();
+        due.sort_by(|a, b| (a.next_due, &a.schedule.name).cmp(&(b.next_due, &b.schedule.name)));
+        Ok(due.into_iter().take(limit).cloned().collect())
+    }
+
+    async fn advance_schedule(
+        &self,
+        name: &str,
+        version: u64,
+        advance: &ScheduleAdvance,
+        now: Millis,
+    ) -> Result<bool> {
+        validate::schedule_advance(name, version, advance, now)?;
+        let mut inner = self.lock();
+        match inner.schedules.get_mut(name) {
+            Some(rec) if rec.version == version && advance.applies_after(rec.fired_through) => {
+                advance.apply(rec);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {

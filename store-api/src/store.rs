@@ -400,6 +400,97 @@ pub trait JobStore: Send + Sync + Debug {
     /// The newest version of each jobtype's handler. Order unspecified.
     async fn list_handlers(&self) -> Result<Vec<HandlerVersion>>;
 
+    /// Creates schedule `s.name`, or replaces its definition: `version`
+    /// becomes 1 on create and one more on every replace, `next_due` is
+    /// set as given (the caller computed it from the rule; `None`: never
+    /// due), `updated_dt = now`. A replace keeps the firing state
+    /// (`fired_through`, `last_job`, `fired`, `skipped`), `paused` and
+    /// `created_dt`. Returns the record stored. Checked by
+    /// [`validate::schedule`](crate::validate::schedule). A store without
+    /// [`Capabilities::schedules`] answers `Unsupported` (every schedule
+    /// method does).
+    ///
+    /// **Schedules** are kept apart from jobs: no schedule method adds,
+    /// changes or reads a job. A store keeps the definition as given and
+    /// never reads the rule or the time zone. Names are per namespace like
+    /// jobtypes: the daemon prefixes a client's.
+    async fn set_schedule(
+        &self,
+        s: &crate::schedule::Schedule,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<crate::schedule::ScheduleRecord> {
+        let _ = (s, next_due, now);
+        Err(crate::Error::unsupported("set_schedule"))
+    }
+
+    /// The schedule named `name`, or `None`.
+    async fn get_schedule(&self, name: &str) -> Result<Option<crate::schedule::ScheduleRecord>> {
+        let _ = name;
+        Err(crate::Error::unsupported("get_schedule"))
+    }
+
+    /// The schedules whose name starts with `prefix` (empty: all), sorted
+    /// by name (bytewise).
+    async fn list_schedules(&self, prefix: &str) -> Result<Vec<crate::schedule::ScheduleRecord>> {
+        let _ = prefix;
+        Err(crate::Error::unsupported("list_schedules"))
+    }
+
+    /// Removes the schedule; returns whether it existed. Jobs it added stay.
+    async fn delete_schedule(&self, name: &str) -> Result<bool> {
+        let _ = name;
+        Err(crate::Error::unsupported("delete_schedule"))
+    }
+
+    /// Pauses (`paused = true`) or resumes the schedule. A paused schedule
+    /// is never due. A change sets `updated_dt = now`; a resume also sets
+    /// `next_due` as given (a pause leaves it). Returns whether it changed
+    /// anything: `false` for an unknown schedule or one already so.
+    async fn pause_schedule(
+        &self,
+        name: &str,
+        paused: bool,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<bool> {
+        let _ = (name, paused, next_due, now);
+        Err(crate::Error::unsupported("pause_schedule"))
+    }
+
+    /// Up to `limit` (1..=[`MAX_PAGE`](crate::limits::MAX_PAGE)) schedules
+    /// that are not paused and have `next_due <= now`, by `next_due`, then
+    /// name. Reads an index of `next_due`: schedules not due cost nothing.
+    async fn due_schedules(
+        &self,
+        now: Millis,
+        limit: usize,
+    ) -> Result<Vec<crate::schedule::ScheduleRecord>> {
+        let _ = (now, limit);
+        Err(crate::Error::unsupported("due_schedules"))
+    }
+
+    /// Compare-and-set of the firing state: applies `advance` (see
+    /// [`ScheduleAdvance::apply`](crate::ScheduleAdvance::apply)) only if
+    /// the schedule still has `version` and `advance` comes after its
+    /// watermark ([`ScheduleAdvance::applies_after`](crate::ScheduleAdvance::applies_after):
+    /// a later `fired_through`, or the same one for an advance that fires
+    /// and skips nothing). Returns whether it applied; an unknown schedule
+    /// is `false`. Atomic: of concurrent advances from one version to one
+    /// watermark, by any number of callers, exactly one applies. A paused
+    /// schedule may still be advanced (a firer that read it before the
+    /// pause finishes its round).
+    async fn advance_schedule(
+        &self,
+        name: &str,
+        version: u64,
+        advance: &crate::schedule::ScheduleAdvance,
+        now: Millis,
+    ) -> Result<bool> {
+        let _ = (name, version, advance, now);
+        Err(crate::Error::unsupported("advance_schedule"))
+    }
+
     /// Reserves `sysid` for `ttl` if it is free or its lease expired
     /// (`expires <= now`), with a new secret token. A sysid held under a
     /// valid lease is a `Conflict`, whoever asks.

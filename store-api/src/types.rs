@@ -596,6 +596,9 @@ pub struct Capabilities {
     /// [`Job::trace`]). A store without it still validates a new job's
     /// context, then drops it: its jobs read back with `trace: None`.
     pub trace: bool,
+    /// Whether the schedule methods ([`JobStore::set_schedule`](crate::JobStore::set_schedule)
+    /// and the others) are offered.
+    pub schedules: bool,
 }
 
 impl Capabilities {
@@ -613,7 +616,14 @@ impl Capabilities {
             history: false,
             stats: false,
             trace: false,
+            schedules: false,
         }
+    }
+
+    /// Declares the schedule methods.
+    pub const fn with_schedules(mut self) -> Self {
+        self.schedules = true;
+        self
     }
 
     /// Declares that jobs keep their trace context.

@@ -576,3 +576,131 @@ pub fn stats_query(query: &StatsQuery, now: Millis) -> Result<()> {
     time("now", now)?;
     jobtype_filter(&query.jobtypes)
 }
+
+/// A schedule's name: a jobtype's rules (the daemon names a client's
+/// schedules `{client}-{name}`), at most [`MAX_SCHEDULE_NAME_LEN`] bytes;
+/// messages name the `name` field.
+pub fn schedule_name(name: &str) -> Result<()> {
+    jobtype(name).map_err(|e| match e {
+        Error::InvalidInput { message } => Error::invalid(format!(
+            "schedule name: {}",
+            message.replacen("jobtype", "name", 1)
+        )),
+        other => other,
+    })
+}
+
+/// A schedule's definition: its name, rule and time zone (printable text
+/// of at most [`MAX_RULE_LEN`] and [`MAX_TIME_ZONE_LEN`] bytes), the job
+/// template as an add checks it (jobtype, payload, tags), a catch-up
+/// window of at most [`MAX_DELAY`], start and end times with the end after
+/// the start, and `next_due` and `now` as times.
+pub fn schedule(
+    s: &crate::schedule::Schedule,
+    next_due: Option<Millis>,
+    caps: &Capabilities,
+    now: Millis,
+) -> Result<()> {
+    schedule_name(&s.name)?;
+    printable("rule", &s.rule, MAX_RULE_LEN)?;
+    printable("time_zone", &s.time_zone, MAX_TIME_ZONE_LEN)?;
+    jobtype(&s.jobtype)?;
+    payload(&s.data, caps)?;
+    tags(&s.tags)?;
+    if s.catch_up_window > MAX_DELAY {
+        return Err(Error::invalid(format!(
+            "catch_up_window {:?} is above the limit of {MAX_DELAY:?}",
+            s.catch_up_window
+        )));
+    }
+    if let Some(t) = s.start_at {
+        time("start_at", t)?;
+    }
+    if let Some(t) = s.end_at {
+        time("end_at", t)?;
+    }
+    if let (Some(start), Some(end)) = (s.start_at, s.end_at)
+        && end <= start
+    {
+        return Err(Error::invalid(format!(
+            "end_at {end} is not after start_at {start}"
+        )));
+    }
+    if let Some(t) = next_due {
+        time("next_due", t)?;
+    }
+    time("now", now)
+}
+
+fn printable(what: &str, value: &str, max: usize) -> Result<()> {
+    if value.is_empty() {
+        return Err(Error::invalid(format!("{what} is empty")));
+    }
+    if value.len() > max {
+        return Err(Error::invalid(format!(
+            "{what} is {} bytes long, the limit is {max}",
+            value.len()
+        )));
+    }
+    if let Some(c) = value.chars().find(|c| c.is_control()) {
+        return Err(Error::invalid(format!(
+            "{what} {value:?} contains the control character {c:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// A prefix of schedule names: empty (every schedule) or a name's rules.
+pub fn schedule_prefix(prefix: &str) -> Result<()> {
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    schedule_name(prefix).map_err(|e| match e {
+        Error::InvalidInput { message } => {
+            Error::invalid(message.replacen("schedule name", "schedule prefix", 1))
+        }
+        other => other,
+    })
+}
+
+/// A pause or resume of a schedule: its name, `next_due` and `now`.
+pub fn schedule_pause(name: &str, next_due: Option<Millis>, now: Millis) -> Result<()> {
+    schedule_name(name)?;
+    if let Some(t) = next_due {
+        time("next_due", t)?;
+    }
+    time("now", now)
+}
+
+/// A read of due schedules: `now` and a limit of 1..=[`MAX_PAGE`].
+pub fn due_schedules(now: Millis, limit: usize) -> Result<()> {
+    time("now", now)?;
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(Error::invalid(format!(
+            "limit {limit} is outside 1..={MAX_PAGE}"
+        )));
+    }
+    Ok(())
+}
+
+/// An advance of a schedule: its name, a version of at least 1, the
+/// watermark, `next_due` and `now` as times, and the last job's id.
+pub fn schedule_advance(
+    name: &str,
+    version: u64,
+    advance: &crate::schedule::ScheduleAdvance,
+    now: Millis,
+) -> Result<()> {
+    schedule_name(name)?;
+    if version == 0 {
+        return Err(Error::invalid("version 0: versions start at 1"));
+    }
+    time("fired_through", advance.fired_through)?;
+    if let Some(t) = advance.next_due {
+        time("next_due", t)?;
+    }
+    if let Some(job) = &advance.last_job {
+        text("last_job", job, MAX_ID_LEN)?;
+    }
+    time("now", now)
+}

@@ -1,0 +1,68 @@
+//! A store that does not offer schedules, as a third-party backend may
+//! declare: the reference store behind a layer that turns
+//! `Capabilities::schedules` off and answers every schedule method as the
+//! trait's defaults do (`Unsupported`). The whole suite passes, its
+//! schedule behaviours checking those answers.
+
+use async_trait::async_trait;
+use jobstore_api::{
+    Capabilities, Error, MemoryStore, Millis, Result, Schedule, ScheduleAdvance, ScheduleRecord,
+};
+use jobstore_conformance::TestStore;
+
+#[derive(Debug)]
+struct NoSchedules(MemoryStore);
+
+#[async_trait]
+impl jobstore_api::layer::StoreLayer for NoSchedules {
+    type Inner = MemoryStore;
+
+    fn inner(&self) -> &MemoryStore {
+        &self.0
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let mut caps = jobstore_api::JobStore::capabilities(&self.0);
+        caps.schedules = false;
+        caps
+    }
+
+    async fn set_schedule(
+        &self,
+        _: &Schedule,
+        _: Option<Millis>,
+        _: Millis,
+    ) -> Result<ScheduleRecord> {
+        Err(Error::unsupported("set_schedule"))
+    }
+    async fn get_schedule(&self, _: &str) -> Result<Option<ScheduleRecord>> {
+        Err(Error::unsupported("get_schedule"))
+    }
+    async fn list_schedules(&self, _: &str) -> Result<Vec<ScheduleRecord>> {
+        Err(Error::unsupported("list_schedules"))
+    }
+    async fn delete_schedule(&self, _: &str) -> Result<bool> {
+        Err(Error::unsupported("delete_schedule"))
+    }
+    async fn pause_schedule(&self, _: &str, _: bool, _: Option<Millis>, _: Millis) -> Result<bool> {
+        Err(Error::unsupported("pause_schedule"))
+    }
+    async fn due_schedules(&self, _: Millis, _: usize) -> Result<Vec<ScheduleRecord>> {
+        Err(Error::unsupported("due_schedules"))
+    }
+    async fn advance_schedule(
+        &self,
+        _: &str,
+        _: u64,
+        _: &ScheduleAdvance,
+        _: Millis,
+    ) -> Result<bool> {
+        Err(Error::unsupported("advance_schedule"))
+    }
+}
+
+async fn factory() -> Option<TestStore> {
+    Some(TestStore::new(NoSchedules(MemoryStore::new())))
+}
+
+jobstore_conformance::conformance_tests!(factory);
