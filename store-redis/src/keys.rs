@@ -121,6 +121,27 @@ impl Keys {
         format!("{}sys:{sysid}", self.base())
     }
 
+    /// `{P}:sch:`, the start of every schedule's hash key.
+    pub fn schedule_prefix(&self) -> String {
+        format!("{}sch:", self.base())
+    }
+
+    /// `{P}:sch:<name>`: the schedule's hash.
+    pub fn schedule(&self, name: &str) -> String {
+        format!("{}{name}", self.schedule_prefix())
+    }
+
+    /// `{P}:sch`: the due index (score `next_due`, member the name) of
+    /// the schedules not paused with a `next_due`.
+    pub fn schedules_due(&self) -> String {
+        format!("{}sch", self.base())
+    }
+
+    /// `{P}:schn`: every schedule's name, score 0.
+    pub fn schedule_names(&self) -> String {
+        format!("{}schn", self.base())
+    }
+
     /// SCAN patterns that match every key of the namespace.
     pub fn patterns(&self) -> [String; 3] {
         let p = &self.prefix;
@@ -204,6 +225,13 @@ mod tests {
         assert_ne!(k.channel(), Keys::new("other").channel());
         assert!(k.bucket("x").starts_with("{jobs|i"));
         assert_eq!(index_jobtype(&index_value("t:1", "abc")), "t:1");
+        // Schedules share the namespace's slot with handlers and sysids.
+        assert_eq!(k.schedule("a:b"), "{jobs}:sch:a:b");
+        assert_eq!(k.schedules_due(), "{jobs}:sch");
+        assert_eq!(k.schedule_names(), "{jobs}:schn");
+        for key in [k.schedule("x"), k.schedules_due(), k.schedule_names()] {
+            assert_eq!(key_slot(&key), key_slot(&k.sysid("s")));
+        }
     }
 
     #[test]

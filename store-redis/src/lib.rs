@@ -8,6 +8,7 @@ mod index;
 mod keys;
 mod manage;
 mod options;
+mod schedule;
 mod scripts;
 mod stats;
 mod store;

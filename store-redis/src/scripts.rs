@@ -47,6 +47,12 @@ pub(crate) struct Scripts {
     pub sysid_release: Script,
     pub stats_add: Script,
     pub stats_read: Script,
+    pub schedule_set: Script,
+    pub schedule_delete: Script,
+    pub schedule_pause: Script,
+    pub schedule_advance: Script,
+    pub schedule_list: Script,
+    pub schedule_due: Script,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -75,6 +81,12 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     sysid_release: plain_script!("sysid_release"),
     stats_add: plain_script!("stats_add"),
     stats_read: plain_script!("stats_read"),
+    schedule_set: plain_script!("schedule_set"),
+    schedule_delete: plain_script!("schedule_delete"),
+    schedule_pause: plain_script!("schedule_pause"),
+    schedule_advance: plain_script!("schedule_advance"),
+    schedule_list: plain_script!("schedule_list"),
+    schedule_due: plain_script!("schedule_due"),
 });
 
 /// A time as 15 zero-padded decimal digits, as the scripts compare times

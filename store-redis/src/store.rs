@@ -215,6 +215,7 @@ impl JobStore for RedisStore {
             .with_tags_and_history()
             .with_stats()
             .with_trace()
+            .with_schedules()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -832,6 +833,58 @@ impl JobStore for RedisStore {
             out.push(handler_version(string(t, "jobtype")?, id, dt, json)?);
         }
         Ok(out)
+    }
+
+    async fn set_schedule(
+        &self,
+        s: &Schedule,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<ScheduleRecord> {
+        validate::schedule(s, next_due, &self.capabilities(), now)?;
+        self.schedule_set(s, next_due, now).await
+    }
+
+    async fn get_schedule(&self, name: &str) -> Result<Option<ScheduleRecord>> {
+        validate::schedule_name(name)?;
+        self.schedule_get(name).await
+    }
+
+    async fn list_schedules(&self, prefix: &str) -> Result<Vec<ScheduleRecord>> {
+        validate::schedule_prefix(prefix)?;
+        self.schedule_list(prefix).await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool> {
+        validate::schedule_name(name)?;
+        self.schedule_delete(name).await
+    }
+
+    async fn pause_schedule(
+        &self,
+        name: &str,
+        paused: bool,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<bool> {
+        validate::schedule_pause(name, next_due, now)?;
+        self.schedule_pause(name, paused, next_due, now).await
+    }
+
+    async fn due_schedules(&self, now: Millis, limit: usize) -> Result<Vec<ScheduleRecord>> {
+        validate::due_schedules(now, limit)?;
+        self.schedule_due(now, limit).await
+    }
+
+    async fn advance_schedule(
+        &self,
+        name: &str,
+        version: u64,
+        advance: &ScheduleAdvance,
+        now: Millis,
+    ) -> Result<bool> {
+        validate::schedule_advance(name, version, advance, now)?;
+        self.schedule_advance(name, version, advance).await
     }
 
     async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {

@@ -1537,3 +1537,146 @@ fn results_in_one_field_and_as_archived_before_read_the_same() {
         },
     );
 }
+
+/// Schedules keep their layout: one hash per schedule with the firing
+/// state in fields of their own, the due index `{P}:sch` holding exactly
+/// the schedules not paused with a `next_due`, every name in `{P}:schn`.
+/// A schedule script meeting a key of another type fails before any
+/// write, and an advance whose counter would pass the largest Redis
+/// integer fails and changes nothing (the counter it added first is taken
+/// back).
+#[test]
+fn schedules_keep_their_index_and_fail_whole() {
+    use jobstore_api::{Schedule, ScheduleAdvance};
+
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let t = 1_700_000_000_000;
+            let mut c = raw::conn(&url).await;
+            let (due, names) = (format!("{{{prefix}}}:sch"), format!("{{{prefix}}}:schn"));
+            let hash = |name: &str| format!("{{{prefix}}}:sch:{name}");
+            let plain = |name: &str| Schedule::new(name, "* * * * *", "sc");
+            for (name, next) in [("a", Some(t)), ("b", Some(t + 1)), ("c", None)] {
+                s.set_schedule(&plain(name), next, t).await.unwrap();
+            }
+            s.pause_schedule("b", true, None, t).await.unwrap();
+            let index = |c: &mut redis::aio::MultiplexedConnection| {
+                let mut c = c.clone();
+                let due = due.clone();
+                async move {
+                    redis::cmd("ZRANGE")
+                        .arg(due)
+                        .arg(0)
+                        .arg(-1)
+                        .arg("WITHSCORES")
+                        .query_async::<Vec<(String, i64)>>(&mut c)
+                        .await
+                        .unwrap()
+                }
+            };
+            assert_eq!(index(&mut c).await, [("a".to_owned(), t)]);
+            let all: Vec<String> = redis::cmd("ZRANGE")
+                .arg(&names)
+                .arg(0)
+                .arg(-1)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(all, ["a", "b", "c"]);
+            let fields: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(hash("b"))
+                .arg(&["version", "paused", "next_due", "fired_through", "fired"])
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let some = |v: &str| Some(v.to_owned());
+            assert_eq!(
+                fields,
+                [
+                    some("1"),
+                    some("1"),
+                    some(&(t + 1).to_string()),
+                    None,
+                    some("0")
+                ]
+            );
+            // An advance to no next_due takes "a" out; a resume of "b" puts it back.
+            let adv = |fired, skipped| ScheduleAdvance {
+                fired_through: t,
+                last_job: None,
+                next_due: None,
+                fired,
+                skipped,
+            };
+            assert!(s.advance_schedule("a", 1, &adv(1, 0), t).await.unwrap());
+            s.pause_schedule("b", false, Some(t + 2), t).await.unwrap();
+            assert_eq!(index(&mut c).await, [("b".to_owned(), t + 2)]);
+
+            // Counters past 2^63 - 1: refused whole.
+            let before = s.get_schedule("a").await.unwrap().unwrap();
+            let later = |fired, skipped| ScheduleAdvance {
+                fired_through: t + 10,
+                next_due: Some(t + 20),
+                ..adv(fired, skipped)
+            };
+            let err = s
+                .advance_schedule("a", 1, &later(u64::MAX, 0), t)
+                .await
+                .unwrap_err();
+            assert!(!err.is_retryable(), "{err}");
+            let _: () = redis::cmd("HSET")
+                .arg(hash("a"))
+                .arg("skipped")
+                .arg(i64::MAX)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let before = jobstore_api::ScheduleRecord {
+                skipped: i64::MAX as u64,
+                ..before
+            };
+            let err = s
+                .advance_schedule("a", 1, &later(2, 1), t)
+                .await
+                .unwrap_err();
+            assert!(!err.is_retryable(), "{err}");
+            assert_eq!(s.get_schedule("a").await.unwrap().unwrap(), before);
+            assert_eq!(index(&mut c).await, [("b".to_owned(), t + 2)]);
+
+            // The due index of another type: every write fails before
+            // writing anything.
+            let _: () = redis::cmd("DEL")
+                .arg(&due)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let _: () = redis::cmd("SET")
+                .arg(&due)
+                .arg("x")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert!(s.set_schedule(&plain("d"), Some(t), t).await.is_err());
+            assert_eq!(s.get_schedule("d").await.unwrap(), None);
+            assert!(s.pause_schedule("a", true, None, t).await.is_err());
+            assert!(s.advance_schedule("b", 1, &later(1, 0), t).await.is_err());
+            assert!(s.delete_schedule("c").await.is_err());
+            let names_left: Vec<String> = redis::cmd("ZRANGE")
+                .arg(&names)
+                .arg(0)
+                .arg(-1)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(names_left, ["a", "b", "c"]);
+            let a = s.get_schedule("a").await.unwrap().unwrap();
+            assert!(!a.paused);
+            assert_eq!(
+                s.get_schedule("b").await.unwrap().unwrap().fired_through,
+                None
+            );
+            assert!(s.get_schedule("c").await.unwrap().is_some());
+        },
+    );
+}
