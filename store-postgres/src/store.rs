@@ -18,6 +18,7 @@ use jobstore_api::{
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
 };
+use jobstore_api::{Schedule, ScheduleAdvance, ScheduleRecord};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{ConnectOptions, Connection, Executor, Row};
 
@@ -644,6 +645,50 @@ fn handler_from_row(row: &PgRow) -> Result<HandlerVersion> {
     })
 }
 
+/// A stored `bigint` of a schedule (its version or a counter) as the
+/// record's `u64`: a negative value (only by editing the table by hand) is
+/// a backend error.
+fn schedule_u64(row: &PgRow, i: usize, what: &str) -> Result<u64> {
+    let v: i64 = get(row, i)?;
+    u64::try_from(v)
+        .map_err(|_| Error::backend_msg(format!("stored schedule {what} {v} is negative")))
+}
+
+/// A counter as bound to its `bigint` column (a count past 2^63 - 1, which
+/// no firer sends, is bound as 2^63 - 1).
+fn counter_param(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A schedule's record from the state columns every schedule statement
+/// returns first (see `queries/get_schedule.sql`): version, paused,
+/// created_dt, updated_dt, fired_through, last_job, next_due, fired,
+/// skipped; with `schedule` its definition.
+fn schedule_record(row: &PgRow, schedule: Schedule) -> Result<ScheduleRecord> {
+    Ok(ScheduleRecord {
+        schedule,
+        version: schedule_u64(row, 0, "version")?,
+        paused: get(row, 1)?,
+        created_dt: get(row, 2)?,
+        updated_dt: get(row, 3)?,
+        fired_through: get(row, 4)?,
+        last_job: get(row, 5)?,
+        next_due: get(row, 6)?,
+        fired: schedule_u64(row, 7, "fired")?,
+        skipped: schedule_u64(row, 8, "skipped")?,
+    })
+}
+
+/// A schedule as read (`get_schedule.sql`, `list_schedules.sql`,
+/// `due_schedules.sql`): the state columns, then name, definition (JSON
+/// text) and data.
+fn schedule_from_row(row: &PgRow) -> Result<ScheduleRecord> {
+    let name: String = get(row, 9)?;
+    let definition: String = get(row, 10)?;
+    let schedule = Schedule::from_definition(name, &definition, get(row, 11)?)?;
+    schedule_record(row, schedule)
+}
+
 fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
@@ -658,6 +703,7 @@ impl JobStore for PgStore {
             .with_tags_and_history()
             .with_stats()
             .with_trace()
+            .with_schedules()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -1090,6 +1136,112 @@ impl JobStore for PgStore {
             .await
             .map_err(|e| map("list_handlers", e))?;
         rows.iter().map(handler_from_row).collect()
+    }
+
+    async fn set_schedule(
+        &self,
+        s: &Schedule,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<ScheduleRecord> {
+        validate::schedule(s, next_due, &self.capabilities(), now)?;
+        let row = sqlx::query(q::SET_SCHEDULE)
+            .bind(&s.name)
+            .bind(s.definition())
+            .bind(&s.data)
+            .bind(now)
+            .bind(next_due)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| map("set_schedule", e))?;
+        schedule_record(&row, s.clone())
+    }
+
+    async fn get_schedule(&self, name: &str) -> Result<Option<ScheduleRecord>> {
+        validate::schedule_name(name)?;
+        let row = sqlx::query(q::GET_SCHEDULE)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| map("get_schedule", e))?;
+        row.as_ref().map(schedule_from_row).transpose()
+    }
+
+    async fn list_schedules(&self, prefix: &str) -> Result<Vec<ScheduleRecord>> {
+        validate::schedule_prefix(prefix)?;
+        let rows = sqlx::query(q::LIST_SCHEDULES)
+            .bind(prefix)
+            .bind(JobtypeFilter::prefix_bound(prefix))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map("list_schedules", e))?;
+        rows.iter().map(schedule_from_row).collect()
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool> {
+        validate::schedule_name(name)?;
+        let done = sqlx::query(q::DELETE_SCHEDULE)
+            .bind(name)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| map("delete_schedule", e))?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn pause_schedule(
+        &self,
+        name: &str,
+        paused: bool,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<bool> {
+        validate::schedule_pause(name, next_due, now)?;
+        let done = sqlx::query(q::PAUSE_SCHEDULE)
+            .bind(name)
+            .bind(paused)
+            .bind(next_due)
+            .bind(now)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| map("pause_schedule", e))?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn due_schedules(&self, now: Millis, limit: usize) -> Result<Vec<ScheduleRecord>> {
+        validate::due_schedules(now, limit)?;
+        let rows = sqlx::query(q::DUE_SCHEDULES)
+            .bind(now)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map("due_schedules", e))?;
+        rows.iter().map(schedule_from_row).collect()
+    }
+
+    async fn advance_schedule(
+        &self,
+        name: &str,
+        version: u64,
+        advance: &ScheduleAdvance,
+        now: Millis,
+    ) -> Result<bool> {
+        validate::schedule_advance(name, version, advance, now)?;
+        // Versions are bigint: one past 2^63 - 1 is stored nowhere.
+        let Ok(version) = i64::try_from(version) else {
+            return Ok(false);
+        };
+        let row = sqlx::query(q::ADVANCE_SCHEDULE)
+            .bind(name)
+            .bind(version)
+            .bind(advance.fired_through)
+            .bind(&advance.last_job)
+            .bind(advance.next_due)
+            .bind(counter_param(advance.fired))
+            .bind(counter_param(advance.skipped))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| map("advance_schedule", e))?;
+        Ok(row.is_some())
     }
 
     async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {

@@ -741,6 +741,18 @@ column jobs.traceparent text null
 column jobs.tracestate text null
 column paused.jobtype text not null collate C
 column paused.dt bigint not null
+column schedules.name text not null collate C
+column schedules.definition jsonb not null
+column schedules.data bytea not null
+column schedules.version bigint not null
+column schedules.paused boolean not null
+column schedules.created_dt bigint not null
+column schedules.updated_dt bigint not null
+column schedules.fired_through bigint null
+column schedules.last_job text null collate C
+column schedules.next_due bigint null
+column schedules.fired bigint not null
+column schedules.skipped bigint not null
 column stats.resolution text not null
 column stats.jobtype text not null collate C
 column stats.start bigint not null
@@ -773,6 +785,9 @@ jobs_leased: CREATE INDEX jobs_leased ON jobs USING btree (jobtype, dt) WHERE (l
 jobs_pkey: CREATE UNIQUE INDEX jobs_pkey ON jobs USING btree (id)
 paused paused_pkey: PRIMARY KEY (jobtype)
 paused_pkey: CREATE UNIQUE INDEX paused_pkey ON paused USING btree (jobtype)
+schedules schedules_pkey: PRIMARY KEY (name)
+schedules_due: CREATE INDEX schedules_due ON schedules USING btree (next_due) WHERE ((NOT paused) AND (next_due IS NOT NULL))
+schedules_pkey: CREATE UNIQUE INDEX schedules_pkey ON schedules USING btree (name)
 stats: fillfactor=50
 stats stats_pkey: PRIMARY KEY (resolution, jobtype, start)
 stats stats_resolution_check: CHECK ((resolution = ANY (ARRAY['minute'::text, 'day'::text])))
