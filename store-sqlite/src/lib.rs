@@ -3,6 +3,7 @@
 mod error;
 mod options;
 mod queries;
+mod schedules;
 mod stats;
 mod store;
 

@@ -66,6 +66,13 @@ queries! {
     STATS_PRUNE => "stats_prune.sql",
     STATS_READ_RANGE => "stats_read_range.sql",
     STATS_READ_EXACT => "stats_read_exact.sql",
+    SET_SCHEDULE => "set_schedule.sql",
+    GET_SCHEDULE => "get_schedule.sql",
+    LIST_SCHEDULES => "list_schedules.sql",
+    DELETE_SCHEDULE => "delete_schedule.sql",
+    PAUSE_SCHEDULE => "pause_schedule.sql",
+    DUE_SCHEDULES => "due_schedules.sql",
+    ADVANCE_SCHEDULE => "advance_schedule.sql",
 }
 
 /// One row of the multi-row insert in [`ADD_JOBS`]: id, jobtype, priority,

@@ -21,7 +21,7 @@ use jobstore_api::{
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
-    SortKey, StatsBucket, StatsDelta, StatsQuery,
+    Schedule, ScheduleAdvance, ScheduleRecord, SortKey, StatsBucket, StatsDelta, StatsQuery,
 };
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{
@@ -34,7 +34,7 @@ use tokio::sync::broadcast;
 use crate::error;
 use crate::options::{Durability, Location, SqliteOptions};
 use crate::queries::{self, ListTypes};
-use crate::stats;
+use crate::{schedules, stats};
 
 /// Jobs per multi-row `INSERT` (8 parameters each, far below SQLite's
 /// limit of 32,766 parameters per statement).
@@ -756,6 +756,7 @@ impl JobStore for SqliteStore {
             .with_tags_and_history()
             .with_stats()
             .with_trace()
+            .with_schedules()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -1420,6 +1421,58 @@ impl JobStore for SqliteStore {
             .await
             .map_err(|e| error::map("list_handlers", e))?;
         rows.iter().map(handler_from_row).collect()
+    }
+
+    async fn set_schedule(
+        &self,
+        s: &Schedule,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<ScheduleRecord> {
+        validate::schedule(s, next_due, &self.capabilities(), now)?;
+        schedules::set(&self.inner.writer, s, next_due, now).await
+    }
+
+    async fn get_schedule(&self, name: &str) -> Result<Option<ScheduleRecord>> {
+        validate::schedule_name(name)?;
+        schedules::get(&self.inner.reader, name).await
+    }
+
+    async fn list_schedules(&self, prefix: &str) -> Result<Vec<ScheduleRecord>> {
+        validate::schedule_prefix(prefix)?;
+        schedules::list(&self.inner.reader, prefix).await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool> {
+        validate::schedule_name(name)?;
+        schedules::delete(&self.inner.writer, name).await
+    }
+
+    async fn pause_schedule(
+        &self,
+        name: &str,
+        paused: bool,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<bool> {
+        validate::schedule_pause(name, next_due, now)?;
+        schedules::pause(&self.inner.writer, name, paused, next_due, now).await
+    }
+
+    async fn due_schedules(&self, now: Millis, limit: usize) -> Result<Vec<ScheduleRecord>> {
+        validate::due_schedules(now, limit)?;
+        schedules::due(&self.inner.reader, now, limit).await
+    }
+
+    async fn advance_schedule(
+        &self,
+        name: &str,
+        version: u64,
+        advance: &ScheduleAdvance,
+        now: Millis,
+    ) -> Result<bool> {
+        validate::schedule_advance(name, version, advance, now)?;
+        schedules::advance(&self.inner.writer, name, version, advance).await
     }
 
     async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {

@@ -573,6 +573,18 @@ column jobs.traceparent TEXT
 column jobs.tracestate TEXT
 column paused.jobtype TEXT not null primary key
 column paused.dt INTEGER not null
+column schedules.name TEXT not null primary key
+column schedules.version INTEGER not null
+column schedules.paused INTEGER not null
+column schedules.created_dt INTEGER not null
+column schedules.updated_dt INTEGER not null
+column schedules.fired_through INTEGER
+column schedules.last_job TEXT
+column schedules.next_due INTEGER
+column schedules.fired INTEGER not null
+column schedules.skipped INTEGER not null
+column schedules.definition TEXT not null
+column schedules.data BLOB not null
 column stats.resolution TEXT not null primary key
 column stats.jobtype TEXT not null primary key
 column stats.start INTEGER not null primary key
@@ -624,6 +636,7 @@ CREATE INDEX jobs_done_code ON jobs (result_code, done_dt, id) WHERE lock = '__d
 CREATE INDEX jobs_done_type ON jobs (jobtype, result_code, done_dt, id) WHERE lock = '__done'
 CREATE INDEX jobs_free ON jobs (jobtype, priority DESC, dt, id) WHERE lock = ''
 CREATE INDEX jobs_locked ON jobs (jobtype, dt, id) WHERE lock NOT IN ('', '__done')
+CREATE INDEX schedules_due ON schedules (next_due) WHERE paused = 0 AND next_due IS NOT NULL
 CREATE INDEX stats_by_age ON stats (resolution, start)
 ";
 
@@ -1033,4 +1046,106 @@ async fn a_release_failing_inside_its_transaction_leaves_nothing_behind() {
         (counts[0].waiting, counts[0].archived.get(&ResultCode::Ok)),
         (1, Some(&3))
     );
+}
+
+/// Concurrent sets of one schedule, from two stores on one file (two
+/// writers SQLite serializes), lose no version bump: each set returns a
+/// version of its own, and the last read is one past them all.
+#[tokio::test]
+async fn concurrent_schedule_sets_from_two_stores_lose_no_version() {
+    use jobstore_api::Schedule;
+
+    let db = TempDb::new();
+    let a = SqliteStore::connect(&db.url("")).await.unwrap();
+    let b = SqliteStore::connect(&db.url("")).await.unwrap();
+    let s = Schedule::new("race", "* * * * *", "t");
+    assert_eq!(a.set_schedule(&s, Some(T0), T0).await.unwrap().version, 1);
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..16i64 {
+        let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+        let s = Schedule {
+            priority: i as i32,
+            ..s.clone()
+        };
+        set.spawn(async move {
+            store
+                .set_schedule(&s, Some(T0 + i), T0 + i)
+                .await
+                .unwrap()
+                .version
+        });
+    }
+    let mut versions = set.join_all().await;
+    versions.sort_unstable();
+    assert_eq!(versions, (2..=17).collect::<Vec<u64>>());
+    let read = b.get_schedule("race").await.unwrap().unwrap();
+    assert_eq!(read.version, 17);
+    assert_eq!(read.created_dt, T0);
+    a.close().await;
+    b.close().await;
+}
+
+/// A database of migrations 1 to 9 opens with schedules: its jobs as
+/// they were, and schedules set, due and advanced beside them.
+#[tokio::test]
+async fn a_database_from_before_schedules_takes_schedules() {
+    use jobstore_api::{Schedule, ScheduleAdvance};
+
+    let db = TempDb::new();
+    let mut conn = db.migrated_before("20261206000010").await;
+    sqlx::query(
+        "INSERT INTO jobs (id, jobtype, priority, dt, lock, attempts, create_dt, data)
+         VALUES ('old', 't', 0, ?1, '', 0, ?1, x'')",
+    )
+    .bind(T0)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    assert!(store.capabilities().schedules);
+    assert!(store.list_schedules("").await.unwrap().is_empty());
+    let s = Schedule::new("nightly", "0 3 * * *", "t");
+    store.set_schedule(&s, Some(T0), T0).await.unwrap();
+    let due = store.due_schedules(T0, 10).await.unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].schedule, s);
+    let adv = ScheduleAdvance {
+        fired_through: T0,
+        last_job: Some("nightly@1".to_owned()),
+        next_due: Some(T0 + 86_400_000),
+        fired: 1,
+        skipped: 0,
+    };
+    assert!(
+        store
+            .advance_schedule("nightly", 1, &adv, T0)
+            .await
+            .unwrap()
+    );
+    assert!(store.due_schedules(T0, 10).await.unwrap().is_empty());
+    assert_eq!(store.get_job("old").await.unwrap().unwrap().jobtype, "t");
+    store.close().await;
+}
+
+/// A stored definition that does not parse (the file was changed by
+/// something else) reads as a backend error, not as a schedule.
+#[tokio::test]
+async fn a_schedule_whose_definition_does_not_parse_is_a_backend_error() {
+    use jobstore_api::Schedule;
+
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    let s = Schedule::new("broken", "* * * * *", "t");
+    store.set_schedule(&s, Some(T0), T0).await.unwrap();
+    let mut conn = db.connect().await;
+    sqlx::query("UPDATE schedules SET definition = '{\"rule\": 1}' WHERE name = 'broken'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    let err = store.get_schedule("broken").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Backend, "{err:?}");
+    store.close().await;
 }

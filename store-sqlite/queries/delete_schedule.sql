@@ -1,0 +1,2 @@
+-- ?1 name
+DELETE FROM schedules WHERE name = ?1
