@@ -49,6 +49,10 @@ pub(crate) const STATS_PRUNE_INDEX: &str = "prune";
 /// their order.
 pub(crate) const STATS_READ_INDEX: &str = "read";
 
+/// The name of the schedules index of due reads: by pause, `next_due` and
+/// name.
+pub(crate) const SCHEDULES_DUE_INDEX: &str = "due";
+
 impl MongoStore {
     /// The store for `url` and `options`, without contacting the server
     /// (a `mongodb+srv://` URL is resolved through DNS, though).
@@ -98,6 +102,7 @@ impl MongoStore {
             counters: coll("counters"),
             paused: coll("paused"),
             stats: coll("stats"),
+            schedules: coll("schedules"),
             client,
             db: db.clone(),
             prefix,
@@ -180,6 +185,15 @@ impl MongoStore {
             ])
             .await
             .map_err(|e| error::map("index creation on stats", e))?;
+        self.schedules
+            .create_index(
+                IndexModel::builder()
+                    .keys(doc! { "paused": 1, "next_due": 1, "name": 1 })
+                    .options(named(SCHEDULES_DUE_INDEX))
+                    .build(),
+            )
+            .await
+            .map_err(|e| error::map("index creation on schedules", e))?;
         Ok(())
     }
 

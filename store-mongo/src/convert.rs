@@ -329,7 +329,7 @@ pub(crate) fn get_str(d: &Document, field: &str, what: &str) -> Result<String> {
     }
 }
 
-fn opt_str(d: &Document, field: &str, what: &str) -> Result<Option<String>> {
+pub(crate) fn opt_str(d: &Document, field: &str, what: &str) -> Result<Option<String>> {
     match d.get(field) {
         None | Some(Bson::Null) => Ok(None),
         Some(Bson::String(s)) => Ok(Some(s.clone())),
@@ -350,21 +350,21 @@ pub(crate) fn get_i64(d: &Document, field: &str, what: &str) -> Result<i64> {
 /// The largest integer every smaller one of which a double holds exactly.
 const MAX_EXACT_DOUBLE: f64 = 9_007_199_254_740_992.0;
 
-fn opt_i64(d: &Document, field: &str, what: &str) -> Result<Option<i64>> {
+pub(crate) fn opt_i64(d: &Document, field: &str, what: &str) -> Result<Option<i64>> {
     match d.get(field) {
         None | Some(Bson::Null) => Ok(None),
         _ => get_i64(d, field, what).map(Some),
     }
 }
 
-fn get_bytes(d: &Document, field: &str, what: &str) -> Result<Vec<u8>> {
+pub(crate) fn get_bytes(d: &Document, field: &str, what: &str) -> Result<Vec<u8>> {
     match d.get(field) {
         Some(Bson::Binary(b)) => Ok(b.bytes.clone()),
         _ => Err(malformed(what, field)),
     }
 }
 
-fn get_int<T: TryFrom<i64>>(d: &Document, field: &str, what: &str) -> Result<T> {
+pub(crate) fn get_int<T: TryFrom<i64>>(d: &Document, field: &str, what: &str) -> Result<T> {
     T::try_from(get_i64(d, field, what)?).map_err(|_| malformed(what, field))
 }
 
@@ -406,7 +406,7 @@ pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
 
 /// A flag: absent (or null) is `false`; a boolean, or an integer (what
 /// some tools and emulators store for `true`), non-zero being `true`.
-fn get_flag(d: &Document, field: &str, what: &str) -> Result<bool> {
+pub(crate) fn get_flag(d: &Document, field: &str, what: &str) -> Result<bool> {
     match d.get(field) {
         None | Some(Bson::Null) => Ok(false),
         Some(Bson::Boolean(b)) => Ok(*b),

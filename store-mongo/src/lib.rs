@@ -5,6 +5,7 @@ mod convert;
 mod error;
 mod manage;
 mod options;
+mod schedules;
 mod stats;
 mod store;
 

@@ -50,6 +50,8 @@ pub struct MongoStore {
     pub(crate) paused: Collection<Document>,
     /// The stats buckets, one document per jobtype, resolution and start.
     pub(crate) stats: Collection<Document>,
+    /// The stored schedules, one document each (`_id` the name).
+    pub(crate) schedules: Collection<Document>,
     pub(crate) hook: Option<RoundTripHook>,
     /// The write concern's `wtimeout`.
     pub(crate) wtimeout: Duration,
@@ -188,8 +190,9 @@ impl MongoStore {
         &self.client
     }
 
-    /// Drops the store's six collections, and with them every job,
-    /// handler, sysid, paused jobtype and stats bucket of this namespace.
+    /// Drops the store's seven collections, and with them every job,
+    /// handler, sysid, paused jobtype, stats bucket and schedule of this
+    /// namespace.
     /// Other collections of the database are left alone.
     pub async fn drop_collections(&self) -> Result<()> {
         for coll in [
@@ -199,6 +202,7 @@ impl MongoStore {
             &self.counters,
             &self.paused,
             &self.stats,
+            &self.schedules,
         ] {
             coll.drop()
                 .await
@@ -1036,7 +1040,8 @@ impl JobStore for MongoStore {
             .with_management()
             .with_tags_and_history()
             .with_stats()
-            .with_trace();
+            .with_trace()
+            .with_schedules();
         if self.uses_change_streams() {
             caps.with_notifications()
         } else {
@@ -1500,6 +1505,58 @@ impl JobStore for MongoStore {
                 _ => Err(Error::backend_msg("malformed handler list from MongoDB")),
             })
             .collect()
+    }
+
+    async fn set_schedule(
+        &self,
+        s: &Schedule,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<ScheduleRecord> {
+        validate::schedule(s, next_due, &self.capabilities(), now)?;
+        self.put_schedule(s, next_due, now).await
+    }
+
+    async fn get_schedule(&self, name: &str) -> Result<Option<ScheduleRecord>> {
+        validate::schedule_name(name)?;
+        self.find_schedule(name).await
+    }
+
+    async fn list_schedules(&self, prefix: &str) -> Result<Vec<ScheduleRecord>> {
+        validate::schedule_prefix(prefix)?;
+        self.schedules_with_prefix(prefix).await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> Result<bool> {
+        validate::schedule_name(name)?;
+        self.remove_schedule(name).await
+    }
+
+    async fn pause_schedule(
+        &self,
+        name: &str,
+        paused: bool,
+        next_due: Option<Millis>,
+        now: Millis,
+    ) -> Result<bool> {
+        validate::schedule_pause(name, next_due, now)?;
+        self.set_schedule_paused(name, paused, next_due, now).await
+    }
+
+    async fn due_schedules(&self, now: Millis, limit: usize) -> Result<Vec<ScheduleRecord>> {
+        validate::due_schedules(now, limit)?;
+        self.schedules_due(now, limit).await
+    }
+
+    async fn advance_schedule(
+        &self,
+        name: &str,
+        version: u64,
+        advance: &ScheduleAdvance,
+        now: Millis,
+    ) -> Result<bool> {
+        validate::schedule_advance(name, version, advance, now)?;
+        self.advance_schedule_state(name, version, advance).await
     }
 
     async fn reserve_sysid(&self, sysid: &str, ttl: Duration, now: Millis) -> Result<SysidLease> {

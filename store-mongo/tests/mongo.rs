@@ -1,6 +1,6 @@
 //! MongoDB-specific behaviour beyond the shared suite: namespaces by URL
 //! prefix, the declared payload limit against the server's document limit,
-//! and errors when no server answers.
+//! errors when no server answers, and the commands each operation sends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,7 +9,7 @@ use std::time::Duration;
 use jobstore_api::limits::{MAX_ID_LEN, MAX_JOBTYPE_LEN, MAX_OUTPUT};
 use jobstore_api::{
     ErrorKind, JobQuery, JobRelease, JobResult, JobState, JobStore, JobStoreExt, NewJob, Release,
-    ResultCode, StatsDelta, StatsQuery, StatsResolution,
+    ResultCode, Schedule, ScheduleAdvance, StatsDelta, StatsQuery, StatsResolution,
 };
 use jobstore_conformance::services;
 use jobstore_mongo::{DEFAULT_WTIMEOUT, MongoOptions, MongoStore};
@@ -582,6 +582,16 @@ async fn insert_unreadable(s: &MongoStore) {
 /// A store whose commands on `jobs` and `stats` are recorded in the
 /// returned list.
 async fn observed_store(url: &str, ns: &str) -> (MongoStore, Sent) {
+    observed_store_of(url, ns, &["jobs", "stats"]).await
+}
+
+/// A store whose commands on the collections `colls` (and every `getMore`)
+/// are recorded in the returned list.
+async fn observed_store_of(
+    url: &str,
+    ns: &str,
+    colls: &'static [&'static str],
+) -> (MongoStore, Sent) {
     use mongodb::event::EventHandler;
     use mongodb::event::command::CommandEvent;
     let sent: Sent = Arc::default();
@@ -595,7 +605,7 @@ async fn observed_store(url: &str, ns: &str) -> (MongoStore, Sent) {
                     .command
                     .get(&e.command_name)
                     .and_then(|v| v.as_str())
-                    .is_some_and(|c| c == "jobs" || c == "stats")
+                    .is_some_and(|c| colls.contains(&c))
                     || e.command_name == "getMore";
                 if on_jobs {
                     log.lock()
@@ -1077,6 +1087,118 @@ async fn stats_take_one_upsert_command_one_prune_and_one_find() {
             find.get_document("sort").unwrap(),
             &doc! { "jobtype": 1, "start": 1 },
             "{find}"
+        );
+    };
+    then_drop(&s, outcome).await;
+}
+
+/// Concurrent sets of one schedule, the first ones creating it, from
+/// separate clients: each adds its own version (the answers are 1 to n,
+/// each once), none is lost, and the firing state a replace keeps stays.
+#[tokio::test]
+async fn concurrent_sets_of_a_schedule_each_add_a_version() {
+    let Some((s, url)) = fresh_store().await else {
+        return;
+    };
+    let ns = s.database().name().to_owned();
+    const SETTERS: u64 = 8;
+    const ROUNDS: u64 = 3;
+    let outcome = async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for n in 0..SETTERS {
+            let c = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+                .await
+                .expect("connect a setter");
+            tasks.spawn(async move {
+                let mut versions = Vec::new();
+                for r in 0..ROUNDS {
+                    let mut sched = Schedule::new("race", "* * * * *", format!("t{n}"));
+                    sched.priority = i32::try_from(r).unwrap();
+                    let rec = c
+                        .set_schedule(&sched, Some(T0), T0 + i64::try_from(r).unwrap())
+                        .await
+                        .unwrap();
+                    assert_eq!(rec.created_dt, T0, "{rec:?}");
+                    assert_eq!(rec.fired, 0);
+                    versions.push(rec.version);
+                }
+                versions
+            });
+        }
+        let mut versions: Vec<u64> = tasks.join_all().await.into_iter().flatten().collect();
+        versions.sort_unstable();
+        assert_eq!(versions, (1..=SETTERS * ROUNDS).collect::<Vec<_>>());
+        let rec = s.get_schedule("race").await.unwrap().unwrap();
+        assert_eq!(rec.version, SETTERS * ROUNDS);
+        assert!(!rec.paused);
+    };
+    then_drop(&s, outcome).await;
+}
+
+/// Each schedule operation is one command on `schedules`: a set is one
+/// `findAndModify` upsert (no `$setOnInsert`, no pipeline), a due read one
+/// `find` on the `due` index in its order with the limit as batch, a list
+/// one `find` of an `_id` range, a pause, a resume and an advance one
+/// `update` each, a get one `find`, a delete one `delete`.
+#[tokio::test]
+async fn schedule_operations_are_one_command_each() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let (s, sent) = observed_store_of(&url, &ns, &["schedules"]).await;
+    let outcome = async {
+        sent.lock().unwrap().clear();
+        let sched = Schedule::new("acme-a", "* * * * *", "t");
+        s.set_schedule(&sched, Some(T0), T0).await.unwrap();
+        let set = std::mem::take(&mut *sent.lock().unwrap());
+        assert_eq!(set.len(), 1, "{set:?}");
+        let (name, cmd) = &set[0];
+        assert_eq!(name, "findAndModify");
+        assert_eq!(cmd.get_bool("upsert"), Ok(true), "{cmd}");
+        let update = cmd.get_document("update").expect("an update document");
+        assert!(!update.contains_key("$setOnInsert"), "{update}");
+
+        let due = s.due_schedules(T0, 7).await.unwrap();
+        assert_eq!(due.len(), 1);
+        let find = std::mem::take(&mut *sent.lock().unwrap());
+        assert_eq!(find.len(), 1, "{find:?}");
+        let find = &find[0].1;
+        assert_eq!(find.get_str("hint").ok(), Some("due"), "{find}");
+        assert_eq!(
+            find.get_document("sort").unwrap(),
+            &doc! { "next_due": 1, "name": 1 },
+            "{find}"
+        );
+        assert_eq!(find.get_i64("limit").ok(), Some(7), "{find}");
+
+        assert_eq!(s.list_schedules("acme-").await.unwrap().len(), 1);
+        let list = std::mem::take(&mut *sent.lock().unwrap());
+        assert_eq!(list.len(), 1, "{list:?}");
+        assert_eq!(
+            list[0].1.get_document("filter").unwrap(),
+            &doc! { "_id": { "$gte": "acme-", "$lt": "acme-~" } }
+        );
+
+        let adv = ScheduleAdvance {
+            fired_through: T0,
+            last_job: None,
+            next_due: Some(T0 + 60_000),
+            fired: 1,
+            skipped: 0,
+        };
+        assert!(s.advance_schedule("acme-a", 1, &adv, T0).await.unwrap());
+        assert!(s.pause_schedule("acme-a", true, None, T0).await.unwrap());
+        assert!(
+            s.pause_schedule("acme-a", false, Some(T0), T0)
+                .await
+                .unwrap()
+        );
+        assert!(s.get_schedule("acme-a").await.unwrap().is_some());
+        assert!(s.delete_schedule("acme-a").await.unwrap());
+        assert_eq!(
+            sent_names(&sent),
+            ["update", "update", "update", "find", "delete"]
         );
     };
     then_drop(&s, outcome).await;
