@@ -316,6 +316,7 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(schedule_due_pause_and_resume);
         __jobstore_conformance_test!(schedule_advance_compare_and_set);
         __jobstore_conformance_test!(schedule_concurrent_advances_apply_once);
+        __jobstore_conformance_test!(schedule_concurrent_sets_bump_the_version_once_each);
         __jobstore_conformance_test!(schedule_bad_input_rejected);
 
         #[test]

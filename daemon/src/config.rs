@@ -154,6 +154,10 @@ pub struct ServeArgs {
     /// store's per-jobtype stats [default: 5s].
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub stats_every: Option<Duration>,
+    /// How often this daemon looks for due schedules and fires their slots
+    /// (every daemon on a store does; each slot fires once) [default: 1s].
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub schedule_tick: Option<Duration>,
     /// Hand-outs before a job that keeps failing is archived as timeout,
     /// unless its handler says otherwise [default: 10].
     #[arg(long, value_name = "N")]
@@ -279,6 +283,9 @@ pub struct FileConfig {
     /// See [`ServeArgs::stats_every`].
     #[serde(default, with = "opt_duration")]
     pub stats_every: Option<Duration>,
+    /// See [`ServeArgs::schedule_tick`].
+    #[serde(default, with = "opt_duration")]
+    pub schedule_tick: Option<Duration>,
     /// See [`ServeArgs::max_attempts`].
     pub max_attempts: Option<u32>,
     /// See [`ServeArgs::max_age`].
@@ -664,6 +671,10 @@ impl Config {
                         .stats_every
                         .or(file.stats_every)
                         .unwrap_or(e.stats_every),
+                    schedule_tick: args
+                        .schedule_tick
+                        .or(file.schedule_tick)
+                        .unwrap_or(e.schedule_tick),
                     poll: args.poll.or(file.poll).unwrap_or(e.poll),
                     ..e
                 }
@@ -715,6 +726,9 @@ impl Config {
         }
         if e.stats_every.is_zero() {
             return Err(ConfigError::Invalid("stats_every must be above 0".into()));
+        }
+        if e.schedule_tick.is_zero() {
+            return Err(ConfigError::Invalid("schedule_tick must be above 0".into()));
         }
         if e.scheduler.max_running == 0 || e.scheduler.max_batch == 0 {
             return Err(ConfigError::Invalid(

@@ -118,6 +118,9 @@ pub struct Metrics {
     /// Adds whose malformed `traceparent` or `tracestate` header was
     /// ignored (W3C Trace Context), by header.
     pub trace_headers_ignored: Family<HeaderLabels, Counter>,
+    /// Schedule slots this daemon planned, by outcome (`fired`: its add
+    /// made the job; `existing`: another daemon's did; `skipped`).
+    pub schedule_slots: Family<OutcomeLabels, Counter>,
     journal_appended_records: Counter,
     journal_appended_bytes: Counter,
     journal_fsyncs: Counter,
@@ -161,6 +164,7 @@ impl Metrics {
             spans_exported: Counter::default(),
             remote_jobs_held: Gauge::default(),
             trace_headers_ignored: Family::default(),
+            schedule_slots: Family::default(),
             journal_appended_records: Counter::default(),
             journal_appended_bytes: Counter::default(),
             journal_fsyncs: Counter::default(),
@@ -181,6 +185,11 @@ impl Metrics {
             "jobs_acknowledged",
             "Jobs acknowledged to clients once durable in the journal",
             m.jobs_acknowledged.clone(),
+        );
+        r.register(
+            "schedule_slots",
+            "Schedule slots planned by this daemon, by outcome (fired, existing, skipped)",
+            m.schedule_slots.clone(),
         );
         r.register(
             "jobs_ingested",

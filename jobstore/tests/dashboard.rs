@@ -481,6 +481,44 @@ if [ -f "$FIXED" ] || [ $((n % 5)) -ne 0 ]; then echo "imported $n"; else echo "
             (archived(&base, "mail", "ok").await == 21).then_some(())
         })
         .await;
+
+        // Schedules: listed with their next slots; pause, resume, run now.
+        let (st, v) = json(
+            http()
+                .put(format!("{base}/acme/schedules/daily"))
+                .bearer_auth(ADMIN)
+                .json(&json!({"rule": "0 6 * * *", "type": "mail", "data": "digest"})),
+        )
+        .await;
+        assert_eq!(st, 200, "{v}");
+        go(&b, &base, "#/schedules?client=acme").await;
+        let text = wait_for_text(&b, "Schedules of acme").await;
+        assert!(
+            text.contains("0 6 * * *") && text.contains("active"),
+            "{text}"
+        );
+        assert!(text.contains(v["next"][0].as_str().unwrap()), "{text}");
+        check_accessibility(&b, &tools, "schedules").await;
+        let asked = click_in_row(&b, "daily", "Pause").await;
+        assert!(asked.contains("Pause schedule daily"), "{asked}");
+        wait_for_text(&b, "Pause: daily.").await;
+        let (_, s) = json(
+            http()
+                .get(format!("{base}/acme/schedules/daily"))
+                .bearer_auth(ADMIN),
+        )
+        .await;
+        assert_eq!(s["paused"], true, "{s}");
+        wait_for_text(&b, "paused").await;
+        click_in_row(&b, "daily", "Resume").await;
+        wait_for_text(&b, "Resume: daily.").await;
+        click_in_row(&b, "daily", "Run now").await;
+        let text = wait_for_text(&b, "Run now: daily → job daily@trigger-").await;
+        assert!(!text.contains("paused"), "{text}");
+        eventually(WAIT, "the triggered job ran", || async {
+            (archived(&base, "mail", "ok").await == 22).then_some(())
+        })
+        .await;
         b.close().await.unwrap();
 
         // A client's token sees its own client only.

@@ -483,6 +483,46 @@ pub async fn schedule_concurrent_advances_apply_once(c: Ctx) {
     assert_eq!(r.fired, 3 + applied.len() as u64);
 }
 
+/// Concurrent sets of one schedule, from both handles, each bump the
+/// version once: a new schedule set by 16 callers at once ends at version
+/// 16, each caller got a different version back, and the record holds one
+/// of the definitions that were set.
+pub async fn schedule_concurrent_sets_bump_the_version_once_each(c: Ctx) {
+    let s = &*c.store;
+    if !offers_schedules(s).await {
+        return;
+    }
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..16i32 {
+        let store = if i % 2 == 0 {
+            c.store.clone()
+        } else {
+            c.peer.clone()
+        };
+        set.spawn(async move {
+            let sched = Schedule {
+                priority: i,
+                ..plain("racing")
+            };
+            store
+                .set_schedule(&sched, Some(T0), T0)
+                .await
+                .unwrap()
+                .version
+        });
+    }
+    let mut versions = set.join_all().await;
+    versions.sort_unstable();
+    assert_eq!(versions, (1..=16).collect::<Vec<u64>>());
+    let rec = read(s, "racing").await;
+    assert_eq!(rec.version, 16);
+    assert!((0..16).contains(&rec.schedule.priority));
+    assert_eq!(
+        (rec.created_dt, rec.fired, rec.fired_through),
+        (T0, 0, None)
+    );
+}
+
 /// Bad input is `InvalidInput` (a payload over the store's limit
 /// `TooLarge`), before anything is stored: names outside the jobtype
 /// alphabet, empty or oversized or control-character rules and time

@@ -58,8 +58,8 @@ pub enum Command {
     /// Work as a remote worker: fetch jobs from a daemon and run a command
     /// per job (`jobstore work acme --type resize -- ./resize.sh`).
     Work(Box<work::WorkArgs>),
-    /// Schedules (recurring jobs): `next` previews a rule's firing times
-    /// offline.
+    /// Schedules (recurring jobs): set, list, show, delete, pause, resume,
+    /// trigger; `next` previews a rule's firing times offline.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
 }
@@ -255,6 +255,6 @@ pub async fn run_client(command: Command) -> Result<(), CliError> {
         Command::Failures(f) => manage::failures(f).await,
         Command::Stats(s) => client::stats(s).await,
         Command::Work(w) => work::work(*w).await,
-        Command::Schedule(s) => schedule::schedule(s),
+        Command::Schedule(s) => schedule::schedule(s).await,
     }
 }

@@ -5,6 +5,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use crate::http::jobs::{ClientStats, JobView};
 use crate::http::jobtype_handlers::{HandlerList, HandlerView};
 use crate::http::manage::FailureGroup;
+use crate::http::schedules::ScheduleView;
 use crate::http::timing::{DurationsView, StatsHistory};
 
 fn table() -> Table {
@@ -333,5 +334,87 @@ pub fn failures(groups: &[FailureGroup]) -> Table {
             time(g.latest),
         ]);
     }
+    t
+}
+
+/// A client's schedules, a row each.
+pub fn schedules(list: &[ScheduleView]) -> Table {
+    let mut t = table();
+    t.set_header(vec![
+        "name", "rule", "zone", "type", "state", "next", "fired", "skipped",
+    ]);
+    for s in list {
+        let state = if s.paused {
+            "paused"
+        } else if s.next_due.is_none() {
+            "ended"
+        } else {
+            "active"
+        };
+        t.add_row(vec![
+            s.name.clone(),
+            s.rule.clone(),
+            s.time_zone.clone(),
+            s.jobtype.clone(),
+            state.to_owned(),
+            s.next.first().cloned().unwrap_or_default(),
+            s.fired.to_string(),
+            s.skipped.to_string(),
+        ]);
+    }
+    t
+}
+
+/// One schedule as key/value rows, with its next slots.
+pub fn schedule(s: &ScheduleView) -> Table {
+    let mut t = table();
+    let mut row = |k: &str, v: String| {
+        t.add_row(vec![k.to_owned(), v]);
+    };
+    row("name", s.name.clone());
+    row("rule", s.rule.clone());
+    row("time zone", s.time_zone.clone());
+    row("type", s.jobtype.clone());
+    match (&s.data, &s.data_base64) {
+        (Some(d), _) => row("data", clip(d)),
+        (None, Some(b)) => row("data (base64)", clip(b)),
+        (None, None) => {}
+    }
+    row("priority", s.priority.to_string());
+    if !s.tags.is_empty() {
+        row("tags", s.tags.join(", "));
+    }
+    row(
+        "catch-up",
+        format!(
+            "{} within {}",
+            s.catch_up,
+            humantime::format_duration(std::time::Duration::from_millis(s.catch_up_window_ms))
+        ),
+    );
+    row("overlap", s.overlap.clone());
+    if let Some(at) = s.start_at {
+        row("start", time(at));
+    }
+    if let Some(at) = s.end_at {
+        row("end", time(at));
+    }
+    row("version", s.version.to_string());
+    row("paused", s.paused.to_string());
+    row("fired / skipped", format!("{} / {}", s.fired, s.skipped));
+    if let Some(at) = s.fired_through {
+        row("fired through", time(at));
+    }
+    if let Some(job) = &s.last_job {
+        row("last job", job.clone());
+    }
+    row(
+        "next",
+        if s.next.is_empty() {
+            "none".to_owned()
+        } else {
+            s.next.join("\n")
+        },
+    );
     t
 }

@@ -102,6 +102,8 @@ pub struct ExecSettings {
     pub poll: Duration,
     /// How often the timing stats summed here are added to the store.
     pub stats_every: Duration,
+    /// How often due schedules are looked for and fired.
+    pub schedule_tick: Duration,
     /// Whether this daemon's own runners claim jobs (false: intake and
     /// remote workers only).
     pub local: bool,
@@ -127,6 +129,7 @@ impl Default for ExecSettings {
             worker_idle: Duration::from_secs(300),
             poll: Duration::from_secs(1),
             stats_every: Duration::from_secs(5),
+            schedule_tick: Duration::from_secs(1),
             local: true,
             process_handlers: false,
         }
@@ -240,10 +243,17 @@ impl Executor {
     pub async fn run(&self, stop: CancellationToken) {
         let done = CancellationToken::new();
         let stats = tokio::spawn(stats::run(self.core.clone(), done.clone()));
+        let firer = tokio::spawn(crate::schedules::firer::run(
+            self.core.store.clone(),
+            self.core.metrics.clone(),
+            self.core.settings.schedule_tick,
+            stop.clone(),
+        ));
         local::run(self.core.clone(), stop).await;
         // Runs still end during the graceful stop: their stats go last.
         done.cancel();
         let _ = stats.await;
+        let _ = firer.await;
     }
 
     /// The remote workers of `client` this daemon heard from.

@@ -220,6 +220,13 @@ pub async fn whoami(
         super::manage::resume,
         super::manage::paused,
         super::manage::failures,
+        super::schedules::set,
+        super::schedules::list,
+        super::schedules::get,
+        super::schedules::delete,
+        super::schedules::pause,
+        super::schedules::resume,
+        super::schedules::trigger,
         super::jobs::client_stats,
         super::timing::stats_history,
         super::jobs::all_stats,
@@ -243,6 +250,7 @@ pub async fn whoami(
         (name = "jobs", description = "Add, query and cancel jobs"),
         (name = "manage", description = "List, run again, delete, edit jobs; pause jobtypes; failure groups"),
         (name = "handlers", description = "How a jobtype runs"),
+        (name = "schedules", description = "Recurring jobs: cron and repeat rules, fired once per slot by every daemon"),
         (name = "workers", description = "Remote workers: fetch, heartbeat, finish, update"),
         (name = "admin", description = "Health, metrics, stats")
     )

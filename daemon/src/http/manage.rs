@@ -182,7 +182,7 @@ pub(super) enum Scope<'a> {
     All,
 }
 
-fn parse_time(field: &str, s: &str) -> ApiResult<Millis> {
+pub(super) fn parse_time(field: &str, s: &str) -> ApiResult<Millis> {
     let s = s.trim();
     if let Ok(ms) = s.parse::<i64>() {
         return Ok(ms);

@@ -14,6 +14,7 @@ pub mod jobs;
 pub mod jobtype_handlers;
 pub mod manage;
 mod params;
+pub mod schedules;
 pub mod serve;
 pub mod timing;
 pub mod workers;
@@ -98,6 +99,19 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/{client}/jobtypes/{type}/resume", post(manage::resume)),
         ("/{client}/paused", get(manage::paused)),
         ("/{client}/failures", get(manage::failures)),
+        ("/{client}/schedules", get(schedules::list)),
+        (
+            "/{client}/schedules/{name}",
+            get(schedules::get)
+                .put(schedules::set)
+                .delete(schedules::delete),
+        ),
+        ("/{client}/schedules/{name}/pause", post(schedules::pause)),
+        ("/{client}/schedules/{name}/resume", post(schedules::resume)),
+        (
+            "/{client}/schedules/{name}/trigger",
+            post(schedules::trigger),
+        ),
         ("/jobs", get(manage::list_all)),
         ("/{client}/jobs/{id}", get(jobs::get)),
         ("/{client}/stats", get(jobs::client_stats)),

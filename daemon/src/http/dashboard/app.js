@@ -529,9 +529,50 @@ async function workers(p) {
       list.map((w) => [w.worker, w.state, when(w.last_seen), w.jobs_held, w.fetched, w.finished]), "No remote workers."));
 }
 
+// -------------------------------------------------------------- schedules
+
+async function schedules(p) {
+  if (!p.client) p.client = me.admin ? (await clients())[0] : me.client;
+  const picker = await clientPicker(p.client, (c) => { location.hash = route("/schedules", { client: c }); });
+  const list = p.client ? (await get("/" + enc(p.client) + "/schedules")).schedules : [];
+  const base = "/" + enc(p.client) + "/schedules/";
+  const act = (s, verb, label, ask) => h("button", {
+    type: "button",
+    onclick: async () => {
+      if (ask && !confirm(ask)) return;
+      try {
+        const r = await post(base + enc(s.name) + "/" + verb);
+        say(label + ": " + s.name + (r && r.id ? " → job " + r.id : "") + ".");
+        schedules(p);
+      } catch (e) { say(e.message, true); }
+    },
+  }, label);
+  const rows = list.map((s) => [
+    s.name,
+    h("code", {}, s.rule),
+    s.time_zone,
+    link(route("/jobs", { client: p.client, type: s.type, state: "waiting" }), s.type),
+    s.paused ? "paused" : (s.next_due === null ? "ended" : "active"),
+    h("span", {}, s.next.slice(0, 3).map((t, i) => [i ? h("br", {}) : null, t])),
+    when(s.fired_through),
+    s.last_job ? link(route("/job", { client: p.client, id: s.last_job }), s.last_job) : "",
+    s.fired + " / " + s.skipped,
+    h("span", { class: "actions" },
+      s.paused
+        ? act(s, "resume", "Resume", "Resume schedule " + s.name + "? Missed slots follow its catch-up policy (" + s.catch_up + ").")
+        : act(s, "pause", "Pause", "Pause schedule " + s.name + " on every daemon?"),
+      act(s, "trigger", "Run now", "Add one job of " + s.name + " now?")),
+  ]);
+  show(h("h1", {}, "Schedules"), picker,
+    h("p", { class: "note" }, "Every daemon fires due slots; each slot adds one job. Set schedules with the API or `jobstore schedule set`."),
+    table("Schedules of " + p.client,
+      ["Name", "Rule", "Zone", "Jobtype", "State", "Next slots", "Fired through", "Last job", "Fired / skipped", "Actions"],
+      rows, "No schedules."));
+}
+
 // ---------------------------------------------------------------- router
 
-const PAGES = { "/": overview, "/jobs": jobs, "/job": job, "/failures": failures, "/handlers": handlers, "/workers": workers };
+const PAGES = { "/": overview, "/jobs": jobs, "/job": job, "/failures": failures, "/handlers": handlers, "/workers": workers, "/schedules": schedules };
 
 async function render() {
   clearTimeout(timer);
