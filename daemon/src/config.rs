@@ -155,7 +155,8 @@ pub struct ServeArgs {
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub stats_every: Option<Duration>,
     /// How often this daemon looks for due schedules and fires their slots
-    /// (every daemon on a store does; each slot fires once) [default: 1s].
+    /// (every daemon on a store does; each slot fires once); at most 5s
+    /// [default: 1s].
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub schedule_tick: Option<Duration>,
     /// Hand-outs before a job that keeps failing is archived as timeout,
@@ -727,8 +728,10 @@ impl Config {
         if e.stats_every.is_zero() {
             return Err(ConfigError::Invalid("stats_every must be above 0".into()));
         }
-        if e.schedule_tick.is_zero() {
-            return Err(ConfigError::Invalid("schedule_tick must be above 0".into()));
+        if e.schedule_tick.is_zero() || e.schedule_tick > Duration::from_secs(5) {
+            return Err(ConfigError::Invalid(
+                "schedule_tick must be within 1ms..=5s (a slot is on time within two ticks)".into(),
+            ));
         }
         if e.scheduler.max_running == 0 || e.scheduler.max_batch == 0 {
             return Err(ConfigError::Invalid(

@@ -745,6 +745,7 @@ fn route_request(
         path.replace("{client}", client)
             .replace("{type}", "r")
             .replace("{id}", "r-1")
+            .replace("{name}", "nightly")
     );
     let m = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes()).unwrap();
     let r = c.request(m, url);
@@ -762,6 +763,9 @@ fn route_request(
         "/{client}/jobs" => r.query(&[("state", "scheduled")]),
         "/{client}/job/{type}/add" => r.body("pwned"),
         "/{client}/handler/add/{type}/add" => r.json(&json!({"method": "remote", "body": ""})),
+        "/{client}/schedules/{name}" if method == "put" => {
+            r.json(&json!({"rule": "* * * * * *", "type": "r", "data": "pwned"}))
+        }
         _ => r,
     }
 }
@@ -939,6 +943,38 @@ fn a_client_reaches_nothing_of_another_client() {
         ))
         .await;
         assert_eq!(s, 200, "globex sets its own h: {v}");
+        // acme's schedule: globex's paths never reach it, by either name.
+        let (s, v) = json(acme(
+            c.put(format!("{u}/acme/schedules/nightly"))
+                .json(&json!({"rule": "0 6 * * *", "type": "r", "data": "acme nightly"})),
+        ))
+        .await;
+        assert_eq!(s, 200, "{v}");
+        let (s, v) = json(globex(c.get(format!("{u}/globex/schedules")))).await;
+        assert_eq!((s, v["schedules"].clone()), (200, json!([])), "{v}");
+        for name in ["nightly", "acme-nightly"] {
+            for (method, tail) in [
+                ("GET", ""),
+                ("POST", "/pause"),
+                ("POST", "/resume"),
+                ("POST", "/trigger"),
+            ] {
+                let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+                let (s, v) = json(globex(
+                    c.request(m, format!("{u}/globex/schedules/{name}{tail}")),
+                ))
+                .await;
+                assert_eq!(s, 404, "globex {method} {name}{tail}: {v}");
+            }
+            let (s, v) = json(globex(c.delete(format!("{u}/globex/schedules/{name}")))).await;
+            assert_eq!((s, v["deleted"].as_bool()), (200, Some(false)), "{v}");
+        }
+        let (s, v) = json(acme(c.get(format!("{u}/acme/schedules/nightly")))).await;
+        assert_eq!(
+            (s, v["paused"].as_bool(), v["version"].as_u64()),
+            (200, Some(false), Some(1)),
+            "{v}"
+        );
         for (what, path, body) in [
             (
                 "heartbeat",

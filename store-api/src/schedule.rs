@@ -103,7 +103,7 @@ pub struct Schedule {
     pub data: Vec<u8>,
     /// Its priority.
     pub priority: i32,
-    /// Its tags (the daemon adds `schedule:<name>`).
+    /// Its tags.
     pub tags: Vec<String>,
     /// What it does with missed slots.
     pub catch_up: CatchUp,

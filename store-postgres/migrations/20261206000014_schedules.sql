@@ -26,4 +26,4 @@ CREATE TABLE schedules (
 -- due_schedules: the schedules a firer may have to fire, by next_due.
 -- Paused schedules and ended ones (no next_due) are not in it, and those
 -- not yet due lie past the range a due read takes.
-CREATE INDEX schedules_due ON schedules (next_due) WHERE NOT paused AND next_due IS NOT NULL;
+CREATE INDEX schedules_due ON schedules (next_due, name) WHERE NOT paused AND next_due IS NOT NULL;

@@ -786,7 +786,7 @@ jobs_pkey: CREATE UNIQUE INDEX jobs_pkey ON jobs USING btree (id)
 paused paused_pkey: PRIMARY KEY (jobtype)
 paused_pkey: CREATE UNIQUE INDEX paused_pkey ON paused USING btree (jobtype)
 schedules schedules_pkey: PRIMARY KEY (name)
-schedules_due: CREATE INDEX schedules_due ON schedules USING btree (next_due) WHERE ((NOT paused) AND (next_due IS NOT NULL))
+schedules_due: CREATE INDEX schedules_due ON schedules USING btree (next_due, name) WHERE ((NOT paused) AND (next_due IS NOT NULL))
 schedules_pkey: CREATE UNIQUE INDEX schedules_pkey ON schedules USING btree (name)
 stats: fillfactor=50
 stats stats_pkey: PRIMARY KEY (resolution, jobtype, start)

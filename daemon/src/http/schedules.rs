@@ -164,8 +164,42 @@ fn stored_name(client: &Client, name: &str) -> ApiResult<String> {
 }
 
 fn parse_rule(rec: &ScheduleRecord) -> ApiResult<Rule> {
-    Rule::parse(&rec.schedule.rule, &rec.schedule.time_zone)
-        .map_err(|e| ApiError::internal(format!("the stored rule no longer parses: {e}")))
+    Rule::parse(&rec.schedule.rule, &rec.schedule.time_zone).map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::CONFLICT,
+            "conflict",
+            format!("the stored rule does not parse on this daemon (set by a newer version?): {e}"),
+        )
+        .field("rule")
+    })
+}
+
+/// A store validation error of a schedule as a 400 (or 413) naming the
+/// request's field it is about.
+fn with_field(e: jobstore_api::Error) -> ApiError {
+    let message = e.to_string();
+    let body = message
+        .split_once(": ")
+        .map_or(message.as_str(), |(_, b)| b);
+    let field = [
+        ("tag", "tags"),
+        ("catch_up_window", "catch_up_window_ms"),
+        ("start_at", "start_at"),
+        ("end_at", "end_at"),
+        ("jobtype", "type"),
+        ("job data", "data"),
+        ("rule", "rule"),
+        ("time_zone", "time_zone"),
+        ("schedule name", "name"),
+    ]
+    .into_iter()
+    .find(|(prefix, _)| body.starts_with(prefix))
+    .map(|(_, field)| field);
+    let err = ApiError::from(e);
+    match field {
+        Some(f) => err.field(f),
+        None => err,
+    }
 }
 
 /// A record as the API shows it, with its next slots.
@@ -306,7 +340,8 @@ pub async fn set(
 ) -> ApiResult<Json<ScheduleView>> {
     let now = now_millis();
     let (schedule, rule) = schedule_of(&tenant.client, params.get("name"), spec, now)?;
-    jobstore_api::validate::schedule(&schedule, None, &state.store.capabilities(), now)?;
+    jobstore_api::validate::schedule(&schedule, None, &state.store.capabilities(), now)
+        .map_err(with_field)?;
     // The firing state the new definition continues from (a replace keeps
     // it), to say when it is first due.
     let current = state.store.get_schedule(&schedule.name).await?;

@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobstore_api::{
-    JobState, JobStore, Millis, NewJob, ScheduleAdvance, ScheduleRecord, now_millis,
+    AddOutcome, ErrorKind, JobState, JobStore, Millis, NewJob, ScheduleAdvance, ScheduleRecord,
+    now_millis,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -31,33 +32,48 @@ use crate::metrics::{Metrics, OutcomeLabels};
 /// once.
 pub const ROUND: usize = 100;
 
-/// How long a schedule whose rule no longer parses (a daemon of an older
-/// version reading a newer one's rule) waits before it is looked at again.
-const UNREADABLE_RETRY_MS: Millis = 60_000;
-
-/// Parsed rules by (schedule, version): a rule is parsed once per version.
+/// Parsed rules by schedule name, with the rule text, zone and version they
+/// were parsed from: a schedule deleted and set again starts at version 1,
+/// so the version alone does not tell its rules apart. `None`: the rule
+/// does not parse here (a daemon older than the one that set it), logged
+/// once.
 #[derive(Default)]
-pub struct Rules(HashMap<String, (u64, Arc<Rule>)>);
+pub struct Rules(HashMap<String, (u64, String, String, Option<Arc<Rule>>)>);
 
 impl Rules {
     fn get(&mut self, rec: &ScheduleRecord) -> Option<Arc<Rule>> {
-        let name = &rec.schedule.name;
-        if let Some((v, rule)) = self.0.get(name)
+        let s = &rec.schedule;
+        if let Some((v, text, tz, rule)) = self.0.get(&s.name)
             && *v == rec.version
+            && *text == s.rule
+            && *tz == s.time_zone
         {
-            return Some(rule.clone());
+            return rule.clone();
         }
-        match Rule::parse(&rec.schedule.rule, &rec.schedule.time_zone) {
-            Ok(rule) => {
-                let rule = Arc::new(rule);
-                self.0.insert(name.clone(), (rec.version, rule.clone()));
-                Some(rule)
-            }
+        let rule = match Rule::parse(&s.rule, &s.time_zone) {
+            Ok(rule) => Some(Arc::new(rule)),
             Err(e) => {
-                tracing::warn!(schedule = %name, error = %e, "schedule rule does not parse here");
+                tracing::warn!(
+                    schedule = %s.name,
+                    error = %e,
+                    "schedule rule does not parse here: this daemon leaves it to the others"
+                );
                 None
             }
+        };
+        if self.0.len() > 10_000 {
+            self.0.clear();
         }
+        self.0.insert(
+            s.name.clone(),
+            (
+                rec.version,
+                s.rule.clone(),
+                s.time_zone.clone(),
+                rule.clone(),
+            ),
+        );
+        rule
     }
 }
 
@@ -103,12 +119,13 @@ pub async fn round(
     now: Millis,
 ) -> jobstore_api::Result<usize> {
     let due = store.due_schedules(now, ROUND).await?;
-    let mut planned: Vec<(&ScheduleRecord, ScheduleAdvance)> = Vec::with_capacity(due.len());
-    let mut jobs: Vec<NewJob> = Vec::new();
+    // Per schedule: its advance and its slots' jobs.
+    let mut planned: Vec<(&ScheduleRecord, ScheduleAdvance, Vec<NewJob>)> =
+        Vec::with_capacity(due.len());
     for rec in &due {
+        // A rule this daemon cannot read is left to daemons that can: no
+        // advance, so nobody's slots are moved.
         let Some(rule) = rules.get(rec) else {
-            let through = rec.fired_through.unwrap_or(rec.created_dt);
-            planned.push((rec, postpone(through, now + UNREADABLE_RETRY_MS)));
             continue;
         };
         let prev = match &rec.last_job {
@@ -124,17 +141,18 @@ pub async fn round(
             // A schedule set around the daemon's checks: its jobs cannot
             // be added; the others' still are.
             tracing::warn!(schedule = %s.name, error = %e, "schedule slots cannot be added");
-            let through = rec.fired_through.unwrap_or(rec.created_dt);
-            planned.push((rec, postpone(through, now + UNREADABLE_RETRY_MS)));
             continue;
         }
-        for &slot in &p.fire {
-            let job = NewJob::new(slot_id(&s.name, slot), s.jobtype.clone(), s.data.clone())
-                .priority(s.priority)
-                .run_at(slot)
-                .tags(s.tags.iter().cloned());
-            jobs.push(job);
-        }
+        let jobs = p
+            .fire
+            .iter()
+            .map(|&slot| {
+                NewJob::new(slot_id(&s.name, slot), s.jobtype.clone(), s.data.clone())
+                    .priority(s.priority)
+                    .run_at(slot)
+                    .tags(s.tags.iter().cloned())
+            })
+            .collect();
         planned.push((
             rec,
             ScheduleAdvance {
@@ -144,17 +162,44 @@ pub async fn round(
                 fired: p.fire.len() as u64,
                 skipped: p.skipped,
             },
+            jobs,
         ));
     }
-    if !jobs.is_empty() {
-        let out = store.add_jobs(&jobs, now).await?;
-        metrics.schedule_slots_add("fired", out.new.len());
-        metrics.schedule_slots_add("existing", out.existing.len());
-        for id in &out.new {
-            tracing::debug!(job = %id, "schedule slot fired");
+    // Every slot's job in one add. Should the batch be refused (one
+    // schedule's template no longer accepted, a batch too large), each
+    // schedule's jobs are added on their own, and a schedule whose add
+    // fails is not advanced: the others go on.
+    let all: Vec<NewJob> = planned
+        .iter()
+        .flat_map(|(_, _, j)| j.iter().cloned())
+        .collect();
+    if !all.is_empty() {
+        match store.add_jobs(&all, now).await {
+            Ok(out) => count_added(metrics, &out),
+            Err(e) if matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::TooLarge) => {
+                tracing::warn!(error = %e, "the schedules' adds were refused together; adding them one schedule at a time");
+                let mut kept = Vec::with_capacity(planned.len());
+                for (rec, adv, jobs) in planned {
+                    if jobs.is_empty() {
+                        kept.push((rec, adv, jobs));
+                        continue;
+                    }
+                    match store.add_jobs(&jobs, now).await {
+                        Ok(out) => {
+                            count_added(metrics, &out);
+                            kept.push((rec, adv, jobs));
+                        }
+                        Err(e) => {
+                            tracing::warn!(schedule = %rec.schedule.name, error = %e, "schedule slots cannot be added")
+                        }
+                    }
+                }
+                planned = kept;
+            }
+            Err(e) => return Err(e),
         }
     }
-    for (rec, adv) in planned {
+    for (rec, adv, _) in planned {
         let skipped = adv.skipped as usize;
         if store
             .advance_schedule(&rec.schedule.name, rec.version, &adv, now)
@@ -166,14 +211,11 @@ pub async fn round(
     Ok(due.len())
 }
 
-/// An advance that only moves `next_due`.
-fn postpone(through: Millis, next_due: Millis) -> ScheduleAdvance {
-    ScheduleAdvance {
-        fired_through: through,
-        last_job: None,
-        next_due: Some(next_due),
-        fired: 0,
-        skipped: 0,
+fn count_added(metrics: &Metrics, out: &AddOutcome) {
+    metrics.schedule_slots_add("fired", out.new.len());
+    metrics.schedule_slots_add("existing", out.existing.len());
+    for id in &out.new {
+        tracing::debug!(job = %id, "schedule slot fired");
     }
 }
 

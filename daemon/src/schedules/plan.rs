@@ -27,8 +27,9 @@ pub const MAX_SCAN: usize = 10_000;
 /// fire on the next ticks.
 pub const MAX_FIRE: usize = 100;
 
-/// How late a slot may be and still count as on time (catch-up `none`):
-/// a few firer ticks.
+/// How late a slot may be and still count as on time (catch-up `none`),
+/// and the shortest catch-up window: two of the longest firer tick
+/// (`--schedule-tick` is at most 5 s).
 pub const ON_TIME_MS: Millis = 10_000;
 
 /// How often a schedule whose next slot waits for the previous job
@@ -84,9 +85,14 @@ pub fn plan(rule: &Rule, rec: &ScheduleRecord, now: Millis, prev: Previous) -> P
 }
 
 /// Where slots are counted from: after the watermark, or for a schedule
-/// that never fired, from its start (inclusive) or its creation.
-fn origin(rec: &ScheduleRecord) -> Millis {
-    let start = rec.schedule.start_at.map(|s| (s - 1).max(0));
+/// that never fired, from its start (a cron rule's start is a slot when it
+/// is an occurrence: cron gives occurrences strictly after a time; a repeat
+/// rule applies its steps to the start) or its creation.
+fn origin(rule: &Rule, rec: &ScheduleRecord) -> Millis {
+    let start = rec.schedule.start_at.map(|s| match rule {
+        Rule::Cron { .. } => (s - 1).max(0),
+        Rule::Repeat { .. } => s,
+    });
     match (rec.fired_through, start) {
         (Some(w), Some(s)) => w.max(s),
         (Some(w), None) => w,
@@ -106,7 +112,7 @@ fn next_slot(rule: &Rule, rec: &ScheduleRecord, t: Millis) -> Option<Millis> {
 
 fn plan_scheduled(rule: &Rule, rec: &ScheduleRecord, now: Millis, prev: Previous) -> Plan {
     let s = &rec.schedule;
-    let from = origin(rec);
+    let from = origin(rule, rec);
     // The due slots, oldest first, at most MAX_SCAN of them.
     let mut due = Vec::new();
     let mut t = from;
@@ -120,7 +126,10 @@ fn plan_scheduled(rule: &Rule, rec: &ScheduleRecord, now: Millis, prev: Previous
         }
     }
     let scanned_all = due.len() < MAX_SCAN;
-    let cutoff = now.saturating_sub(duration_ms(s.catch_up_window));
+    // A window shorter than the on-time margin would skip slots that are
+    // merely a tick late.
+    let window = duration_ms(s.catch_up_window).max(ON_TIME_MS);
+    let cutoff = now.saturating_sub(window);
     let live: Vec<Millis> = due.iter().copied().filter(|&d| d >= cutoff).collect();
     let mut fire: Vec<Millis> = match s.catch_up {
         CatchUp::All => live,
@@ -171,7 +180,7 @@ fn plan_scheduled(rule: &Rule, rec: &ScheduleRecord, now: Millis, prev: Previous
 /// derives the same slot). Catch-up does not apply: a late slot fires
 /// once, late.
 fn plan_chained(rule: &Rule, rec: &ScheduleRecord, now: Millis, prev: Previous) -> Plan {
-    let through = origin(rec);
+    let through = origin(rule, rec);
     let wait = |next_due| Plan {
         fire: Vec::new(),
         skipped: 0,
@@ -181,8 +190,9 @@ fn plan_chained(rule: &Rule, rec: &ScheduleRecord, now: Millis, prev: Previous) 
     let base = match prev {
         Previous::Live => return wait(Some(now.saturating_add(WAIT_POLL_MS))),
         Previous::None => through,
-        // The previous run's times are lost: count from now.
-        Previous::Gone => now,
+        // The previous run's times are lost (deleted, or purged by the
+        // retention): count from its slot.
+        Previous::Gone => through,
         Previous::Ended { started, finished } => match rule.base() {
             Base::Started => started,
             _ => finished,
@@ -215,7 +225,7 @@ fn plan_chained(rule: &Rule, rec: &ScheduleRecord, now: Millis, prev: Previous) 
 /// for `STARTED`/`FINISHED` rules the slots if every run took no time.
 pub fn upcoming(rule: &Rule, rec: &ScheduleRecord, now: Millis, n: usize) -> Vec<Millis> {
     let mut out = Vec::with_capacity(n);
-    let mut t = origin(rec).max(now);
+    let mut t = origin(rule, rec).max(now);
     while out.len() < n {
         match next_slot(rule, rec, t) {
             Some(next) => {
@@ -235,7 +245,7 @@ pub fn first_due(rule: &Rule, rec: &ScheduleRecord, now: Millis) -> Option<Milli
     if rule.base() != Base::Scheduled && rec.last_job.is_some() {
         return Some(now);
     }
-    let from = origin(rec);
+    let from = origin(rule, rec);
     next_slot(rule, rec, from).map(|t| t.max(from))
 }
 

@@ -342,3 +342,40 @@ proptest! {
         prop_assert!(sim.watermarks.windows(2).all(|w| w[0] <= w[1]));
     }
 }
+
+#[test]
+fn a_repeat_rule_counts_from_its_start_itself() {
+    let text = "SCHEDULED, +1 DAY";
+    let mut rec = record(text, CatchUp::All, Overlap::Allow);
+    rec.schedule.start_at = Some(T0 + 3_600 * SEC);
+    let r = rule(text);
+    assert_eq!(first_due(&r, &rec, T0), Some(T0 + 25 * 3_600 * SEC));
+    assert_eq!(
+        upcoming(&r, &rec, T0, 2),
+        vec![T0 + 25 * 3_600 * SEC, T0 + 49 * 3_600 * SEC]
+    );
+}
+
+#[test]
+fn a_finished_rule_whose_last_job_is_gone_counts_from_its_slot() {
+    let text = "FINISHED, +10 MINUTES";
+    let rec = at(&record(text, CatchUp::Last, Overlap::Allow), T0);
+    let r = rule(text);
+    // Purged by the retention long ago: the next slot is late, and fires.
+    let p = plan(&r, &rec, T0 + 3_600 * SEC, Previous::Gone);
+    assert_eq!(p.fire, vec![T0 + 10 * MIN]);
+    // Gone just now: its next slot is ahead.
+    let p = plan(&r, &rec, T0 + MIN, Previous::Gone);
+    assert_eq!((p.fire.len(), p.next_due), (0, Some(T0 + 10 * MIN)));
+}
+
+#[test]
+fn a_window_shorter_than_a_tick_still_fires_slots_a_tick_late() {
+    let mut rec = at(&record("* * * * *", CatchUp::All, Overlap::Allow), T0);
+    rec.schedule.catch_up_window = Duration::ZERO;
+    let r = rule("* * * * *");
+    let p = plan(&r, &rec, T0 + MIN + 900, Previous::Gone);
+    assert_eq!(p.fire, vec![T0 + MIN]);
+    let p = plan(&r, &rec, T0 + MIN + ON_TIME_MS + 1, Previous::Gone);
+    assert_eq!((p.fire.len(), p.skipped), (0, 1));
+}
