@@ -511,7 +511,8 @@ if [ -f "$FIXED" ] || [ $((n % 5)) -ne 0 ]; then echo "imported $n"; else echo "
         assert_eq!(s["paused"], true, "{s}");
         wait_for_text(&b, "paused").await;
         click_in_row(&b, "daily", "Resume").await;
-        wait_for_text(&b, "Resume: daily.").await;
+        let text = wait_for_text(&b, "Resume: daily.").await;
+        assert!(text.contains("active"), "{text}");
         click_in_row(&b, "daily", "Run now").await;
         let text = wait_for_text(&b, "Run now: daily → job daily@trigger-").await;
         assert!(!text.contains("paused"), "{text}");

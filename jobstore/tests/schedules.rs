@@ -102,7 +102,9 @@ fn three_daemons_fire_every_slot_once_through_a_kill_and_an_outage(#[case] backe
         let down_until = now_millis();
         daemons = dirs.iter().map(|d| daemon(d, Some(&url))).collect();
         // Caught up: the watermark passes the end of the outage.
-        let store = be.open(&dir.path().join("reader")).await;
+        let store = jobstore_daemon::factory::open(Some(&url), &dir.path().join("reader"))
+            .await
+            .expect("open the shared store");
         let rec = eventually(Duration::from_secs(30), "the schedule caught up", || {
             let store = store.clone();
             async move {
@@ -115,7 +117,10 @@ fn three_daemons_fire_every_slot_once_through_a_kill_and_an_outage(#[case] backe
             d.terminate();
         }
         let through = rec.fired_through.unwrap();
-        let first = (set_at / SEC + 1) * SEC;
+        // The first slot is the first second after the schedule was created
+        // (by the daemon, a moment after `set_at`).
+        assert!(rec.created_dt >= set_at);
+        let first = (rec.created_dt / SEC + 1) * SEC;
         let want: BTreeSet<String> = (0..)
             .map(|i| first + i * SEC)
             .take_while(|&t| t <= through)
@@ -233,7 +238,7 @@ fn schedules_from_the_command_line() {
             },
         )
         .await;
-        assert_eq!(job["result"]["output"], "full", "{job}");
+        assert_eq!(job["result"]["output"], "full\n", "{job}");
         let after = cli_json(&d.url, &["schedule", "show", "acme", "nightly"]);
         assert_eq!(
             (after["fired"].as_u64(), after["fired_through"].as_i64()),
@@ -297,7 +302,7 @@ fn schedules_from_the_command_line() {
         for (body, field) in bad {
             let (s, v) = put(&d.url, "/acme/schedules/bad", body.clone()).await;
             assert_eq!(s, 400, "{body}: {v}");
-            assert_eq!(v["field"], field, "{body}: {v}");
+            assert_eq!(v["error"]["field"], field, "{body}: {v}");
         }
         let (s, v) = put(
             &d.url,
@@ -305,14 +310,22 @@ fn schedules_from_the_command_line() {
             json!({"rule": "* * * * *", "type": "t"}),
         )
         .await;
-        assert_eq!((s, v["field"].as_str()), (400, Some("name")), "{v}");
+        assert_eq!(
+            (s, v["error"]["field"].as_str()),
+            (400, Some("name")),
+            "{v}"
+        );
         let (s, v) = put(
             &d.url,
-            &format!("/acme/schedules/{}", "n".repeat(150)),
+            &format!("/acme/schedules/{}", "n".repeat(160)),
             json!({"rule": "* * * * *", "type": "t"}),
         )
         .await;
-        assert_eq!((s, v["field"].as_str()), (400, Some("name")), "{v}");
+        assert_eq!(
+            (s, v["error"]["field"].as_str()),
+            (400, Some("name")),
+            "{v}"
+        );
         let list = cli_json(&d.url, &["schedule", "list", "acme"]);
         let names: Vec<&str> = list["schedules"]
             .as_array()

@@ -164,23 +164,12 @@ fn record(row: &SqliteRow, schedule: Schedule) -> Result<ScheduleRecord> {
 mod tests {
     use super::*;
     use jobstore_api::JobStore;
-    use sqlx::sqlite::SqliteConnection;
-    use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
+    use sqlx::{ConnectOptions, Connection};
 
     use crate::SqliteStore;
+    use crate::query_plan::plan;
 
     const NOW: Millis = 1_700_000_000_000;
-
-    async fn plan(conn: &mut SqliteConnection, sql: &str, params: usize) -> String {
-        let mut q = sqlx::query_as::<_, (i64, i64, i64, String)>(AssertSqlSafe(format!(
-            "EXPLAIN QUERY PLAN {sql}"
-        )));
-        for _ in 0..params {
-            q = q.bind(None::<i64>);
-        }
-        let rows = q.fetch_all(&mut *conn).await.unwrap();
-        rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("\n")
-    }
 
     /// The due read is one range of `schedules_due`, in its order (no
     /// sort); the listing one range of the primary key, in its order; every

@@ -165,6 +165,7 @@ mod tests {
     use sqlx::{ConnectOptions, Connection};
 
     use crate::SqliteStore;
+    use crate::query_plan::plan;
 
     const NOW: Millis = 1_700_000_000_000;
 
@@ -252,17 +253,6 @@ mod tests {
         assert_eq!(read[0].wait.sum_ms, i64::MAX as u64);
         assert_eq!(read[0].wait.buckets[HISTOGRAM_BUCKETS - 1], 2);
         store.close().await;
-    }
-
-    async fn plan(conn: &mut SqliteConnection, sql: &str, params: usize) -> String {
-        let mut q = sqlx::query_as::<_, (i64, i64, i64, String)>(AssertSqlSafe(format!(
-            "EXPLAIN QUERY PLAN {sql}"
-        )));
-        for _ in 0..params {
-            q = q.bind(None::<i64>);
-        }
-        let rows = q.fetch_all(&mut *conn).await.unwrap();
-        rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("\n")
     }
 
     /// Reads follow the primary key in its order (no sort), a list one

@@ -542,8 +542,8 @@ async function schedules(p) {
       if (ask && !confirm(ask)) return;
       try {
         const r = await post(base + enc(s.name) + "/" + verb);
+        await schedules(p);
         say(label + ": " + s.name + (r && r.id ? " → job " + r.id : "") + ".");
-        schedules(p);
       } catch (e) { say(e.message, true); }
     },
   }, label);
