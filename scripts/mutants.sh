@@ -50,6 +50,18 @@ groups=(
     "stats-postgres|store-postgres/src/stats.rs|--test-package jobstore-postgres -- --lib --tests -- stats state_matrix namespace_isolation_of_management claim_reports_when_each_job_was_due"
     "stats-redis|store-redis/src/stats.rs|--test-package jobstore-redis -- --lib --tests -- stats state_matrix namespace_isolation_of_management claim_reports_when_each_job_was_due"
     "stats-mongo|store-mongo/src/stats.rs|--test-package jobstore-mongo -- --lib --tests -- stats state_matrix namespace_isolation_of_management claim_reports_when_each_job_was_due"
+    # Stored schedules: the daemon's planner with its unit tests; the
+    # contract's types with the schedule functions of the reference store
+    # and of the validators (picked by --re); each store's module (for
+    # PostgreSQL, its schedule functions in store.rs), with the tests whose
+    # names say schedule (the suite's schedule behaviours, its state_matrix
+    # schedules case and schedules_isolated_between_namespaces among them).
+    "schedule-plan|daemon/src/schedules/plan.rs|--test-package jobstore-daemon --cargo-arg=--lib -- schedules::"
+    "schedules-api|store-api/src/schedule.rs store-api/src/memory.rs store-api/src/validate.rs|--re store-api/src/schedule.rs: --re memory.rs:.*_schedule --re validate.rs:.*schedule --re validate.rs:.*printable --test-package jobstore-api --test-package jobstore-conformance -- --lib --tests -- schedule"
+    "schedules-sqlite|store-sqlite/src/schedules.rs|--test-package jobstore-sqlite -- --lib --tests -- schedule"
+    "schedules-postgres|store-postgres/src/store.rs|--re store.rs:.*schedule --test-package jobstore-postgres -- --lib --tests -- schedule"
+    "schedules-redis|store-redis/src/schedule.rs|--test-package jobstore-redis -- --lib --tests -- schedule"
+    "schedules-mongo|store-mongo/src/schedules.rs|--test-package jobstore-mongo -- --lib --tests -- schedule"
 )
 
 wanted=("$@")

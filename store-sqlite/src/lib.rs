@@ -7,6 +7,9 @@ mod schedules;
 mod stats;
 mod store;
 
+pub use options::{Durability, Location, SqliteOptions};
+pub use store::SqliteStore;
+
 /// The query plan of a statement, for tests that check which index it
 /// follows: `EXPLAIN QUERY PLAN` with every one of its `params` bound to
 /// NULL, its lines joined.
@@ -26,6 +29,3 @@ mod query_plan {
         rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("\n")
     }
 }
-
-pub use options::{Durability, Location, SqliteOptions};
-pub use store::SqliteStore;

@@ -38,17 +38,26 @@ pub const ROUND: usize = 100;
 /// does not parse here (a daemon older than the one that set it), logged
 /// once.
 #[derive(Default)]
-pub struct Rules(HashMap<String, (u64, String, String, Option<Arc<Rule>>)>);
+pub struct Rules(HashMap<String, Parsed>);
+
+/// A schedule's rule as this daemon parsed it, with what it was parsed
+/// from: version, rule text, time zone.
+struct Parsed {
+    version: u64,
+    text: String,
+    zone: String,
+    rule: Option<Arc<Rule>>,
+}
 
 impl Rules {
     fn get(&mut self, rec: &ScheduleRecord) -> Option<Arc<Rule>> {
         let s = &rec.schedule;
-        if let Some((v, text, tz, rule)) = self.0.get(&s.name)
-            && *v == rec.version
-            && *text == s.rule
-            && *tz == s.time_zone
+        if let Some(p) = self.0.get(&s.name)
+            && p.version == rec.version
+            && p.text == s.rule
+            && p.zone == s.time_zone
         {
-            return rule.clone();
+            return p.rule.clone();
         }
         let rule = match Rule::parse(&s.rule, &s.time_zone) {
             Ok(rule) => Some(Arc::new(rule)),
@@ -66,12 +75,12 @@ impl Rules {
         }
         self.0.insert(
             s.name.clone(),
-            (
-                rec.version,
-                s.rule.clone(),
-                s.time_zone.clone(),
-                rule.clone(),
-            ),
+            Parsed {
+                version: rec.version,
+                text: s.rule.clone(),
+                zone: s.time_zone.clone(),
+                rule: rule.clone(),
+            },
         );
         rule
     }

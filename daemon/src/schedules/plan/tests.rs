@@ -357,6 +357,67 @@ fn a_repeat_rule_counts_from_its_start_itself() {
 }
 
 #[test]
+fn only_schedules_that_fired_and_wait_on_their_job_need_the_previous_one() {
+    let cron = rule("* * * * *");
+    let finished = rule("FINISHED, +10 MINUTES");
+    let started = rule("STARTED, +10 MINUTES");
+    let fresh_skip = record("* * * * *", CatchUp::Last, Overlap::Skip);
+    let fresh_allow = record("* * * * *", CatchUp::Last, Overlap::Allow);
+    // Nothing fired yet: no job to read, whatever the policy or the base.
+    assert!(!needs_previous(&cron, &fresh_skip));
+    assert!(!needs_previous(&finished, &fresh_allow));
+    assert!(!needs_previous(&started, &fresh_skip));
+    // Fired: overlap `skip`, or a rule counted from the job.
+    assert!(needs_previous(&cron, &at(&fresh_skip, T0)));
+    assert!(!needs_previous(&cron, &at(&fresh_allow, T0)));
+    assert!(needs_previous(&finished, &at(&fresh_allow, T0)));
+    assert!(needs_previous(&started, &at(&fresh_allow, T0)));
+}
+
+#[test]
+fn a_rule_that_does_not_move_forward_fires_nothing() {
+    // A repeat rule `Rule::check` refuses: from midnight it gives midnight
+    // itself, so there is no slot after the watermark.
+    let text = "SCHEDULED, START OF DAY";
+    let r = rule(text);
+    let midnight = T0 - 6 * 3_600 * SEC;
+    assert_eq!(r.next(midnight), Some(midnight));
+    let rec = at(&record(text, CatchUp::All, Overlap::Allow), midnight);
+    let p = plan(&r, &rec, midnight + 3 * 86_400 * SEC, Previous::Gone);
+    assert_eq!(
+        p,
+        Plan {
+            fire: vec![],
+            skipped: 0,
+            fired_through: midnight,
+            next_due: None
+        }
+    );
+    assert_eq!(upcoming(&r, &rec, midnight, 3), Vec::<Millis>::new());
+}
+
+#[test]
+fn a_plan_looks_at_most_at_max_scan_slots() {
+    // A per-second rule down for twice MAX_SCAN seconds, with a window of
+    // a minute: the first plan passes over exactly MAX_SCAN slots, all
+    // outside the window, and comes back at once.
+    let r = rule("* * * * * *");
+    let mut rec = at(&record("* * * * * *", CatchUp::All, Overlap::Allow), T0);
+    rec.schedule.catch_up_window = Duration::from_secs(60);
+    let now = T0 + 2 * MAX_SCAN as Millis * SEC;
+    let p = plan(&r, &rec, now, Previous::Gone);
+    assert_eq!(
+        p,
+        Plan {
+            fire: vec![],
+            skipped: MAX_SCAN as u64,
+            fired_through: T0 + MAX_SCAN as Millis * SEC,
+            next_due: Some(now)
+        }
+    );
+}
+
+#[test]
 fn a_finished_rule_whose_last_job_is_gone_counts_from_its_slot() {
     let text = "FINISHED, +10 MINUTES";
     let rec = at(&record(text, CatchUp::Last, Overlap::Allow), T0);
@@ -378,4 +439,56 @@ fn a_window_shorter_than_a_tick_still_fires_slots_a_tick_late() {
     assert_eq!(p.fire, vec![T0 + MIN]);
     let p = plan(&r, &rec, T0 + MIN + ON_TIME_MS + 1, Previous::Gone);
     assert_eq!((p.fire.len(), p.skipped), (0, 1));
+}
+
+#[test]
+fn exactly_max_fire_slots_fire_in_one_plan_that_looks_ahead() {
+    let r = rule("* * * * * *");
+    let rec = at(&record("* * * * * *", CatchUp::All, Overlap::Allow), T0);
+    let now = T0 + MAX_FIRE as Millis * SEC;
+    let p = plan(&r, &rec, now, Previous::Gone);
+    assert_eq!(p.fire.len(), MAX_FIRE);
+    assert_eq!(
+        (p.skipped, p.fired_through, p.next_due),
+        (0, now, Some(now + SEC)),
+        "nothing is left for the next tick"
+    );
+}
+
+#[test]
+fn a_chained_slot_still_behind_the_watermark_after_max_scan_steps_fires_nothing() {
+    // The previous run finished more than MAX_SCAN steps of the rule
+    // before the watermark: the search gives up rather than fire a slot
+    // the watermark has passed.
+    let text = "FINISHED, +1 MINUTES";
+    let r = rule(text);
+    let through = T0 + 2 * MAX_SCAN as Millis * MIN;
+    let rec = at(&record(text, CatchUp::Last, Overlap::Allow), through);
+    let ended = Previous::Ended {
+        started: T0 - SEC,
+        finished: T0,
+    };
+    let p = plan(&r, &rec, through + 60 * MIN, ended);
+    assert!(p.fire.is_empty(), "{p:?}");
+    assert_eq!((p.skipped, p.fired_through), (0, through));
+}
+
+#[test]
+fn upcoming_shows_the_next_n_slots() {
+    let r = rule("*/5 * * * *");
+    let rec = at(&record("*/5 * * * *", CatchUp::Last, Overlap::Allow), T0);
+    assert_eq!(
+        upcoming(&r, &rec, T0 + MIN, 3),
+        vec![T0 + 5 * MIN, T0 + 10 * MIN, T0 + 15 * MIN]
+    );
+    assert_eq!(upcoming(&r, &rec, T0, 0), Vec::<Millis>::new());
+}
+
+#[test]
+fn only_chained_rules_with_a_job_to_wait_for_are_due_at_once() {
+    let cron = rule("* * * * *");
+    let fired = at(&record("* * * * *", CatchUp::Last, Overlap::Allow), T0);
+    assert_eq!(first_due(&cron, &fired, T0 + SEC), Some(T0 + MIN));
+    let finished = rule("FINISHED, +10 MINUTES");
+    assert_eq!(first_due(&finished, &fired, T0 + SEC), Some(T0 + SEC));
 }
