@@ -516,7 +516,7 @@ async function handlers(p) {
   const list = p.client ? (await get("/" + enc(p.client) + "/handlers")).handlers : [];
   show(h("h1", {}, "Handlers"), picker,
     table("Handlers of " + p.client, ["Jobtype", "Method", "Version", "Set"],
-      list.map((x) => [x.type, x.handler.method, x.version, when(x.set_at)]), "No handlers."));
+      list.map((x) => [x.type, x.method, x.version, when(x.set_at)]), "No handlers."));
 }
 
 async function workers(p) {
