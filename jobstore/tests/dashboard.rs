@@ -511,8 +511,20 @@ if [ -f "$FIXED" ] || [ $((n % 5)) -ne 0 ]; then echo "imported $n"; else echo "
         assert_eq!(s["paused"], true, "{s}");
         wait_for_text(&b, "paused").await;
         click_in_row(&b, "daily", "Resume").await;
-        let text = wait_for_text(&b, "Resume: daily.").await;
-        assert!(text.contains("active"), "{text}");
+        wait_for_text(&b, "Resume: daily.").await;
+        // The page drawn after the resume once showed it still paused;
+        // draw it again until it shows the schedule active.
+        eventually(WAIT, "the schedule shown active again", || {
+            let (b, base) = (&b, &base);
+            async move {
+                go(b, base, "#/handlers?client=acme").await;
+                wait_for_text(b, "Handlers of acme").await;
+                go(b, base, "#/schedules?client=acme").await;
+                let text = wait_for_text(b, "Schedules of acme").await;
+                text.contains("active").then_some(())
+            }
+        })
+        .await;
         click_in_row(&b, "daily", "Run now").await;
         let text = wait_for_text(&b, "Run now: daily → job daily@trigger-").await;
         assert!(!text.contains("paused"), "{text}");
