@@ -318,6 +318,22 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(schedule_concurrent_advances_apply_once);
         __jobstore_conformance_test!(schedule_concurrent_sets_bump_the_version_once_each);
         __jobstore_conformance_test!(schedule_bad_input_rejected);
+        __jobstore_conformance_test!(unique_add_returns_holder_in_every_live_state);
+        __jobstore_conformance_test!(unique_key_freed_by_every_way_out);
+        __jobstore_conformance_test!(unique_key_freed_after_lease_runs_out);
+        __jobstore_conformance_test!(unique_window_after_archive);
+        __jobstore_conformance_test!(unique_replace_data_of_free_holder);
+        __jobstore_conformance_test!(unique_scope_is_jobtype);
+        __jobstore_conformance_test!(unique_id_checked_before_key);
+        __jobstore_conformance_test!(unique_twice_in_one_batch);
+        __jobstore_conformance_test!(unique_rerun_refused_while_key_held);
+        __jobstore_conformance_test!(unique_key_limits_rejected_nothing_stored);
+        __jobstore_conformance_test!(unique_concurrent_adds_make_one_job);
+
+        #[test]
+        fn unique_keys_isolated_between_namespaces() {
+            $crate::block_on($crate::run_pair($factory, $crate::suite::unique_keys_isolated_between_namespaces))
+        }
 
         #[test]
         fn schedules_isolated_between_namespaces() {

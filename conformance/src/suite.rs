@@ -20,11 +20,13 @@ mod manage;
 mod schedules;
 mod stats;
 mod trace;
+mod unique;
 pub use history::*;
 pub use manage::*;
 pub use schedules::*;
 pub use stats::*;
 pub use trace::*;
+pub use unique::*;
 
 /// The `now` every test starts from: 2023-11-14T22:13:20Z.
 pub const T0: Millis = 1_700_000_000_000;
@@ -145,7 +147,8 @@ pub async fn add_get_round_trip(c: Ctx) {
         out,
         AddOutcome {
             new: ids(&["j1"]),
-            existing: vec![]
+            existing: vec![],
+            duplicates: vec![],
         }
     );
     let job = get(s, "j1").await;
@@ -167,6 +170,7 @@ pub async fn add_get_round_trip(c: Ctx) {
             history: added_at(s, T0),
             claimed_due: None,
             trace: None,
+            flow: None,
         }
     );
     assert_eq!(job.state(T0), JobState::Waiting);

@@ -220,6 +220,7 @@ impl Ingest {
                     run_at: r.run_at,
                     tags: r.tags.clone(),
                     trace: r.trace.clone(),
+                    flow: None,
                 });
             }
         }

@@ -127,6 +127,7 @@ mod tests {
             tags: Vec::new(),
             history: Vec::new(),
             claimed_due: None,
+            flow: None,
             trace: ctx(Some("a=1")),
         };
         assert_eq!(run_trace(&job, None), job.trace);

@@ -2,6 +2,7 @@
 
 pub mod batch;
 pub mod error;
+pub mod flow;
 pub mod history;
 pub mod layer;
 pub mod limits;
@@ -16,6 +17,7 @@ pub mod validate;
 mod watch;
 
 pub use error::{BoxError, Error, ErrorKind, Result};
+pub use flow::{Duplicate, FlowState, JobFlow, OnConflict, Unique};
 pub use history::{EventKind, JobEvent, PendingClaim};
 pub use manage::*;
 pub use memory::MemoryStore;

@@ -68,3 +68,6 @@ pub const MAX_TIME_ZONE_LEN: usize = 64;
 
 /// Longest schedule name, in bytes (a jobtype's length).
 pub const MAX_SCHEDULE_NAME_LEN: usize = MAX_JOBTYPE_LEN;
+
+/// The longest unique key ([`Unique::key`](crate::Unique::key)), in bytes.
+pub const MAX_UNIQUE_KEY_LEN: usize = 256;

@@ -600,6 +600,7 @@ mod tests {
             history: vec![],
             claimed_due: None,
             trace: None,
+            flow: None,
         };
         let c = q.cursor_after(&job);
         let back: Cursor = c.to_string().parse().unwrap();

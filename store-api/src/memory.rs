@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use tokio::sync::broadcast;
 
 use crate::error::{Error, Result};
+use crate::flow::{Duplicate, FlowState, OnConflict, Unique};
 use crate::history::{EventKind, JobEvent};
 use crate::limits::DEFAULT_POLL_INTERVAL;
 use crate::manage::*;
@@ -81,6 +82,7 @@ impl JobStore for MemoryStore {
             .with_stats()
             .with_trace()
             .with_schedules()
+            .with_unique_jobs()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -91,6 +93,23 @@ impl JobStore for MemoryStore {
             if inner.jobs.contains_key(&job.id) {
                 outcome.existing.push(job.id.clone());
                 continue;
+            }
+            if let Some(u) = job.unique_key() {
+                if let Some(holder) = key_holder(&inner, &job.jobtype, u, now) {
+                    let holder = inner.jobs.get_mut(&holder).expect("holder exists");
+                    let replaced =
+                        u.on_conflict == OnConflict::ReplaceData && holder.lock == LOCK_FREE;
+                    if replaced {
+                        holder.data = job.data.clone();
+                        record(holder, now, "", EventKind::Edited);
+                    }
+                    outcome.duplicates.push(Duplicate {
+                        id: job.id.clone(),
+                        existing: holder.id.clone(),
+                        replaced,
+                    });
+                    continue;
+                }
             }
             inner.jobs.insert(
                 job.id.clone(),
@@ -110,6 +129,9 @@ impl JobStore for MemoryStore {
                     history: vec![JobEvent::new(now, "", 0, EventKind::Added)],
                     claimed_due: None,
                     trace: job.trace.clone(),
+                    flow: job
+                        .unique_key()
+                        .map(|u| Box::new(FlowState::unique(u.key.clone()))),
                 },
             );
             outcome.new.push(job.id.clone());
@@ -367,7 +389,18 @@ impl JobStore for MemoryStore {
         let mut rerun = Vec::new();
         let mut jobtypes = Vec::new();
         for id in ids {
-            if let Some(job) = inner.jobs.get_mut(id).filter(|j| j.lock == LOCK_DONE) {
+            let Some(job) = inner.jobs.get(id).filter(|j| j.lock == LOCK_DONE) else {
+                continue;
+            };
+            if let Some(key) = stored_key(job) {
+                let held = inner.jobs.values().any(|j| {
+                    j.lock != LOCK_DONE && j.jobtype == job.jobtype && stored_key(j) == Some(key)
+                });
+                if held {
+                    continue;
+                }
+            }
+            if let Some(job) = inner.jobs.get_mut(id) {
                 job.lock = LOCK_FREE.to_owned();
                 job.dt = now + duration_ms(delay);
                 job.attempts = 0;
@@ -709,6 +742,32 @@ impl JobStore for MemoryStore {
 }
 
 /// Appends an event to the job's history (its attempts as they are now).
+/// The job a new job with key `u` of `jobtype` is a duplicate of: the
+/// live holder, else (with a window) the most recently archived job with
+/// the key if that was inside the window.
+fn key_holder(inner: &Inner, jobtype: &str, u: &Unique, now: Millis) -> Option<String> {
+    let with_key = || {
+        inner
+            .jobs
+            .values()
+            .filter(move |j| j.jobtype == jobtype && stored_key(j) == Some(u.key.as_str()))
+    };
+    if let Some(live) = with_key().find(|j| j.lock != LOCK_DONE) {
+        return Some(live.id.clone());
+    }
+    let since = now - duration_ms(u.window?);
+    with_key()
+        .filter_map(|j| Some((j.done_dt?, j)))
+        .max_by(|(a, x), (b, y)| a.cmp(b).then_with(|| x.id.cmp(&y.id)))
+        .filter(|(done, _)| *done > since)
+        .map(|(_, j)| j.id.clone())
+}
+
+/// A stored job's unique key.
+fn stored_key(job: &Job) -> Option<&str> {
+    job.flow.as_ref()?.unique_key.as_deref()
+}
+
 fn record(job: &mut Job, now: Millis, by: &str, what: EventKind) {
     let event = JobEvent::new(now, by, job.attempts, what);
     crate::history::push_event(&mut job.history, event);

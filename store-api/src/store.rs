@@ -105,6 +105,30 @@ pub trait JobStore: Send + Sync + Debug {
     /// [`AddOutcome::existing`], not as an error: journal replays and client
     /// idempotency keys rely on this. An id may appear only once per batch.
     /// Validation failures reject the whole batch before anything is stored.
+    ///
+    /// **Unique keys** (stores that declare [`Capabilities::unique_jobs`];
+    /// others refuse a job with a key as `Unsupported`). The id is checked
+    /// first: an existing id is `existing`, whatever its key. Then the key
+    /// ([`Unique`](crate::Unique)), scoped by the jobtype: if a live job
+    /// (waiting, scheduled, running or expired) of the same jobtype holds
+    /// it, or, with a `window`, a job of the same jobtype and key was
+    /// archived at `done_dt > now - window` (the most recent one is named;
+    /// a deleted or purged job no longer counts, and a store may then stop
+    /// seeing older archives of the key, ending the window early), nothing
+    /// is stored and the job is reported in [`AddOutcome::duplicates`]
+    /// naming that job. With [`OnConflict::ReplaceData`](crate::OnConflict::ReplaceData)
+    /// a free (waiting or scheduled) live holder gets the duplicate's
+    /// payload and the event `Edited` (`replaced: true`); any other holder
+    /// is left as it is. Two jobs with one key in a batch: the first is
+    /// added (or meets the holder), the second is a duplicate of it.
+    /// Concurrent adds with one key, from any number of handles, store
+    /// exactly one job. The key is freed in the same atomic change that
+    /// archives or deletes its job, by every path
+    /// ([`release_jobs`](JobStore::release_jobs) archive or delete,
+    /// [`cancel_jobs`](JobStore::cancel_jobs),
+    /// [`delete_jobs`](JobStore::delete_jobs)); a job whose daemon crashed
+    /// is archived by the next claimer after its lease, which frees it.
+    /// Every read carries the key ([`Job::flow`]).
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome>;
 
     /// The jobtypes that have at least one eligible job (waiting or expired)
@@ -276,8 +300,10 @@ pub trait JobStore: Send + Sync + Debug {
     /// Runs archived jobs again (any result code): each becomes free with
     /// `dt = now + delay`, `attempts = 0` and `done_dt = None`; its last
     /// `result` stays readable until it is archived again. Jobs in any
-    /// other state, and unknown ids, are untouched. Returns the ids run
-    /// again (order unspecified). Watchers wake as for an add. A store
+    /// other state, and unknown ids, are untouched. A job with a unique key
+    /// takes the key back; if another live job of its jobtype holds it (or
+    /// an earlier id of the same call took it), the job stays archived and
+    /// is not returned. Returns the ids run again (order unspecified). Watchers wake as for an add. A store
     /// without [`Capabilities::edit_jobs`] answers `Unsupported`.
     async fn rerun_jobs(
         &self,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+use crate::flow::{Duplicate, FlowState, JobFlow, Unique};
 use crate::trace::TraceContext;
 
 /// A point in time: milliseconds since the Unix epoch, UTC.
@@ -64,6 +65,11 @@ pub struct NewJob {
     /// accepts it and keeps nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceContext>,
+    /// What the job does beyond "run this" (a unique key); `None` for a
+    /// plain job. A store without the capability a flow field needs
+    /// ([`Capabilities::unique_jobs`]) refuses the job with `Unsupported`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Box<JobFlow>>,
 }
 
 impl NewJob {
@@ -81,6 +87,7 @@ impl NewJob {
             run_at: None,
             tags: Vec::new(),
             trace: None,
+            flow: None,
         }
     }
 
@@ -111,6 +118,17 @@ impl NewJob {
         self.trace = Some(trace);
         self
     }
+
+    /// Gives the job a unique key ([`Unique`]).
+    pub fn unique(mut self, unique: Unique) -> Self {
+        self.flow.get_or_insert_with(Default::default).unique = Some(unique);
+        self
+    }
+
+    /// Its unique key, if it has one.
+    pub fn unique_key(&self) -> Option<&Unique> {
+        self.flow.as_ref().and_then(|f| f.unique.as_ref())
+    }
 }
 
 impl fmt::Debug for NewJob {
@@ -123,6 +141,7 @@ impl fmt::Debug for NewJob {
             .field("run_at", &self.run_at)
             .field("tags", &self.tags)
             .field("trace", &self.trace)
+            .field("flow", &self.flow)
             .finish()
     }
 }
@@ -134,6 +153,9 @@ pub struct AddOutcome {
     pub new: Vec<String>,
     /// Ids that already existed and were left untouched, in batch order.
     pub existing: Vec<String>,
+    /// Jobs not stored because another job holds their unique key, in
+    /// batch order. `new`, `existing` and `duplicates` partition the batch.
+    pub duplicates: Vec<Duplicate>,
 }
 
 /// A job as stored.
@@ -181,6 +203,9 @@ pub struct Job {
     /// taken again, when its lease expired). `None` in every other read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_due: Option<Millis>,
+    /// Its flow as stored (a unique key); `None` on a plain job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Box<FlowState>>,
 }
 
 impl Job {
@@ -225,6 +250,7 @@ impl fmt::Debug for Job {
             .field("history_len", &self.history.len())
             .field("trace", &self.trace)
             .field("claimed_due", &self.claimed_due)
+            .field("flow", &self.flow)
             .finish()
     }
 }
@@ -599,6 +625,9 @@ pub struct Capabilities {
     /// Whether the schedule methods ([`JobStore::set_schedule`](crate::JobStore::set_schedule)
     /// and the others) are offered.
     pub schedules: bool,
+    /// Whether jobs may have a unique key ([`NewJob::unique`],
+    /// [`AddOutcome::duplicates`]).
+    pub unique_jobs: bool,
 }
 
 impl Capabilities {
@@ -617,7 +646,14 @@ impl Capabilities {
             stats: false,
             trace: false,
             schedules: false,
+            unique_jobs: false,
         }
+    }
+
+    /// Declares unique keys.
+    pub const fn with_unique_jobs(mut self) -> Self {
+        self.unique_jobs = true;
+        self
     }
 
     /// Declares the schedule methods.

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::flow::{JobFlow, Unique};
 use crate::limits::*;
 use crate::manage::{JobEdit, JobQuery, JobtypeFilter, TimeRange};
 use crate::stats::{Durations, MINUTE_MS, StatsDelta, StatsQuery};
@@ -132,10 +133,53 @@ pub fn new_jobs(jobs: &[NewJob], caps: &Capabilities, now: Millis) -> Result<()>
         if let Some(ctx) = &job.trace {
             trace(ctx)?;
         }
+        if let Some(flow) = &job.flow {
+            job_flow(flow, caps)?;
+        }
         if !seen.insert(job.id.as_str()) {
             return Err(Error::invalid(format!(
                 "job id {:?} appears twice in one batch",
                 job.id
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A new job's flow: each field it sets must be offered by the store
+/// (`Unsupported` otherwise) and valid.
+pub fn job_flow(flow: &JobFlow, caps: &Capabilities) -> Result<()> {
+    if let Some(u) = &flow.unique {
+        if !caps.unique_jobs {
+            return Err(Error::unsupported("unique keys on new jobs"));
+        }
+        unique(u)?;
+    }
+    Ok(())
+}
+
+/// A unique key: 1..=[`MAX_UNIQUE_KEY_LEN`] bytes without control
+/// characters, and a window of at most [`MAX_DELAY`].
+pub fn unique(u: &Unique) -> Result<()> {
+    if u.key.is_empty() {
+        return Err(Error::invalid("unique.key is empty"));
+    }
+    if u.key.len() > MAX_UNIQUE_KEY_LEN {
+        return Err(Error::invalid(format!(
+            "unique.key is {} bytes, the limit is {MAX_UNIQUE_KEY_LEN}",
+            u.key.len()
+        )));
+    }
+    if u.key.chars().any(char::is_control) {
+        return Err(Error::invalid(format!(
+            "unique.key {:?} has a control character",
+            u.key
+        )));
+    }
+    if let Some(w) = u.window {
+        if w > MAX_DELAY {
+            return Err(Error::invalid(format!(
+                "unique.window {w:?} is above {MAX_DELAY:?}"
             )));
         }
     }

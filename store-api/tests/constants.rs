@@ -53,7 +53,7 @@ fn debug_output_leaves_out_payloads_and_tokens() {
         .tags(["eu"]);
     assert_eq!(
         format!("{new:?}"),
-        r#"NewJob { id: "j1", jobtype: "t", data_len: 14, priority: 3, run_at: Some(5), tags: ["eu"], trace: None }"#
+        r#"NewJob { id: "j1", jobtype: "t", data_len: 14, priority: 3, run_at: Some(5), tags: ["eu"], trace: None, flow: None }"#
     );
     let lease = jobstore_api::SysidLease {
         sysid: "node".into(),
@@ -87,13 +87,14 @@ fn job_debug_shows_the_payload_length_only() {
         history: vec![],
         claimed_due: Some(1),
         trace: None,
+        flow: None,
     };
     let shown = format!("{job:?}");
     assert!(!shown.contains("secret"), "{shown}");
     assert!(
         shown.starts_with(r#"Job { id: "j1", jobtype: "t", data_len: 14,"#)
             && shown.contains(r#"lock: "sys-a", attempts: 2"#)
-            && shown.ends_with("claimed_due: Some(1) }"),
+            && shown.ends_with("claimed_due: Some(1), flow: None }"),
         "{shown}"
     );
 }

@@ -400,6 +400,7 @@ pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
         tags: tags_from_doc(d)?,
         history: history_from_doc(d, attempts)?,
         claimed_due: None,
+        flow: None,
         trace: trace_from_doc(d)?,
     })
 }

@@ -499,6 +499,7 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         tags: get(row, 13)?,
         history: complete_history(with_added(stored, create_dt), claim, archived),
         claimed_due: None,
+        flow: None,
         trace: match get::<Option<String>>(row, 17)? {
             None => None,
             Some(traceparent) => Some(TraceContext {
@@ -596,6 +597,7 @@ fn claimed_from_row(
         tags,
         history: complete_history(with_added(stored, create_dt), Some(claim), None),
         claimed_due: Some(get(row, 5)?),
+        flow: None,
         trace,
     })
 }

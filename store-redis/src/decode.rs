@@ -255,6 +255,7 @@ pub(crate) fn job_from_hash(
         tags,
         history,
         claimed_due: None,
+        flow: None,
         trace,
     })
 }

@@ -352,6 +352,7 @@ impl JobStore for RedisStore {
                     None,
                 ),
                 claimed_due: Some(int(&due, "due time")?),
+                flow: None,
                 trace: trace(tc.as_deref())?,
             });
         }

@@ -598,6 +598,7 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         tags: tags_from_json(&row.try_get::<String, _>("tags").map_err(d)?)?,
         history: complete_history(with_added(stored, create_dt), claim, ended),
         claimed_due: None,
+        flow: None,
         trace: row
             .try_get::<Option<String>, _>("traceparent")
             .map_err(d)?
@@ -688,6 +689,7 @@ impl Claimed<'_> {
             tags,
             history: complete_history(with_added(stored, create_dt), Some(claim), None),
             claimed_due: None,
+            flow: None,
             trace: traceparent.map(|traceparent| TraceContext {
                 traceparent,
                 tracestate,

@@ -1133,6 +1133,7 @@ mod tests {
             tags: Vec::new(),
             history: Vec::new(),
             claimed_due: None,
+            flow: None,
             trace: None,
         };
         let m = ResultMatch::of(&archived(Some(404), Some("connection refused")), "")

@@ -1,20 +1,23 @@
-//! A store that does not offer schedules, as a third-party backend may
-//! declare: the reference store behind a layer that turns
-//! `Capabilities::schedules` off and answers every schedule method as the
-//! trait's defaults do (`Unsupported`). The whole suite passes, its
-//! schedule behaviours checking those answers.
+//! A store that offers neither schedules nor unique keys, as a third-party
+//! backend may declare: the reference store behind a layer that turns
+//! `Capabilities::schedules` and `Capabilities::unique_jobs` off, answers
+//! every schedule method as the trait's defaults do (`Unsupported`), and
+//! validates adds against its own capabilities (a job with a unique key is
+//! `Unsupported`). The whole suite passes, its schedule and unique-key
+//! behaviours checking those answers.
 
 use async_trait::async_trait;
 use jobstore_api::{
-    Capabilities, Error, MemoryStore, Millis, Result, Schedule, ScheduleAdvance, ScheduleRecord,
+    AddOutcome, Capabilities, Error, MemoryStore, Millis, NewJob, Result, Schedule,
+    ScheduleAdvance, ScheduleRecord,
 };
 use jobstore_conformance::TestStore;
 
 #[derive(Debug)]
-struct NoSchedules(MemoryStore);
+struct NoOptions(MemoryStore);
 
 #[async_trait]
-impl jobstore_api::layer::StoreLayer for NoSchedules {
+impl jobstore_api::layer::StoreLayer for NoOptions {
     type Inner = MemoryStore;
 
     fn inner(&self) -> &MemoryStore {
@@ -24,7 +27,13 @@ impl jobstore_api::layer::StoreLayer for NoSchedules {
     fn capabilities(&self) -> Capabilities {
         let mut caps = jobstore_api::JobStore::capabilities(&self.0);
         caps.schedules = false;
+        caps.unique_jobs = false;
         caps
+    }
+
+    async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
+        jobstore_api::validate::new_jobs(jobs, &self.capabilities(), now)?;
+        jobstore_api::JobStore::add_jobs(&self.0, jobs, now).await
     }
 
     async fn set_schedule(
@@ -62,7 +71,7 @@ impl jobstore_api::layer::StoreLayer for NoSchedules {
 }
 
 async fn factory() -> Option<TestStore> {
-    Some(TestStore::new(NoSchedules(MemoryStore::new())))
+    Some(TestStore::new(NoOptions(MemoryStore::new())))
 }
 
 jobstore_conformance::conformance_tests!(factory);
