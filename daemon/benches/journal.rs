@@ -24,6 +24,7 @@ fn record(caller: usize, n: usize) -> Record {
         .into_bytes(),
         tags: Vec::new(),
         trace: None,
+        unique: None,
     }
 }
 

@@ -36,6 +36,14 @@ pub enum Verdict {
     Existing,
     /// The store refused it for good (see `rejected.jsonl`).
     Rejected(String),
+    /// Another job (its store id) holds its unique key: nothing was added;
+    /// `replaced` when that job got its payload.
+    Duplicate {
+        /// The job holding the key.
+        existing: String,
+        /// Whether the holder's payload was replaced.
+        replaced: bool,
+    },
 }
 
 /// Requests waiting for the store's verdict on ids they journaled (adds
@@ -212,7 +220,7 @@ impl Ingest {
             let is_first = seen.insert(r.id.as_str());
             first.push(is_first);
             if is_first {
-                jobs.push(NewJob {
+                let job = NewJob {
                     id: r.id.clone(),
                     jobtype: r.jobtype.clone(),
                     data: r.data.clone(),
@@ -221,6 +229,10 @@ impl Ingest {
                     tags: r.tags.clone(),
                     trace: r.trace.clone(),
                     flow: None,
+                };
+                jobs.push(match &r.unique {
+                    Some(u) => job.unique(u.clone()),
+                    None => job,
                 });
             }
         }
@@ -283,6 +295,14 @@ impl Ingest {
                     let existing = outcome.existing.len() as u64;
                     self.count("new", new);
                     self.count("existing", existing);
+                    self.count("duplicate", outcome.duplicates.len() as u64);
+                    verdicts.extend(outcome.duplicates.into_iter().map(|d| {
+                        let verdict = Verdict::Duplicate {
+                            existing: d.existing,
+                            replaced: d.replaced,
+                        };
+                        (d.id, verdict)
+                    }));
                     verdicts.extend(outcome.new.into_iter().map(|id| (id, Verdict::New)));
                     verdicts.extend(
                         outcome

@@ -94,22 +94,21 @@ impl JobStore for MemoryStore {
                 outcome.existing.push(job.id.clone());
                 continue;
             }
-            if let Some(u) = job.unique_key() {
-                if let Some(holder) = key_holder(&inner, &job.jobtype, u, now) {
-                    let holder = inner.jobs.get_mut(&holder).expect("holder exists");
-                    let replaced =
-                        u.on_conflict == OnConflict::ReplaceData && holder.lock == LOCK_FREE;
-                    if replaced {
-                        holder.data = job.data.clone();
-                        record(holder, now, "", EventKind::Edited);
-                    }
-                    outcome.duplicates.push(Duplicate {
-                        id: job.id.clone(),
-                        existing: holder.id.clone(),
-                        replaced,
-                    });
-                    continue;
+            if let Some(u) = job.unique_key()
+                && let Some(holder) = key_holder(&inner, &job.jobtype, u, now)
+            {
+                let holder = inner.jobs.get_mut(&holder).expect("holder exists");
+                let replaced = u.on_conflict == OnConflict::ReplaceData && holder.lock == LOCK_FREE;
+                if replaced {
+                    holder.data = job.data.clone();
+                    record(holder, now, "", EventKind::Edited);
                 }
+                outcome.duplicates.push(Duplicate {
+                    id: job.id.clone(),
+                    existing: holder.id.clone(),
+                    replaced,
+                });
+                continue;
             }
             inner.jobs.insert(
                 job.id.clone(),

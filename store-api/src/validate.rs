@@ -176,12 +176,12 @@ pub fn unique(u: &Unique) -> Result<()> {
             u.key
         )));
     }
-    if let Some(w) = u.window {
-        if w > MAX_DELAY {
-            return Err(Error::invalid(format!(
-                "unique.window {w:?} is above {MAX_DELAY:?}"
-            )));
-        }
+    if let Some(w) = u.window
+        && w > MAX_DELAY
+    {
+        return Err(Error::invalid(format!(
+            "unique.window {w:?} is above {MAX_DELAY:?}"
+        )));
     }
     Ok(())
 }

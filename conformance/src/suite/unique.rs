@@ -168,24 +168,24 @@ pub async fn unique_key_freed_by_every_way_out(c: Ctx) {
         let first = &format!("{name}-1");
         assert_eq!(
             add(s, vec![keyed(first, jt, key)], now).await.new,
-            [first.clone()]
+            [first.as_str()]
         );
         match (name, how) {
             ("cancel", _) => {
                 let out = s.cancel_jobs(&ids(&[first]), now).await.unwrap();
-                assert_eq!(out.cancelled, [first.clone()]);
+                assert_eq!(out.cancelled, [first.as_str()]);
             }
             ("delete", _) => {
                 let out = s.delete_jobs(&ids(&[first])).await.unwrap();
-                assert_eq!(out.deleted, [first.clone()]);
+                assert_eq!(out.deleted, [first.as_str()]);
             }
             (_, Some(how)) => {
-                assert_eq!(job_ids(&claim(s, jt, 1, OWNER, now).await), [first.clone()]);
+                assert_eq!(job_ids(&claim(s, jt, 1, OWNER, now).await), [first.as_str()]);
                 let done = s
                     .release_jobs(&[JobRelease::new(first, how)], OWNER, now)
                     .await
                     .unwrap();
-                assert_eq!(done, [first.clone()], "{name}");
+                assert_eq!(done, [first.as_str()], "{name}");
             }
             (_, None) => unreachable!(),
         }

@@ -203,6 +203,19 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
     if let Some(d) = a.delay {
         query.push(("delay_ms", d.as_millis().to_string()));
     }
+    if let Some(key) = &a.unique_key {
+        query.push(("unique_key", key.clone()));
+        if let Some(w) = a.unique_window {
+            query.push(("unique_window_ms", w.as_millis().to_string()));
+        }
+        if a.replace_data {
+            query.push(("on_conflict", "replace_data".to_owned()));
+        }
+    } else if a.unique_window.is_some() || a.replace_data {
+        return Err(CliError::usage(
+            "--unique-window and --replace-data go with --unique-key",
+        ));
+    }
     // Checked here: the daemon ignores a malformed header, as W3C Trace
     // Context asks, and the jobs would lose their trace without a word.
     // A tracestate alone (a stray $TRACESTATE) means nothing and is left.
@@ -310,6 +323,7 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
         existing: Vec::new(),
         pending: Vec::new(),
         rejected: Vec::new(),
+        duplicates: Vec::new(),
     };
     let segments = [a.client.as_str(), "job", a.jobtype.as_str(), "add"];
     let mut answers = tokio_stream_from(rx)
@@ -340,18 +354,40 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
             r.ids.len() as u64
         });
         if !json && !quiet {
+            // A duplicate prints the job holding its key: the id that
+            // carries the work.
+            let holders: std::collections::HashMap<&str, &str> = r
+                .duplicates
+                .iter()
+                .map(|d| (d.id.as_str(), d.existing.as_str()))
+                .collect();
             for id in &r.ids {
+                let shown = holders.get(id.as_str()).copied().unwrap_or(id);
                 if stdout_is_tty {
-                    progress.suspend(|| println!("{id}"));
+                    progress.suspend(|| println!("{shown}"));
                 } else {
-                    println!("{id}");
+                    println!("{shown}");
                 }
+            }
+            for d in &r.duplicates {
+                let replaced = if d.replaced {
+                    ", its payload replaced"
+                } else {
+                    ""
+                };
+                progress.suspend(|| {
+                    eprintln!(
+                        "not added: job {} holds the unique key{replaced}",
+                        d.existing
+                    )
+                });
             }
         }
         all.ids.extend(r.ids);
         all.existing.extend(r.existing);
         all.pending.extend(r.pending);
         all.rejected.extend(r.rejected);
+        all.duplicates.extend(r.duplicates);
     }
     let _ = reader.await;
     progress.finish_and_clear();

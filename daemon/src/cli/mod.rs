@@ -95,6 +95,19 @@ pub struct AddArgs {
     /// Tag every job (repeat for several; at most 8).
     #[arg(long = "tag", value_name = "TAG")]
     tags: Vec<String>,
+    /// A unique key (per jobtype): while a job holding it is waiting,
+    /// scheduled or running, nothing is added and that job's id is
+    /// printed instead. With several payloads only the first is added.
+    #[arg(long, value_name = "KEY")]
+    unique_key: Option<String>,
+    /// With --unique-key: also while a job with the key was archived less
+    /// than this long ago (e.g. 1h).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    unique_window: Option<Duration>,
+    /// With --unique-key: a waiting or scheduled job holding the key gets
+    /// this payload.
+    #[arg(long)]
+    replace_data: bool,
     /// The W3C trace context the jobs continue (their runs get it as
     /// TRACEPARENT): from a job's own run, or a traced program, it is
     /// already in the environment.

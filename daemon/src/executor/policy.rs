@@ -218,6 +218,7 @@ pub fn follow_on_jobs(
             data: child.data,
             tags: child.tags,
             trace: child.trace.or_else(|| trace.cloned()),
+            unique: None,
         });
     }
     for d in &dropped {

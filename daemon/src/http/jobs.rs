@@ -40,6 +40,44 @@ pub struct AddQuery {
     /// Tags of every job, comma-separated (at most 8, each 1 to 64 of
     /// A-Z a-z 0-9 _ . : -).
     pub tags: Option<String>,
+    /// A unique key for every job (see the JSON item's `unique`): with
+    /// several lines, the first is added and the others are its duplicates.
+    pub unique_key: Option<String>,
+    /// With `unique_key`: also a duplicate while a job with the key was
+    /// archived less than this many milliseconds ago.
+    pub unique_window_ms: Option<u64>,
+    /// With `unique_key`: `keep` (default) or `replace_data`.
+    pub on_conflict: Option<String>,
+}
+
+/// A job's unique key in a JSON add.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UniqueItem {
+    /// The key, 1 to 256 bytes without control characters, scoped by the
+    /// jobtype: while a job of the jobtype holding it is waiting,
+    /// scheduled or running, an add with the key adds nothing and names
+    /// that job in `duplicates`.
+    #[schema(min_length = 1, max_length = 256, example = "invoice-4711")]
+    pub key: String,
+    /// Also a duplicate while a job with the key was archived (any result)
+    /// less than this many milliseconds ago.
+    pub window_ms: Option<u64>,
+    /// What a duplicate does to the job holding the key: `keep` (default),
+    /// or `replace_data`: a waiting or scheduled holder gets this payload.
+    #[schema(value_type = Option<String>, example = "keep")]
+    pub on_conflict: Option<String>,
+}
+
+/// A job of an add that was not added because another job holds its key.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DuplicateItem {
+    /// The id the job would have had (nothing is stored under it).
+    pub id: String,
+    /// The job holding the key: live, or archived inside the window.
+    pub existing: String,
+    /// Whether that job got this add's payload (`on_conflict: replace_data`).
+    pub replaced: bool,
 }
 
 /// One job of a JSON add.
@@ -79,6 +117,8 @@ pub struct AddItem {
     /// `traceparent`.
     #[schema(max_length = 512, example = "rojo=00f067aa0ba902b7")]
     pub tracestate: Option<String>,
+    /// A unique key: at most one job of the jobtype holds it while live.
+    pub unique: Option<UniqueItem>,
 }
 
 /// A time: epoch milliseconds or RFC 3339.
@@ -106,6 +146,10 @@ pub struct AddResponse {
     /// Ids the store refused for good; kept in the daemon's rejected file.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rejected: Vec<String>,
+    /// Jobs with a unique key that another job holds: nothing was added
+    /// for them (their ids in `ids` name no job).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub duplicates: Vec<DuplicateItem>,
 }
 
 /// Adds jobs. The body is one payload per line (a trailing CR is dropped,
@@ -170,9 +214,12 @@ pub async fn add(
             || query.delay_ms.is_some()
             || query.run_at.is_some()
             || query.tags.is_some()
+            || query.unique_key.is_some()
+            || query.unique_window_ms.is_some()
+            || query.on_conflict.is_some()
         {
             return Err(ApiError::invalid(
-                "with a JSON body, give priority, delay_ms, run_at and tags per item, not in the query",
+                "with a JSON body, give priority, delay_ms, run_at, tags and unique per item, not in the query",
             ));
         }
         let items = parse_json_items(&body)?;
@@ -199,6 +246,19 @@ pub async fn add(
             let run_at = run_at(item.run_at.as_ref(), item.delay_ms, now).map_err(place)?;
             let tags = check_tags(&state, item.tags.clone().unwrap_or_default()).map_err(place)?;
             let trace = item_trace(&item, trace.as_ref()).map_err(place)?;
+            let unique = match &item.unique {
+                None => None,
+                Some(u) => Some(
+                    check_unique(
+                        &state,
+                        &u.key,
+                        u.window_ms,
+                        u.on_conflict.as_deref(),
+                        JSON_UNIQUE_FIELDS,
+                    )
+                    .map_err(place)?,
+                ),
+            };
             records.push(Record {
                 id,
                 jobtype: jobtype.clone(),
@@ -207,6 +267,7 @@ pub async fn add(
                 data,
                 tags,
                 trace,
+                unique,
             });
         }
         records
@@ -220,6 +281,22 @@ pub async fn add(
             .map(|t| t.split(',').map(|t| t.trim().to_owned()).collect())
             .unwrap_or_default();
         let tags = check_tags(&state, tags)?;
+        let unique = match &query.unique_key {
+            Some(key) => Some(check_unique(
+                &state,
+                key,
+                query.unique_window_ms,
+                query.on_conflict.as_deref(),
+                QUERY_UNIQUE_FIELDS,
+            )?),
+            None if query.unique_window_ms.is_some() || query.on_conflict.is_some() => {
+                return Err(ApiError::invalid(
+                    "unique_window_ms and on_conflict go with unique_key",
+                )
+                .field("unique_key"));
+            }
+            None => None,
+        };
         let mut records = Vec::new();
         for (i, line) in body.split(|b| *b == b'\n').enumerate() {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -236,6 +313,7 @@ pub async fn add(
                 data: line.to_vec(),
                 tags: tags.clone(),
                 trace: trace.clone(),
+                unique: unique.clone(),
             });
         }
         records
@@ -246,6 +324,16 @@ pub async fn add(
         ));
     }
     let ids: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
+    // Jobs with a unique key wait for the store's verdict too: the answer
+    // names the job holding the key.
+    let mut seen: HashSet<&str> = client_ids.iter().map(String::as_str).collect();
+    let keyed: Vec<String> = records
+        .iter()
+        .filter(|r| r.unique.is_some() && seen.insert(r.id.as_str()))
+        .map(|r| r.id.clone())
+        .collect();
+    drop(seen);
+    client_ids.extend(keyed);
     let waiters: Vec<_> = client_ids
         .iter()
         .map(|id| state.outcomes.register(id))
@@ -279,6 +367,7 @@ pub async fn add(
         existing: Vec::new(),
         pending: Vec::new(),
         rejected: Vec::new(),
+        duplicates: Vec::new(),
     };
     if waiters.is_empty() {
         return Ok((StatusCode::OK, Json(response)));
@@ -289,6 +378,13 @@ pub async fn add(
             Ok(Ok(Verdict::New)) => {}
             Ok(Ok(Verdict::Existing)) => response.existing.push(strip(id)),
             Ok(Ok(Verdict::Rejected(_))) => response.rejected.push(strip(id)),
+            Ok(Ok(Verdict::Duplicate { existing, replaced })) => {
+                response.duplicates.push(DuplicateItem {
+                    id: strip(id),
+                    existing: strip(&existing),
+                    replaced,
+                })
+            }
             Ok(Err(_)) | Err(_) => response.pending.push(strip(id)),
         }
     }
@@ -366,6 +462,49 @@ pub(crate) fn trace_fields(
         .map_err(|e| ApiError::from(e).field("tracestate"))?;
     Ok(Some(ctx))
 }
+
+/// A unique key of an add, checked: valid, and offered by the store.
+/// `fields` names the key's, window's and conflict mode's fields in
+/// errors: [`JSON_UNIQUE_FIELDS`] or [`QUERY_UNIQUE_FIELDS`].
+fn check_unique(
+    state: &AppState,
+    key: &str,
+    window_ms: Option<u64>,
+    on_conflict: Option<&str>,
+    fields: [&str; 3],
+) -> ApiResult<jobstore_api::Unique> {
+    let [key_field, window_field, conflict_field] = fields;
+    let mut unique = jobstore_api::Unique::new(key);
+    if let Some(ms) = window_ms {
+        unique = unique.window(Duration::from_millis(ms));
+    }
+    if let Some(c) = on_conflict {
+        let c: jobstore_api::OnConflict = c
+            .parse()
+            .map_err(|e: jobstore_api::Error| ApiError::from(e).field(conflict_field))?;
+        unique = unique.on_conflict(c);
+    }
+    if unique.window.is_some_and(|w| w > MAX_DELAY) {
+        return Err(ApiError::invalid(format!(
+            "{window_field} is above the maximum of {} ms",
+            MAX_DELAY.as_millis()
+        ))
+        .field(window_field)
+        .limit(MAX_DELAY.as_millis() as u64));
+    }
+    jobstore_api::validate::unique(&unique).map_err(|e| ApiError::from(e).field(key_field))?;
+    if !state.store.capabilities().unique_jobs {
+        return Err(
+            ApiError::from(jobstore_api::Error::unsupported("unique keys")).field(key_field),
+        );
+    }
+    Ok(unique)
+}
+
+/// The unique key's fields in a JSON item.
+const JSON_UNIQUE_FIELDS: [&str; 3] = ["unique.key", "unique.window_ms", "unique.on_conflict"];
+/// The unique key's fields in the query of a line-form add.
+const QUERY_UNIQUE_FIELDS: [&str; 3] = ["unique_key", "unique_window_ms", "on_conflict"];
 
 /// Tags of an add, checked: valid, and kept by the store.
 fn check_tags(state: &AppState, tags: Vec<String>) -> ApiResult<Vec<String>> {
@@ -490,6 +629,10 @@ pub struct JobView {
     /// The W3C `tracestate` it was added with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracestate: Option<String>,
+    /// The unique key it was added with: held while the job is live, free
+    /// again once it is archived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unique_key: Option<String>,
 }
 
 /// An archived job's result.
@@ -537,6 +680,7 @@ pub fn job_view(job: &Job, now: Millis) -> JobView {
         history: job.history.clone(),
         traceparent: job.trace.as_ref().map(|t| t.traceparent.clone()),
         tracestate: job.trace.as_ref().and_then(|t| t.tracestate.clone()),
+        unique_key: job.flow.as_ref().and_then(|f| f.unique_key.clone()),
         result: job.result.as_ref().map(|r| {
             let (output, output_base64) = if r.output.is_empty() {
                 (None, None)

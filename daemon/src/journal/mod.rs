@@ -137,6 +137,11 @@ pub struct Record {
     /// `~traceparent~tracestate`; records without one (all those written
     /// before trace contexts existed) read as `None`.
     pub trace: Option<jobstore_api::TraceContext>,
+    /// The job's unique key, written after the priority as
+    /// `priority!<k|r><window ms>:<key>` (`k` keep, `r` replace the data;
+    /// the window empty when none; `%` and `|` in the key written `%25`
+    /// and `%7C`); records without one read as `None`.
+    pub unique: Option<jobstore_api::Unique>,
 }
 
 /// Where the journal lives and how it writes.

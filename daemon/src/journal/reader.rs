@@ -647,6 +647,7 @@ mod tests {
             data: vec![b'x'; usize::from(i) * 3],
             tags: Vec::new(),
             trace: None,
+            unique: None,
         };
         let mut file = vec![0u8; 19];
         let mut plan = Vec::new();

@@ -12,15 +12,19 @@
 //! adds `~traceparent`, and `~tracestate` if it has one, to that field:
 //! `jobtype#tag,tag~00-4bf9…-01~rojo=1`, where no jobtype, tag or
 //! traceparent holds a `~`, and the tracestate has `%`, `|` and tab
-//! written `%25`, `%7C` and `%09`). Records written before tags or trace
-//! contexts existed have neither and read as they always did. The payload is escaped so that the line holds any bytes:
+//! written `%25`, `%7C` and `%09`). A job with a unique key writes its
+//! priority field as `priority!<k|r><window ms>:<key>` (`k` keeps the
+//! holder, `r` replaces its data; the window is empty when there is none;
+//! `%` and `|` in the key are written `%25` and `%7C`). Records written
+//! before tags, trace contexts or unique keys existed have none of them
+//! and read as they always did. The payload is escaped so that the line holds any bytes:
 //! `\` → `\\`, newline → `\n`, CR → `\r`, every byte that is not part of
 //! valid UTF-8 → `\xHH` (lowercase hex); everything else is copied verbatim,
 //! so text payloads stay readable.
 
 use std::io::Write as _;
 
-use jobstore_api::TraceContext;
+use jobstore_api::{OnConflict, TraceContext, Unique};
 
 use super::{JournalError, Record};
 
@@ -172,6 +176,13 @@ pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, J
             message: format!("jobtype {:?} contains {c:?}", record.jobtype),
         });
     }
+    if let Some(u) = &record.unique
+        && (u.key.is_empty() || u.key.contains(char::is_control))
+    {
+        return Err(JournalError::InvalidRecord {
+            message: format!("unique key {:?} cannot be journaled", u.key),
+        });
+    }
     if let Some(t) = &record.trace {
         let parent_ok = t
             .traceparent
@@ -221,7 +232,26 @@ pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, J
     }
     out.push(b'|');
     // Writing to a Vec cannot fail.
-    let _ = write!(out, "{}|", record.priority);
+    let _ = write!(out, "{}", record.priority);
+    if let Some(u) = &record.unique {
+        out.push(b'!');
+        out.push(match u.on_conflict {
+            OnConflict::Keep => b'k',
+            OnConflict::ReplaceData => b'r',
+        });
+        if let Some(w) = u.window {
+            let _ = write!(out, "{}", w.as_millis());
+        }
+        out.push(b':');
+        for b in u.key.bytes() {
+            match b {
+                b'%' => out.extend_from_slice(b"%25"),
+                b'|' => out.extend_from_slice(b"%7C"),
+                b => out.push(b),
+            }
+        }
+    }
+    out.push(b'|');
     if let Some(run_at) = record.run_at {
         let _ = write!(out, "{run_at}");
     }
@@ -311,6 +341,7 @@ pub(crate) struct Fields<'a> {
     tags: &'a str,
     trace: Option<TraceContext>,
     priority: i32,
+    unique: Option<Unique>,
     run_at: Option<i64>,
 }
 
@@ -353,10 +384,12 @@ pub(crate) fn parse_line<'a>(line: &'a [u8], scratch: &mut Vec<u8>) -> Result<Fi
     if !name_ok(jobtype) {
         return Err("bad jobtype");
     }
-    let priority = std::str::from_utf8(priority)
-        .ok()
-        .and_then(|p| p.parse::<i32>().ok())
-        .ok_or("bad priority")?;
+    let priority = std::str::from_utf8(priority).map_err(|_| "priority is not UTF-8")?;
+    let (priority, unique) = match priority.split_once('!') {
+        None => (priority, None),
+        Some((priority, unique)) => (priority, Some(decode_unique(unique)?)),
+    };
+    let priority = priority.parse::<i32>().map_err(|_| "bad priority")?;
     let run_at = if run_at.is_empty() {
         None
     } else {
@@ -375,8 +408,44 @@ pub(crate) fn parse_line<'a>(line: &'a [u8], scratch: &mut Vec<u8>) -> Result<Fi
         tags,
         trace,
         priority,
+        unique,
         run_at,
     })
+}
+
+/// The unique key of a priority field, after its `!`:
+/// `<k|r><window ms>:<key>` with `%25` and `%7C` for `%` and `|`.
+fn decode_unique(field: &str) -> Result<Unique, Damage> {
+    let on_conflict = match field.as_bytes().first() {
+        Some(b'k') => OnConflict::Keep,
+        Some(b'r') => OnConflict::ReplaceData,
+        _ => return Err("bad unique key conflict mode"),
+    };
+    let (window, escaped) = field[1..].split_once(':').ok_or("bad unique key")?;
+    let window = if window.is_empty() {
+        None
+    } else {
+        let ms: u64 = window.parse().map_err(|_| "bad unique key window")?;
+        Some(std::time::Duration::from_millis(ms))
+    };
+    let mut key = String::with_capacity(escaped.len());
+    let mut rest = escaped;
+    while let Some(at) = rest.find('%') {
+        key.push_str(&rest[..at]);
+        key.push(match rest.get(at + 1..at + 3) {
+            Some("25") => '%',
+            Some("7C") => '|',
+            _ => return Err("bad escape in the unique key"),
+        });
+        rest = &rest[at + 3..];
+    }
+    key.push_str(rest);
+    if key.is_empty() || key.contains(char::is_control) {
+        return Err("bad unique key");
+    }
+    let mut unique = Unique::new(key).on_conflict(on_conflict);
+    unique.window = window;
+    Ok(unique)
 }
 
 /// The trace context of a jobtype field, after its first `~`:
@@ -423,6 +492,7 @@ pub(crate) fn decode_line(line: &[u8]) -> Result<Record, Damage> {
             fields.tags.split(',').map(str::to_owned).collect()
         },
         trace: fields.trace,
+        unique: fields.unique,
     })
 }
 
@@ -451,6 +521,7 @@ mod tests {
             data: data.to_vec(),
             tags: Vec::new(),
             trace: None,
+            unique: None,
         }
     }
 
@@ -488,6 +559,7 @@ mod tests {
             data: b"a\\b\nc\rd\xffe|f".to_vec(),
             tags: Vec::new(),
             trace: None,
+            unique: None,
         };
         let line = line_of(&r);
         let body = b"j1|mail|-3|1700000000000|a\\\\b\\nc\\rd\\xffe|f";
@@ -650,7 +722,57 @@ mod tests {
                 data: vec![],
                 tags: Vec::new(),
                 trace: None,
+                unique: None,
             });
+        }
+    }
+
+    #[test]
+    fn unique_keys_round_trip_and_bad_ones_are_damage() {
+        let keyed = |key: &str, window: Option<u64>, on_conflict| {
+            let mut u = Unique::new(key).on_conflict(on_conflict);
+            u.window = window.map(std::time::Duration::from_millis);
+            Record {
+                unique: Some(u),
+                ..rec("k", b"payload|with|bars")
+            }
+        };
+        for r in [
+            keyed("invoice-4711", None, OnConflict::Keep),
+            keyed("a|b%7C%25c", Some(600_000), OnConflict::ReplaceData),
+            keyed("!k:0:", Some(0), OnConflict::Keep),
+            keyed("ключ 🔑", None, OnConflict::ReplaceData),
+        ] {
+            round_trip(&r);
+        }
+        let line = line_of(&keyed("a|b", Some(5), OnConflict::ReplaceData));
+        let text = String::from_utf8(line.clone()).unwrap();
+        assert!(text.contains("|5!r5:a%7Cb|"), "{text}");
+        // Damaged unique fields are damage, never a different key.
+        for field in [
+            "x5:k",
+            "k",
+            "k5",
+            "kx:k",
+            "k5:",
+            "k:%7",
+            "k:%41",
+            "k:a\u{1}b",
+            "k-1:k",
+        ] {
+            let body = format!("id|t|0!{field}||data");
+            let line = format!(
+                "{:08x} {} {body}",
+                crc32c::crc32c(body.as_bytes()),
+                body.len()
+            );
+            assert!(decode_line(line.as_bytes()).is_err(), "{field:?} decoded");
+        }
+        // A key the journal cannot hold is refused before writing.
+        for key in ["", "a\nb", "tab\there"] {
+            let mut out = b"keep".to_vec();
+            assert!(encode_into(&keyed(key, None, OnConflict::Keep), &mut out).is_err());
+            assert_eq!(out, b"keep");
         }
     }
 
@@ -675,6 +797,7 @@ mod tests {
                 data: vec![],
                 tags: Vec::new(),
                 trace: None,
+                unique: None,
             };
             let mut out = b"keep".to_vec();
             let err = encode_into(&r, &mut out).unwrap_err();
@@ -817,6 +940,27 @@ mod tests {
         )
     }
 
+    /// Unique keys of any characters but control ones (`|`, `%`, `!`, `:`
+    /// and `~` among them), with and without a window, both conflict modes.
+    fn unique() -> impl Strategy<Value = Option<Unique>> {
+        proptest::option::of(
+            (
+                "[^\\p{Cc}]{1,40}|[|%!:~#]{1,6}",
+                proptest::option::of(0u64..=3_153_600_000_000),
+                any::<bool>(),
+            )
+                .prop_map(|(key, window, replace)| {
+                    let mut u = Unique::new(key).on_conflict(if replace {
+                        OnConflict::ReplaceData
+                    } else {
+                        OnConflict::Keep
+                    });
+                    u.window = window.map(std::time::Duration::from_millis);
+                    u
+                }),
+        )
+    }
+
     fn tag_list() -> impl Strategy<Value = Vec<String>> {
         proptest::collection::vec("[A-Za-z0-9_.:-]{1,64}", 0..9)
     }
@@ -837,8 +981,9 @@ mod tests {
             data in proptest::collection::vec(any::<u8>(), 0..600),
             tags in tag_list(),
             trace in trace(),
+            unique in unique(),
         ) {
-            let r = Record { id, jobtype, priority, run_at, data, tags, trace };
+            let r = Record { id, jobtype, priority, run_at, data, tags, trace, unique };
             let line = line_of(&r);
             prop_assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
             prop_assert!(!line.contains(&b'\r'));

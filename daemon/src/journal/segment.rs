@@ -480,6 +480,7 @@ mod tests {
                 data: b"payload".to_vec(),
                 tags: Vec::new(),
                 trace: None,
+                unique: None,
             };
             let mut out = Vec::new();
             record::encode_into(&r, &mut out).unwrap();

@@ -23,6 +23,7 @@ fn rec(i: usize) -> Record {
         data: format!("payload {i}").into_bytes(),
         tags: Vec::new(),
         trace: trace_of(i),
+        unique: None,
     }
 }
 
@@ -283,6 +284,7 @@ async fn concurrent_appends_are_all_durable_and_read_exactly_once() {
                         data: vec![task as u8; call],
                         tags: Vec::new(),
                         trace: None,
+                        unique: None,
                     })
                     .collect();
                 j.append(batch).await.unwrap();
@@ -594,6 +596,7 @@ async fn payloads_of_every_kind_round_trip() {
             data,
             tags: Vec::new(),
             trace: None,
+            unique: None,
         })
         .collect();
     j.append(records.clone()).await.unwrap();
@@ -623,6 +626,7 @@ async fn invalid_records_are_refused_whole() {
             data: vec![],
             tags: Vec::new(),
             trace: None,
+            unique: None,
         };
         let err = j.append(vec![rec(0), bad]).await.unwrap_err();
         assert!(matches!(err, JournalError::InvalidRecord { .. }), "{err}");
@@ -734,6 +738,7 @@ async fn a_journal_of_the_previous_version_replays() {
             data: b"hello".to_vec(),
             tags: Vec::new(),
             trace: None,
+            unique: None,
         },
         Record {
             id: "job-b".into(),
@@ -743,6 +748,7 @@ async fn a_journal_of_the_previous_version_replays() {
             data: b"line\nwith \\ escapes \xff|pipe".to_vec(),
             tags: vec!["eu".into(), "vip".into()],
             trace: None,
+            unique: None,
         },
         rec(3),
     ];
@@ -796,6 +802,7 @@ fn tricky(i: usize) -> Record {
         data: data.to_vec(),
         tags: Vec::new(),
         trace: trace_of(i),
+        unique: None,
     }
 }
 
@@ -872,6 +879,7 @@ fn check_recovers(rt: &tokio::runtime::Runtime, dir: &Path, expected: &[Record],
             data: b"after reopen".to_vec(),
             tags: Vec::new(),
             trace: None,
+            unique: None,
         };
         j.append(vec![marker.clone()]).await.unwrap();
         let t = j.reserve(10, LONG).await.unwrap().unwrap();
@@ -1122,7 +1130,7 @@ proptest! {
         let dir = TempDir::new().unwrap();
         let records: Vec<Record> = batch
             .into_iter()
-            .map(|(id, jobtype, priority, run_at, data)| Record { id, jobtype, priority, run_at, data, tags: Vec::new(), trace: None })
+            .map(|(id, jobtype, priority, run_at, data)| Record { id, jobtype, priority, run_at, data, tags: Vec::new(), trace: None, unique: None })
             .collect();
         rt.block_on(async {
             let j = open_nosync(dir.path());
