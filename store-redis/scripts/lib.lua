@@ -179,6 +179,17 @@ end
 -- it, unless it names another job archived later (greater done_dt, or the
 -- same and a greater id). `dd` false for a delete or purge: the window
 -- entry goes if it names `id`.
+-- Whether string a sorts after b bytewise (Lua's < on strings follows the
+-- server's collation locale; ids compare as bytes, as Rust's do).
+local function bytes_after(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x > y
+    end
+  end
+  return #a > #b
+end
 local function free_key(pre, key, id, dd)
   local uq, uqd = unique_keys(pre)
   if redis.call('HGET', uq, key) == id then
@@ -189,7 +200,7 @@ local function free_key(pre, key, id, dd)
   if dd then
     if v and named ~= id then
       local vd = string.sub(v, 1, 15)
-      if vd > dd or (vd == dd and named > id) then
+      if vd > dd or (vd == dd and bytes_after(named, id)) then
         return
       end
     end
