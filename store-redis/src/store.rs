@@ -226,17 +226,26 @@ impl JobStore for RedisStore {
         }
         let mut status: Vec<Option<Status>> = vec![None; jobs.len()];
         let mut pending: Vec<usize> = (0..jobs.len()).collect();
+        let mut failed = None;
         for round in 0..ADD_ROUNDS {
             if pending.is_empty() {
                 break;
             }
-            pending = self
+            match self
                 .add_round(jobs, &pending, &mut status, now, round == 0)
-                .await?;
+                .await
+            {
+                Ok(again) => pending = again,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
         }
         let mut outcome = AddOutcome::default();
         // The reservations of duplicates' ids, given back (see README,
-        // "Unique keys"): one more round trip, only when there are any.
+        // "Unique keys"): one more round trip, only when there are any,
+        // also when a later step of the add failed.
         let mut unreserve = Vec::new();
         for (job, s) in jobs.iter().zip(status) {
             match s {
@@ -256,9 +265,7 @@ impl JobStore for RedisStore {
                 Some(Status::Existing) | None => outcome.existing.push(job.id.clone()),
             }
         }
-        if !unreserve.is_empty() {
-            self.unreserve(&unreserve).await?;
-        }
+        self.unreserve_then(&unreserve, failed).await?;
         Ok(outcome)
     }
 

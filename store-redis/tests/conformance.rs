@@ -285,6 +285,44 @@ mod raw {
             include_str!("../scripts/add.lua")
         ))
     }
+    pub fn unreserve() -> Script {
+        Script::new(include_str!("../scripts/unreserve.lua"))
+    }
+    /// One `add.lua` call for one job of jobtype `t` with unique key `key`
+    /// (mode `k`, no window, keep), as the store sends it.
+    pub async fn add_keyed(
+        c: &mut redis::aio::MultiplexedConnection,
+        prefix: &str,
+        id: &str,
+        token: &str,
+        key: &str,
+        now: i64,
+    ) -> redis::Value {
+        let nowp = format!("{now:015}");
+        add()
+            .key(format!("{{{prefix}:t}}:ready"))
+            .key(format!("{{{prefix}:t}}:sched"))
+            .key(format!("{{{prefix}:t}}:fence"))
+            .arg(format!("{{{prefix}:t}}:j:"))
+            .arg(&nowp)
+            .arg(format!("{{{prefix}}}:wake"))
+            .arg("t")
+            .arg(token)
+            .arg(id)
+            .arg("k")
+            .arg("data")
+            .arg(0)
+            .arg(0)
+            .arg(&nowp)
+            .arg("")
+            .arg("")
+            .arg(key)
+            .arg("")
+            .arg("0")
+            .invoke_async(c)
+            .await
+            .unwrap()
+    }
     pub fn bucket(prefix: &str, id: &str) -> String {
         let h = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
@@ -729,6 +767,61 @@ fn keyed_duplicates_give_their_ids_back() {
             );
             let other = s.add_jobs(&[NewJob::new("a", "u", "")], now).await.unwrap();
             assert_eq!(other.existing, ["a"], "a keeps its reservation");
+        },
+    );
+}
+
+/// A keyed add's duplicate races an add of the same id: A reserves "x"
+/// and its `add.lua` finds the key held (a duplicate, nothing stored);
+/// before A gives the id back, B adds "x" as a plain job of the same
+/// jobtype, takes A's reservation over and creates it. A's late
+/// `unreserve` (of its own token) must leave B's entry, so the job keeps
+/// its index entry and its delete frees the id.
+#[test]
+fn late_unreserve_of_a_duplicate_leaves_the_new_job_indexed() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let now = 1_700_000_000_000_i64;
+            let (id, ids) = ("x", vec!["x".to_owned()]);
+            let bucket = raw::bucket(&prefix, id);
+            let mut c = raw::conn(&url).await;
+            assert_eq!(
+                s.add_jobs(&[keyed("h", "k")], now).await.unwrap().new,
+                ["h"]
+            );
+            let v: Vec<String> = raw::reserve()
+                .key(&bucket)
+                .arg("tokA")
+                .arg(id)
+                .arg("t")
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(v, vec![String::new()]);
+            let f = raw::add_keyed(&mut c, &prefix, id, "tokA", "k", now).await;
+            let holder = redis::Value::Array(vec![
+                redis::Value::BulkString(b"h".to_vec()),
+                redis::Value::Int(0),
+            ]);
+            assert_eq!(f, redis::Value::Array(vec![holder]));
+            let out = s.add_jobs(&[NewJob::new(id, "t", "")], now).await.unwrap();
+            assert_eq!(out.new, ids);
+            let _: () = raw::unreserve()
+                .key(&bucket)
+                .arg(id)
+                .arg("t tokA")
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+            let entry = hget(&mut c, &bucket, id).await.unwrap();
+            assert!(entry.starts_with("t ") && entry != "t tokA", "{entry}");
+            let other = s.add_jobs(&[NewJob::new(id, "u", "")], now).await.unwrap();
+            assert_eq!(other.existing, ids, "x is still indexed under t");
+            let out = s.delete_jobs(&ids).await.unwrap();
+            assert_eq!(out.deleted, ids);
+            let again = s.add_jobs(&[NewJob::new(id, "u", "")], now).await.unwrap();
+            assert_eq!(again.new, ids);
         },
     );
 }
