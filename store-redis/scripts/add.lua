@@ -14,7 +14,15 @@
 -- fenced (member "<token> <id>" of the fence set) before the caller takes
 -- the reservation over, so the add that made it can no longer create the
 -- job, however late its add.lua arrives.
--- Returns per job 1 created, 2 missing (mode "r"), 3 refused (fenced), or,
+-- mode "k": a job with a unique key (see README, "Unique keys"): its group
+-- has 3 more values, 11 in all: the key, now - window in ms ('' for no
+-- window) and "1" for on_conflict ReplaceData ("0" keep). Created as in
+-- mode "c" (plus its key in uk, and uq naming it) unless a live job holds
+-- the key in uq, or the job archived last with it (uqd) is inside the
+-- window: then nothing is created and the reply names that job. A batch
+-- without keys sends no group of mode "k", and takes none of this.
+-- Returns per job 1 created, 2 missing (mode "r"), 3 refused (fenced),
+-- {holder id, 1 if its payload was replaced else 0} for a duplicate, or,
 -- for an existing job, its reservation token `g` (a string): the caller
 -- then makes the index carry that token (compare-and-set).
 -- Redis keeps the writes of a script that fails midway: every job hash is
@@ -22,42 +30,88 @@
 -- there), and each created job goes into its set right after its hash is
 -- written, so a failure never leaves a job outside every set.
 local pre, nowp, token = ARGV[1], ARGV[2], ARGV[5]
-local out, tokens = {}, {}
+local out, tokens, starts = {}, {}, {}
 local created = 0
 local fenced = redis.call('EXISTS', KEYS[3]) == 1
-for i = 6, #ARGV, 8 do
+local i = 6
+while i <= #ARGV do
+  starts[#starts + 1] = i
   tokens[#tokens + 1] = redis.call('HGET', pre .. ARGV[i], 'g')
+  i = i + (ARGV[i + 1] == 'k' and 11 or 8)
 end
-local n = 0
-for i = 6, #ARGV, 8 do
-  n = n + 1
+-- The live holder of a keyed job's key, or the job archived last with it
+-- inside the window: its id, and whether it is a free live job (whose
+-- payload ReplaceData replaces) with its attempts and history; nil when
+-- the key is free.
+local uq, uqd
+local function holder(key, since)
+  local id = redis.call('HGET', uq, key)
+  if id then
+    local f = redis.call('HMGET', pre .. id, 'l', 'a', 'h')
+    -- an entry naming a missing or archived job (a lost write) is free
+    if f[1] and f[1] ~= DONE then
+      return id, f[1] == '', f[2], f[3]
+    end
+  end
+  if since ~= '' then
+    local v = redis.call('HGET', uqd, key)
+    if v and tonumber(string.sub(v, 1, 15)) > tonumber(since) then
+      return string.sub(v, 17), false
+    end
+  end
+  return nil
+end
+for n = 1, #starts do
+  local i = starts[n]
   local id = ARGV[i]
   local g = tokens[n]
+  local mode = ARGV[i + 1]
+  local dup, free, a, h
   if g then
     out[n] = g
-  elseif ARGV[i + 1] == 'r' then
+  elseif mode == 'r' then
     redis.call('SADD', KEYS[3], ARGV[i + 2] .. ' ' .. id)
     out[n] = 2
   elseif fenced and redis.call('SISMEMBER', KEYS[3], token .. ' ' .. id) == 1 then
     out[n] = 3
   else
-    local dtp = ARGV[i + 5]
-    local tags, tc = ARGV[i + 6], ARGV[i + 7]
-    redis.call('HSET', pre .. id, 'd', ARGV[i + 2], 'p', ARGV[i + 3], 'dt', dtp,
-      'l', '', 'a', '0', 'c', nowp, 'g', ARGV[5])
-    if tags ~= '' then
-      redis.call('HSET', pre .. id, 't', tags)
+    if mode == 'k' then
+      if not uq then
+        uq, uqd = unique_keys(pre)
+      end
+      dup, free, a, h = holder(ARGV[i + 8], ARGV[i + 9])
     end
-    if tc ~= '' then
-      redis.call('HSET', pre .. id, 'tc', tc)
-    end
-    if dtp <= nowp then
-      redis.call('ZADD', KEYS[1], ARGV[i + 4], dtp .. id)
+    if dup then
+      if free and ARGV[i + 10] == '1' then
+        h = push_event(h, event_head(fmt(tonumber(nowp)), '') .. (a or '0') .. ',"event":"edited"}')
+        redis.call('HSET', pre .. dup, 'd', ARGV[i + 2], 'h', h)
+        out[n] = { dup, 1 }
+      else
+        out[n] = { dup, 0 }
+      end
     else
-      redis.call('ZADD', KEYS[2], dtp, id)
+      local dtp = ARGV[i + 5]
+      local tags, tc = ARGV[i + 6], ARGV[i + 7]
+      redis.call('HSET', pre .. id, 'd', ARGV[i + 2], 'p', ARGV[i + 3], 'dt', dtp,
+        'l', '', 'a', '0', 'c', nowp, 'g', ARGV[5])
+      if tags ~= '' then
+        redis.call('HSET', pre .. id, 't', tags)
+      end
+      if tc ~= '' then
+        redis.call('HSET', pre .. id, 'tc', tc)
+      end
+      if dtp <= nowp then
+        redis.call('ZADD', KEYS[1], ARGV[i + 4], dtp .. id)
+      else
+        redis.call('ZADD', KEYS[2], dtp, id)
+      end
+      if mode == 'k' then
+        redis.call('HSET', pre .. id, 'uk', ARGV[i + 8])
+        redis.call('HSET', uq, ARGV[i + 8], id)
+      end
+      created = created + 1
+      out[n] = 1
     end
-    created = created + 1
-    out[n] = 1
   end
 end
 if created > 0 then

@@ -6,7 +6,8 @@
 -- with the job. Each gets its event in its history (h): cancelled or
 -- cancel_requested (every marking); a locked job's pending claim (ca) is
 -- stored first (its claimed event, then ca cleared). A free job has no
--- pending claim (every release that frees a job stores it). Returns pairs: id, "c" (cancelled) or "m" (marked).
+-- pending claim (every release that frees a job stores it). A free job
+-- with a unique key (uk) frees it and records it for windows (free_key). Returns pairs: id, "c" (cancelled) or "m" (marked).
 local pre = ARGV[1]
 local head = event_head(ARGV[2], '')
 -- Every job hash is read before the first write, and each job's hash is
@@ -15,7 +16,7 @@ local head = event_head(ARGV[2], '')
 local out, fields = {}, {}
 local cancelled = 0
 for i = 4, #ARGV do
-  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt', 'a', 'h', 'ca')
+  fields[i] = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt', 'a', 'h', 'ca', 'uk')
 end
 for i = 4, #ARGV do
   local id = ARGV[i]
@@ -24,6 +25,9 @@ for i = 4, #ARGV do
     local h = push_event(f[4], head .. (f[3] or '0') .. ',"event":"cancelled"}')
     redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[3],
       'r', result_field('cancelled', '0', ARGV[2], '', ''), 'h', h)
+    if f[6] then
+      free_key(pre, f[6], id, string.format('%015d', tonumber(ARGV[2])))
+    end
     redis.call('ZADD', KEYS[3], ARGV[2], id)
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[1], rmember(tonumber(f[2]), id))

@@ -7,8 +7,8 @@
 -- Returns groups of 7: id, data, priority, create_dt, attempts, the
 -- fields a job claimed usually lacks as one array [cancel mark (x),
 -- stored history (h, without this claim's event, which the client adds),
--- tags (t), trace context (tc)], each false when absent, or false when
--- all four are (every value returned is one more for the server to encode
+-- tags (t), trace context (tc), unique key (uk)], each false when absent,
+-- or false when all five are (every value returned is one more for the server to encode
 -- and the client to decode), due time (the job's dt before the claim, as
 -- 15 digits: the dt part of its ready member).
 local pre, now, limit, owner, exp = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
@@ -41,18 +41,18 @@ while got < limit and putback <= slice do
     break
   end
   -- A free job (l == '') has no cancel mark and no pending claim: x and
-  -- ca are read only for a locked one (an expired lease): fields 9 and
-  -- 10 of its f, false for a free job.
+  -- ca are read only for a locked one (an expired lease): fields 10 and
+  -- 11 of its f, false for a free job.
   local fields = {}
   for i = 1, #members do
     local key = pre .. string.sub(members[i], 16)
-    local f = redis.call('HMGET', key, 'l', 'd', 'p', 'c', 'a', 'h', 't', 'tc')
+    local f = redis.call('HMGET', key, 'l', 'd', 'p', 'c', 'a', 'h', 't', 'tc', 'uk')
     if f[1] and f[1] ~= '' and f[1] ~= DONE then
       local more = redis.call('HMGET', key, 'x', 'ca')
-      f[9], f[10] = more[1], more[2]
+      f[10], f[11] = more[1], more[2]
     else
       -- false, not nil: a nil would end the reply array built from f
-      f[9], f[10] = false, false
+      f[10], f[11] = false, false
     end
     fields[i] = f
   end
@@ -76,7 +76,7 @@ while got < limit and putback <= slice do
       putback = putback + 1
     else
       local a = tonumber(f[5]) + 1
-      local h, stored = store_claim(f[6], f[10], f[1], f[5])
+      local h, stored = store_claim(f[6], f[11], f[1], f[5])
       -- a Lua number goes to Redis as its shortest decimal form
       if stored then
         redis.call('HSET', pre .. id, 'l', owner, 'dt', exp, 'a', a, 'ca', ARGV[2], 'h', h)
@@ -90,8 +90,8 @@ while got < limit and putback <= slice do
       out[#out + 1] = f[3]
       out[#out + 1] = f[4]
       out[#out + 1] = a
-      if f[9] or h or f[7] or f[8] then
-        out[#out + 1] = { f[9], h, f[7], f[8] }
+      if f[10] or h or f[7] or f[8] or f[9] then
+        out[#out + 1] = { f[10], h, f[7], f[8], f[9] }
       else
         out[#out + 1] = false
       end

@@ -3,7 +3,8 @@
 -- prefix, ids... Deletes the jobs that are not locked (waiting, scheduled,
 -- archived): the hash, its entry in ready, sched or its archive set, and
 -- one from codes for an archived job. Returns triples: id, "d" (deleted)
--- or "r" (locked, refused), reservation token ('' when refused).
+-- or "r" (locked, refused), reservation token ('' when refused). A deleted
+-- job with a unique key (uk) frees it and ends its window (free_key).
 local pre = ARGV[1]
 local READY, SCHED, CODES = KEYS[1], KEYS[2], KEYS[3]
 local DONES = done_sets(4)
@@ -11,7 +12,7 @@ local OLD = KEYS[10]
 -- Every job is read before the first write.
 local fields = {}
 for i = 2, #ARGV do
-  local f = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt', 'rc', 'g', 'r')
+  local f = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt', 'rc', 'g', 'r', 'uk')
   if f[5] then
     -- the code of the result in one field (rc: archived before r)
     f[3] = result_parts(f[5])
@@ -26,6 +27,9 @@ for i = 2, #ARGV do
     -- the hash goes first: an entry left behind without its hash is
     -- dropped by the next claim or purge that meets it
     redis.call('DEL', pre .. id)
+    if f[6] then
+      free_key(pre, f[6], id, false)
+    end
     if l == '' then
       redis.call('ZREM', READY, rmember(tonumber(f[2]), id))
       redis.call('ZREM', SCHED, id)

@@ -166,3 +166,46 @@ end
 local function result_parts(r)
   return string.match(r, '^(%S+) (%S+) (%S+) ([^\n]*)\n')
 end
+-- Unique keys (see README, "Unique keys"): the hashes of the jobtype whose
+-- job key prefix is `pre` ("{P:T}:j:"): "{P:T}:uq" (key -> id of the live
+-- holder) and "{P:T}:uqd" (key -> "<done_dt> <id>" of the job archived
+-- last with it). Only keyed jobs (hash field uk) reach them.
+local function unique_keys(pre)
+  local base = string.sub(pre, 1, -3)
+  return base .. 'uq', base .. 'uqd'
+end
+-- The keyed job `id` leaves the live states: its key is freed if `id`
+-- holds it. `dd` (15 digits) for an archive: the window entry then names
+-- it, unless it names another job archived later (greater done_dt, or the
+-- same and a greater id). `dd` false for a delete or purge: the window
+-- entry goes if it names `id`.
+-- Whether string a sorts after b bytewise (Lua's < on strings follows the
+-- server's collation locale; ids compare as bytes, as Rust's do).
+local function bytes_after(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x > y
+    end
+  end
+  return #a > #b
+end
+local function free_key(pre, key, id, dd)
+  local uq, uqd = unique_keys(pre)
+  if redis.call('HGET', uq, key) == id then
+    redis.call('HDEL', uq, key)
+  end
+  local v = redis.call('HGET', uqd, key)
+  local named = v and string.sub(v, 17) or nil
+  if dd then
+    if v and named ~= id then
+      local vd = string.sub(v, 1, 15)
+      if vd > dd or (vd == dd and bytes_after(named, id)) then
+        return
+      end
+    end
+    redis.call('HSET', uqd, key, dd .. ' ' .. id)
+  elseif named == id then
+    redis.call('HDEL', uqd, key)
+  end
+end

@@ -6,6 +6,7 @@
 -- deletes up to slice archived jobs with done_dt < before from the sets
 -- of the codes given (oldest first, code after code). Every hash is read
 -- before the first write.
+-- A purged job with a unique key (uk) ends its window (free_key).
 -- Returns how many jobs were moved, then pairs: id, reservation token.
 local pre, slice = ARGV[1], tonumber(ARGV[3])
 local DONES = done_sets(3)
@@ -35,10 +36,12 @@ for a = 4, #ARGV do
   end
   left = left - #got
 end
-local out = { #old_ids }
+local out, uks = { #old_ids }, {}
 for i = 1, #ids do
+  local f = redis.call('HMGET', pre .. ids[i], 'g', 'uk')
   out[#out + 1] = ids[i]
-  out[#out + 1] = redis.call('HGET', pre .. ids[i], 'g') or ''
+  out[#out + 1] = f[1] or ''
+  uks[i] = f[2]
 end
 -- Writes: each old job into its code's set before it leaves the old one
 -- (a job whose hash is gone has no code, and just leaves).
@@ -60,6 +63,9 @@ zrem_all(KEYS[1], old_ids)
 local per = {}
 for i = 1, #ids do
   redis.call('DEL', pre .. ids[i])
+  if uks[i] then
+    free_key(pre, uks[i], ids[i], false)
+  end
   local code = sets[i]
   per[code] = per[code] or {}
   local list = per[code]

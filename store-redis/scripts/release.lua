@@ -14,6 +14,8 @@
 -- one whose claim was already stored (a cancel was requested meanwhile)
 -- gets its archived event in h and no owner in r. A retry or unget stores the
 -- pending claim's event, then its own, in h, and clears ca.
+-- An archived or deleted job with a unique key (uk) frees it, and an
+-- archive records it for windows (free_key, see README, "Unique keys").
 -- Returns pairs: id, reservation token (for deletes, '' otherwise), for
 -- every job released.
 local pre, owner, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -27,7 +29,7 @@ local head = event_head(fmt(now), owner)
 -- claimed-at field and the history of each (an archive with a pending
 -- claim does not read its history)
 local ids, kinds, at, dts, prios, atts, marks, out = {}, {}, {}, {}, {}, {}, {}, {}
-local cas, hists = {}, {}
+local cas, hists, uks = {}, {}, {}
 local i, n = 7, #ARGV
 -- Every job is read before anything is written (see README, "Scripts that
 -- fail midway").
@@ -45,11 +47,11 @@ while i <= n do
     -- moved to ready
     -- attempts and history only for an archived event to write: a job
     -- whose claim is pending (the usual case) needs neither
-    local f = redis.call('HMGET', pre .. id, 'l', 'x', 'ca')
+    local f = redis.call('HMGET', pre .. id, 'l', 'x', 'ca', 'uk')
     if f[1] == owner then
       local k = #ids + 1
       ids[k], kinds[k], at[k], dts[k], marks[k] = id, kind, i + 2, false, f[2]
-      cas[k] = f[3]
+      cas[k], uks[k] = f[3], f[4]
       if not pending(f[3]) then
         local ah = redis.call('HMGET', pre .. id, 'a', 'h')
         atts[k], hists[k] = ah[1] or '0', ah[2]
@@ -58,11 +60,11 @@ while i <= n do
       out[#out + 1] = ''
     end
   else
-    local f = redis.call('HMGET', pre .. id, 'l', 'dt', 'p', 'a', 'g', 'x', 'h', 'ca')
+    local f = redis.call('HMGET', pre .. id, 'l', 'dt', 'p', 'a', 'g', 'x', 'h', 'ca', 'uk')
     if f[1] == owner then
       local k = #ids + 1
       ids[k], kinds[k], at[k], marks[k], hists[k] = id, kind, i + 2, f[6], f[7]
-      cas[k] = f[8]
+      cas[k], uks[k] = f[8], f[9]
       dts[k], prios[k], atts[k] = tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
       out[#out + 1] = id
       out[#out + 1] = kind == 'd' and (f[5] or '') or ''
@@ -121,6 +123,9 @@ for k = 1, #ids do
       redis.call('HSET', pre .. id, 'l', DONE, 'dt', ARGV[6],
         'r', result_field(code, ARGV[a + 1], ARGV[3], '', ARGV[a + 2]), 'h', h)
     end
+    if uks[k] then
+      free_key(pre, uks[k], id, ARGV[3])
+    end
     done[code] = done[code] or {}
     local buf = done[code]
     buf[#buf + 1] = ARGV[3]
@@ -128,6 +133,9 @@ for k = 1, #ids do
     codes[code] = (codes[code] or 0) + 1
   else
     redis.call('DEL', pre .. id)
+    if uks[k] then
+      free_key(pre, uks[k], id, false)
+    end
   end
 end
 zadd_all(READY, ready)

@@ -7,6 +7,9 @@
 -- archive set, one less in codes; the event rerun in its history (h),
 -- after the claimed and archived events of a claim still pending (ca, cb:
 -- archived by the release that ended it), whose fields are cleared. Publishes the jobtype if any ran again.
+-- A job with a unique key (uk) takes it back (HSET uq): it stays archived,
+-- and is not returned, while a live job other than itself holds the key
+-- (uq), or an earlier id of this call took it.
 -- Returns the ids run again.
 local pre, nowp, dtp = ARGV[1], ARGV[2], ARGV[3]
 local READY, SCHED, CODES = KEYS[1], KEYS[2], KEYS[3]
@@ -18,17 +21,36 @@ local event = event_head(fmt(tonumber(nowp)), '') .. '0,"event":"rerun","delay_m
 -- set before it leaves its archive set.
 local fields = {}
 for i = 6, #ARGV do
-  local f = redis.call('HMGET', pre .. ARGV[i], 'l', 'p', 'rc', 'h', 'ca', 'cb', 'a', 'dd', 'rs', 'r')
+  local f = redis.call('HMGET', pre .. ARGV[i], 'l', 'p', 'rc', 'h', 'ca', 'cb', 'a', 'dd', 'rs', 'r', 'uk')
   if f[10] then
     -- the result in one field; rc, cb, dd, rs of hashes archived before
     f[3], f[9], f[8], f[6] = result_parts(f[10])
   end
+  if f[1] == DONE and f[11] then
+    -- the key's live holder (f[12]); an entry naming a missing or
+    -- archived job (a lost write) holds nothing
+    local uq = unique_keys(pre)
+    local holder = redis.call('HGET', uq, f[11])
+    if holder and holder ~= ARGV[i] then
+      local l = redis.call('HGET', pre .. holder, 'l')
+      if l and l ~= DONE then
+        f[12] = holder
+      end
+    end
+  end
   fields[i] = f
 end
-local out, per = {}, {}
+local out, per, taken = {}, {}, {}
 for i = 6, #ARGV do
   local id, f = ARGV[i], fields[i]
-  if f[1] == DONE then
+  local key = f[11]
+  if f[1] == DONE and key and (f[12] or taken[key]) then
+    -- its key is held: it stays archived
+  elseif f[1] == DONE then
+    if key then
+      taken[key] = true
+      redis.call('HSET', unique_keys(pre), key, id)
+    end
     local key = pre .. id
     local by, a = f[6] or '', f[7] or '0'
     local h, stored = store_claim(f[4], f[5], by, a)

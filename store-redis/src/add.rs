@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use futures::future::try_join_all;
-use jobstore_api::{Error, Millis, NewJob, Result, new_token};
+use jobstore_api::{Error, Millis, NewJob, OnConflict, Result, duration_ms, new_token};
 use redis::Value;
 
 use crate::error::{malformed, map};
@@ -18,13 +18,13 @@ pub(crate) const ADD_ROUNDS: usize = 3;
 
 impl RedisStore {
     /// One round of an add: reserve, create; repairs of dangling
-    /// reservations. Fills `status` (true new, false existing) for the jobs
-    /// at `pending`; returns the indexes to try again.
+    /// reservations. Fills `status` for the jobs at `pending`; returns the
+    /// indexes to try again.
     pub(crate) async fn add_round(
         &self,
         jobs: &[NewJob],
         pending: &[usize],
-        status: &mut [Option<bool>],
+        status: &mut [Option<Status>],
         now: Millis,
         first: bool,
     ) -> Result<Vec<usize>> {
@@ -83,7 +83,7 @@ impl RedisStore {
                 } else if index_jobtype(&v) == jt {
                     to_add.entry(jt).or_default().push((i, Some(v)));
                 } else {
-                    status[i] = Some(false);
+                    status[i] = Some(Status::Existing);
                 }
             }
         }
@@ -94,10 +94,13 @@ impl RedisStore {
         for ((_, entries), flags) in to_add.into_iter().zip(results) {
             for ((i, old), flag) in entries.into_iter().zip(flags) {
                 match (flag, old) {
-                    (Added::Created, _) => status[i] = Some(true),
-                    (Added::Fenced, _) => status[i] = Some(false),
+                    (Added::Created, _) => status[i] = Some(Status::New),
+                    (Added::Fenced, _) => status[i] = Some(Status::Existing),
+                    (Added::Duplicate(existing, replaced), _) => {
+                        status[i] = Some(Status::duplicate(existing, replaced, token));
+                    }
                     (Added::Existing(g), old) => {
-                        status[i] = Some(false);
+                        status[i] = Some(Status::Existing);
                         let jt = &jobs[i].jobtype;
                         let mine = old.unwrap_or_else(|| index_value(jt, token));
                         let live = index_value(jt, &g);
@@ -143,14 +146,21 @@ impl RedisStore {
         let results = self.run_add(jobs, &to_add, token, now).await?;
         for ((_, entries), flags) in to_add.into_iter().zip(results) {
             for ((i, _), flag) in entries.into_iter().zip(flags) {
-                status[i] = Some(matches!(flag, Added::Created));
-                if let Added::Existing(g) = flag {
-                    let jt = &jobs[i].jobtype;
-                    let (mine, live) = (index_value(jt, token), index_value(jt, &g));
-                    if mine != live {
-                        align.push((i, mine, live));
+                status[i] = Some(match flag {
+                    Added::Created => Status::New,
+                    Added::Duplicate(existing, replaced) => {
+                        Status::duplicate(existing, replaced, token)
                     }
-                }
+                    Added::Existing(g) => {
+                        let jt = &jobs[i].jobtype;
+                        let (mine, live) = (index_value(jt, token), index_value(jt, &g));
+                        if mine != live {
+                            align.push((i, mine, live));
+                        }
+                        Status::Existing
+                    }
+                    Added::Missing | Added::Fenced => Status::Existing,
+                });
             }
         }
         self.align_index(jobs, align).await?;
@@ -234,11 +244,15 @@ impl RedisStore {
             for (i, old) in entries {
                 let job = &jobs[*i];
                 inv.arg(&job.id);
-                match old {
+                // mode k: a job with a unique key, created only if its key
+                // is free (its group has 3 more values, below)
+                let unique = job.unique_key().filter(|_| old.is_none());
+                match (old, unique) {
                     // mode r: the token of the reservation found, fenced if
                     // the job is missing (see add.lua); no data needed
-                    Some(old) => inv.arg("r").arg(index_token(old)),
-                    None => inv.arg("c").arg(&job.data[..]),
+                    (Some(old), _) => inv.arg("r").arg(index_token(old)),
+                    (None, None) => inv.arg("c").arg(&job.data[..]),
+                    (None, Some(_)) => inv.arg("k").arg(&job.data[..]),
                 };
                 inv.arg(job.priority)
                     .arg(-i64::from(job.priority))
@@ -247,6 +261,16 @@ impl RedisStore {
                     Some(_) => inv.arg("").arg(""),
                     None => inv.arg(tags_json(&job.tags)).arg(trace_field(job)),
                 };
+                if let Some(u) = unique {
+                    let since = u
+                        .window
+                        .map(|w| (now - duration_ms(w)).to_string())
+                        .unwrap_or_default();
+                    let replace = u.on_conflict == OnConflict::ReplaceData;
+                    inv.arg(&u.key)
+                        .arg(since)
+                        .arg(if replace { "1" } else { "0" });
+                }
             }
             let n = entries.len();
             let mut c = self.conn();
@@ -266,6 +290,12 @@ impl RedisStore {
                         Value::BulkString(g) => String::from_utf8(g)
                             .map(Added::Existing)
                             .map_err(|_| malformed("add reply token")),
+                        Value::Array(d) => match <[Value; 2]>::try_from(d) {
+                            Ok([Value::BulkString(id), Value::Int(r)]) => String::from_utf8(id)
+                                .map(|id| Added::Duplicate(id, r == 1))
+                                .map_err(|_| malformed("add reply holder")),
+                            _ => Err(malformed("add reply duplicate")),
+                        },
                         _ => Err(malformed("add reply")),
                     })
                     .collect()
@@ -286,6 +316,33 @@ pub(crate) enum Added {
     /// Not created: this add's reservation was taken over by another add
     /// (which creates the job), so it is reported existing.
     Fenced,
+    /// Not created: the job holding its unique key (live, or archived
+    /// inside the window), and whether that job got its payload.
+    Duplicate(String, bool),
+}
+
+/// What an add did with one job of the batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Status {
+    New,
+    Existing,
+    /// Not stored: another job holds its unique key. `token` is the
+    /// reservation this add made for the id, which it gives back.
+    Duplicate {
+        existing: String,
+        replaced: bool,
+        token: String,
+    },
+}
+
+impl Status {
+    fn duplicate(existing: String, replaced: bool, token: &str) -> Self {
+        Status::Duplicate {
+            existing,
+            replaced,
+            token: token.to_owned(),
+        }
+    }
 }
 
 /// The trace context of a new job as stored (hash field `tc`): its

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use jobstore_api::history::{PendingClaim, complete_history, tags_from_json, with_added};
 use jobstore_api::{
-    Error, Handler, HandlerVersion, Job, JobEvent, JobResult, LOCK_DONE, Millis, Result,
+    Error, FlowState, Handler, HandlerVersion, Job, JobEvent, JobResult, LOCK_DONE, Millis, Result,
     ResultCode, TraceContext,
 };
 use redis::{FromRedisValue, Value};
@@ -206,6 +206,7 @@ pub(crate) fn job_from_hash(
     let tags = tags(take("t").as_deref())?;
     let trace = trace(take("tc").as_deref())?;
     let claimed_at = take("ca");
+    let flow = unique_flow(take("uk"))?;
     let attempts = u32::try_from(attempts).map_err(|_| malformed("attempts"))?;
     let archived = lock == LOCK_DONE;
     // The result in one field, or in the fields of a hash archived before
@@ -255,9 +256,21 @@ pub(crate) fn job_from_hash(
         tags,
         history,
         claimed_due: None,
-        flow: None,
+        flow,
         trace,
     })
+}
+
+/// A job's flow from its hash field `uk` (its unique key, only on a keyed
+/// job; see README, "Unique keys"); absent is a plain job.
+pub(crate) fn unique_flow(uk: Option<Vec<u8>>) -> Result<Option<Box<FlowState>>> {
+    match uk {
+        None => Ok(None),
+        Some(uk) => {
+            let key = String::from_utf8(uk).map_err(|_| malformed("unique key"))?;
+            Ok(Some(Box::new(FlowState::unique(key))))
+        }
+    }
 }
 
 pub(crate) fn handler_version(

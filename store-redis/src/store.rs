@@ -12,11 +12,11 @@ use jobstore_api::*;
 use jobstore_api::{CancelOutcome, Renewal};
 use redis::Value;
 
-use crate::add::ADD_ROUNDS;
+use crate::add::{ADD_ROUNDS, Status};
 use crate::conn::Conn;
 use crate::decode::{
     MARK, bytes, handler_version, history, int, is_marked, job_from_hash, pairs, string, tags,
-    trace,
+    trace, unique_flow,
 };
 use crate::error::{malformed, map};
 use crate::index::{CACHE_MAX, in_order};
@@ -216,6 +216,7 @@ impl JobStore for RedisStore {
             .with_stats()
             .with_trace()
             .with_schedules()
+            .with_unique_jobs()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -223,24 +224,48 @@ impl JobStore for RedisStore {
         if jobs.is_empty() {
             return Ok(AddOutcome::default());
         }
-        let mut status: Vec<Option<bool>> = vec![None; jobs.len()];
+        let mut status: Vec<Option<Status>> = vec![None; jobs.len()];
         let mut pending: Vec<usize> = (0..jobs.len()).collect();
+        let mut failed = None;
         for round in 0..ADD_ROUNDS {
             if pending.is_empty() {
                 break;
             }
-            pending = self
+            match self
                 .add_round(jobs, &pending, &mut status, now, round == 0)
-                .await?;
-        }
-        let mut outcome = AddOutcome::default();
-        for (job, s) in jobs.iter().zip(status) {
-            if s == Some(true) {
-                outcome.new.push(job.id.clone());
-            } else {
-                outcome.existing.push(job.id.clone());
+                .await
+            {
+                Ok(again) => pending = again,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
         }
+        let mut outcome = AddOutcome::default();
+        // The reservations of duplicates' ids, given back (see README,
+        // "Unique keys"): one more round trip, only when there are any,
+        // also when a later step of the add failed.
+        let mut unreserve = Vec::new();
+        for (job, s) in jobs.iter().zip(status) {
+            match s {
+                Some(Status::New) => outcome.new.push(job.id.clone()),
+                Some(Status::Duplicate {
+                    existing,
+                    replaced,
+                    token,
+                }) => {
+                    outcome.duplicates.push(Duplicate {
+                        id: job.id.clone(),
+                        existing,
+                        replaced,
+                    });
+                    unreserve.push((job.id.clone(), job.jobtype.clone(), token));
+                }
+                Some(Status::Existing) | None => outcome.existing.push(job.id.clone()),
+            }
+        }
+        self.unreserve_then(&unreserve, failed).await?;
         Ok(outcome)
     }
 
@@ -304,13 +329,17 @@ impl JobStore for RedisStore {
             it.next(),
             it.next(),
         ) {
-            // x, h, t, tc: one nil when the job has none of them
-            let [x, h, t, tc] = match rest {
-                Value::Nil => [Value::Nil, Value::Nil, Value::Nil, Value::Nil],
+            // x, h, t, tc, uk: one nil when the job has none of them
+            let [x, h, t, tc, uk] = match rest {
+                Value::Nil => [Value::Nil, Value::Nil, Value::Nil, Value::Nil, Value::Nil],
                 Value::Array(v) => {
-                    <[Value; 4]>::try_from(v).map_err(|_| malformed("claimed fields"))?
+                    <[Value; 5]>::try_from(v).map_err(|_| malformed("claimed fields"))?
                 }
                 _ => return Err(malformed("claimed fields")),
+            };
+            let uk = match uk {
+                Value::Nil => None,
+                uk => Some(bytes(uk, "claimed unique key")?),
             };
             let h = match h {
                 Value::Nil => None,
@@ -352,7 +381,7 @@ impl JobStore for RedisStore {
                     None,
                 ),
                 claimed_due: Some(int(&due, "due time")?),
-                flow: None,
+                flow: unique_flow(uk)?,
                 trace: trace(tc.as_deref())?,
             });
         }

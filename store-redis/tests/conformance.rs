@@ -11,8 +11,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use jobstore_api::limits::MAX_PAGE;
 use jobstore_api::{
-    EventKind, Handler, JobEvent, JobQuery, JobRelease, JobResult, JobState, JobStore, JobStoreExt,
-    LOCK_DONE, NewJob, Release, ResultCode,
+    Duplicate, EventKind, Handler, JobEvent, JobQuery, JobRelease, JobResult, JobState, JobStore,
+    JobStoreExt, LOCK_DONE, NewJob, Release, ResultCode, Unique,
 };
 use jobstore_redis::{RedisOptions, RedisStore};
 
@@ -284,6 +284,44 @@ mod raw {
             include_str!("../scripts/lib.lua"),
             include_str!("../scripts/add.lua")
         ))
+    }
+    pub fn unreserve() -> Script {
+        Script::new(include_str!("../scripts/unreserve.lua"))
+    }
+    /// One `add.lua` call for one job of jobtype `t` with unique key `key`
+    /// (mode `k`, no window, keep), as the store sends it.
+    pub async fn add_keyed(
+        c: &mut redis::aio::MultiplexedConnection,
+        prefix: &str,
+        id: &str,
+        token: &str,
+        key: &str,
+        now: i64,
+    ) -> redis::Value {
+        let nowp = format!("{now:015}");
+        add()
+            .key(format!("{{{prefix}:t}}:ready"))
+            .key(format!("{{{prefix}:t}}:sched"))
+            .key(format!("{{{prefix}:t}}:fence"))
+            .arg(format!("{{{prefix}:t}}:j:"))
+            .arg(&nowp)
+            .arg(format!("{{{prefix}}}:wake"))
+            .arg("t")
+            .arg(token)
+            .arg(id)
+            .arg("k")
+            .arg("data")
+            .arg(0)
+            .arg(0)
+            .arg(&nowp)
+            .arg("")
+            .arg("")
+            .arg(key)
+            .arg("")
+            .arg("0")
+            .invoke_async(c)
+            .await
+            .unwrap()
     }
     pub fn bucket(prefix: &str, id: &str) -> String {
         let h = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
@@ -655,6 +693,239 @@ fn late_add_after_takeover_and_delete_creates_nothing() {
                     .unwrap()
                     .is_empty()
             );
+        },
+    );
+}
+
+/// A job with unique key `key` of jobtype `t`.
+fn keyed(id: &str, key: &str) -> NewJob {
+    NewJob::new(id, "t", "").unique(Unique::new(key))
+}
+
+/// The value of field `field` of hash `key`.
+async fn hget(c: &mut redis::aio::MultiplexedConnection, key: &str, field: &str) -> Option<String> {
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query_async(c)
+        .await
+        .unwrap()
+}
+
+/// The ids a keyed add reserved for its duplicates are given back: the
+/// index holds no entry for them, and each can be added at once as a new
+/// job of another jobtype; also when the duplicate was found after a
+/// repair (a dangling reservation taken over). An existing id with a key
+/// is existing, and keeps its reservation.
+#[test]
+fn keyed_duplicates_give_their_ids_back() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let now = 1_700_000_000_000_i64;
+            let mut c = raw::conn(&url).await;
+            // "c" reserved for t by an add that died before its add.lua
+            let v: Vec<String> = raw::reserve()
+                .key(raw::bucket(&prefix, "c"))
+                .arg("tokA")
+                .arg("c")
+                .arg("t")
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(v, vec![String::new()]);
+            let out = s
+                .add_jobs(
+                    &[
+                        keyed("a", "k"),
+                        keyed("b", "k"),
+                        NewJob::new("p", "t", ""),
+                        keyed("c", "k"),
+                    ],
+                    now,
+                )
+                .await
+                .unwrap();
+            assert_eq!(out.new, ["a", "p"]);
+            let dup = |id: &str| Duplicate {
+                id: id.to_owned(),
+                existing: "a".to_owned(),
+                replaced: false,
+            };
+            assert_eq!(out.duplicates, [dup("b"), dup("c")]);
+            for id in ["b", "c"] {
+                assert_eq!(hget(&mut c, &raw::bucket(&prefix, id), id).await, None);
+                let again = s.add_jobs(&[NewJob::new(id, "u", "")], now).await.unwrap();
+                assert_eq!(again.new, [id], "{id} is free for another jobtype");
+            }
+            let replay = s.add_jobs(&[keyed("a", "other")], now).await.unwrap();
+            assert_eq!(replay.existing, ["a"]);
+            assert!(
+                hget(&mut c, &raw::bucket(&prefix, "a"), "a")
+                    .await
+                    .is_some()
+            );
+            let other = s.add_jobs(&[NewJob::new("a", "u", "")], now).await.unwrap();
+            assert_eq!(other.existing, ["a"], "a keeps its reservation");
+        },
+    );
+}
+
+/// A keyed add's duplicate races an add of the same id: A reserves "x"
+/// and its `add.lua` finds the key held (a duplicate, nothing stored);
+/// before A gives the id back, B adds "x" as a plain job of the same
+/// jobtype, takes A's reservation over and creates it. A's late
+/// `unreserve` (of its own token) must leave B's entry, so the job keeps
+/// its index entry and its delete frees the id.
+#[test]
+fn late_unreserve_of_a_duplicate_leaves_the_new_job_indexed() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let now = 1_700_000_000_000_i64;
+            let (id, ids) = ("x", vec!["x".to_owned()]);
+            let bucket = raw::bucket(&prefix, id);
+            let mut c = raw::conn(&url).await;
+            assert_eq!(
+                s.add_jobs(&[keyed("h", "k")], now).await.unwrap().new,
+                ["h"]
+            );
+            let v: Vec<String> = raw::reserve()
+                .key(&bucket)
+                .arg("tokA")
+                .arg(id)
+                .arg("t")
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(v, vec![String::new()]);
+            let f = raw::add_keyed(&mut c, &prefix, id, "tokA", "k", now).await;
+            let holder = redis::Value::Array(vec![
+                redis::Value::BulkString(b"h".to_vec()),
+                redis::Value::Int(0),
+            ]);
+            assert_eq!(f, redis::Value::Array(vec![holder]));
+            let out = s.add_jobs(&[NewJob::new(id, "t", "")], now).await.unwrap();
+            assert_eq!(out.new, ids);
+            let _: () = raw::unreserve()
+                .key(&bucket)
+                .arg(id)
+                .arg("t tokA")
+                .invoke_async(&mut c)
+                .await
+                .unwrap();
+            let entry = hget(&mut c, &bucket, id).await.unwrap();
+            assert!(entry.starts_with("t ") && entry != "t tokA", "{entry}");
+            let other = s.add_jobs(&[NewJob::new(id, "u", "")], now).await.unwrap();
+            assert_eq!(other.existing, ids, "x is still indexed under t");
+            let out = s.delete_jobs(&ids).await.unwrap();
+            assert_eq!(out.deleted, ids);
+            let again = s.add_jobs(&[NewJob::new(id, "u", "")], now).await.unwrap();
+            assert_eq!(again.new, ids);
+        },
+    );
+}
+
+/// The layout of "Unique keys": `uq` names the live holder, `uk` is the
+/// job's field, an archive (release or cancel) moves the key to `uqd` as
+/// `"<done_dt> <id>"`, a run again takes `uq` back, and a delete (release
+/// or `delete_jobs`) or a purge removes each entry naming the job, so no
+/// key of either hash is left.
+#[test]
+fn unique_keys_follow_their_job() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let t0 = 1_700_000_000_000_i64;
+            let min = Duration::from_secs(60);
+            let (uq, uqd) = (format!("{{{prefix}:t}}:uq"), format!("{{{prefix}:t}}:uqd"));
+            let job = |id: &str| format!("{{{prefix}:t}}:j:{id}");
+            let mut c = raw::conn(&url).await;
+            let ok = Release::Archive(JobResult::from_status(200));
+            s.add_jobs(&[keyed("a", "k")], t0).await.unwrap();
+            assert_eq!(hget(&mut c, &uq, "k").await.as_deref(), Some("a"));
+            assert_eq!(hget(&mut c, &job("a"), "uk").await.as_deref(), Some("k"));
+            s.claim_jobs("t", 1, "w", min, t0).await.unwrap();
+            s.release_all(&["a".to_owned()], "w", &ok, t0 + 1)
+                .await
+                .unwrap();
+            assert_eq!(hget(&mut c, &uq, "k").await, None);
+            let a_done = format!("{:015} a", t0 + 1);
+            assert_eq!(hget(&mut c, &uqd, "k").await, Some(a_done.clone()));
+            s.add_jobs(&[keyed("b", "k")], t0 + 2).await.unwrap();
+            s.cancel_jobs(&["b".to_owned()], t0 + 3).await.unwrap();
+            let b_done = format!("{:015} b", t0 + 3);
+            assert_eq!(hget(&mut c, &uqd, "k").await, Some(b_done));
+            let rerun = s
+                .rerun_jobs(&["a".to_owned()], Duration::ZERO, t0 + 4)
+                .await
+                .unwrap();
+            assert_eq!(rerun, ["a"]);
+            assert_eq!(hget(&mut c, &uq, "k").await.as_deref(), Some("a"));
+            let out = s.delete_jobs(&["b".to_owned()]).await.unwrap();
+            assert_eq!(out.deleted, ["b"]);
+            assert_eq!(hget(&mut c, &uqd, "k").await, None, "b named no more");
+            s.claim_jobs("t", 1, "w", min, t0 + 4).await.unwrap();
+            s.release_all(&["a".to_owned()], "w", &Release::Delete, t0 + 5)
+                .await
+                .unwrap();
+            s.add_jobs(&[keyed("c", "k2")], t0 + 6).await.unwrap();
+            s.delete_jobs(&["c".to_owned()]).await.unwrap();
+            s.add_jobs(&[keyed("d", "k")], t0 + 6).await.unwrap();
+            s.claim_jobs("t", 1, "w", min, t0 + 6).await.unwrap();
+            s.release_all(&["d".to_owned()], "w", &ok, t0 + 7)
+                .await
+                .unwrap();
+            assert!(hget(&mut c, &uqd, "k").await.is_some());
+            assert_eq!(s.purge_archived(t0 + 8, &ResultCode::ALL).await.unwrap(), 1);
+            let left: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{{{prefix}:t}}:uq*"))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(left, Vec::<String>::new());
+        },
+    );
+}
+
+/// With two jobs of one key archived at the same time, the window names
+/// the one `MemoryStore` names (the greater id), whichever was archived
+/// last; a `uq` entry naming a job that is gone (a lost write) holds
+/// nothing.
+#[test]
+fn unique_window_names_the_memory_stores_job() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let t0 = 1_700_000_000_000_i64;
+            let min = Duration::from_secs(60);
+            let memory = jobstore_api::MemoryStore::new();
+            let ok = Release::Archive(JobResult::from_status(200));
+            let mut outs = Vec::new();
+            for store in [&s as &dyn JobStore, &memory] {
+                for id in ["b", "a"] {
+                    store.add_jobs(&[keyed(id, "k")], t0).await.unwrap();
+                    store.claim_jobs("t", 1, "w", min, t0).await.unwrap();
+                    store
+                        .release_all(&[id.to_owned()], "w", &ok, t0 + 1)
+                        .await
+                        .unwrap();
+                }
+                let w = NewJob::new("z", "t", "").unique(Unique::new("k").window(min));
+                outs.push(store.add_jobs(&[w], t0 + 2).await.unwrap());
+            }
+            assert_eq!(outs[0], outs[1]);
+            assert_eq!(outs[0].duplicates[0].existing, "b");
+            let mut c = raw::conn(&url).await;
+            let _: i64 = redis::cmd("HSET")
+                .arg(format!("{{{prefix}:t}}:uq"))
+                .arg("ghost key")
+                .arg("ghost")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let out = s.add_jobs(&[keyed("x", "ghost key")], t0).await.unwrap();
+            assert_eq!(out.new, ["x"]);
         },
     );
 }

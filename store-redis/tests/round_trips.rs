@@ -1,0 +1,88 @@
+//! Script calls per add on a private redis-server (`INFO commandstats`
+//! is server-wide, so the shared test server would count other tests'
+//! calls): a batch of keyed jobs without duplicates makes exactly the
+//! calls of a plain batch (one `reserve.lua` per index bucket, one
+//! `SADD`, one `add.lua` per jobtype); duplicates add one `unreserve.lua`
+//! per bucket of their ids, and nothing else.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use jobstore_api::{JobStore, NewJob, Unique};
+use jobstore_conformance::services::skip;
+use jobstore_redis::{RedisOptions, RedisStore};
+
+/// Calls of `cmd` the server counted so far.
+fn calls(port: u16, cmd: &str) -> u64 {
+    let info = support::cli(port, &["INFO", "commandstats"]).expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().expect("calls"))
+}
+
+/// How many index buckets `ids` fall in (FNV-1a mod 16, as the store).
+fn buckets(ids: &[&str]) -> u64 {
+    let set: BTreeSet<u64> = ids
+        .iter()
+        .map(|id| {
+            id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+            }) % 16
+        })
+        .collect();
+    set.len() as u64
+}
+
+#[test]
+fn keyed_adds_make_the_calls_of_plain_ones_plus_unreserve_of_duplicates() {
+    if let Err(why) = support::redis_binaries() {
+        skip::<()>(
+            "redis",
+            &format!("no private redis-server can be started: {why}"),
+        );
+        return;
+    }
+    let dir = support::temp_dir("redis-round-trips");
+    support::watchdog(&dir);
+    let port = support::free_port(false);
+    support::start_server(&dir, port, &[]);
+    jobstore_conformance::block_on(async {
+        let url = format!("redis://127.0.0.1:{port}");
+        let s = RedisStore::connect_with(&url, RedisOptions::new().prefix("rt"))
+            .await
+            .unwrap();
+        let t0 = 1_700_000_000_000;
+        let keyed = |id: &str, key: &str| NewJob::new(id, "t", "").unique(Unique::new(key));
+        // Every script loaded once (a first EVALSHA may meet NOSCRIPT).
+        s.add_jobs(&[keyed("w1", "w"), keyed("w2", "w")], t0)
+            .await
+            .unwrap();
+        let count = || calls(port, "evalsha") + calls(port, "eval") + calls(port, "sadd");
+        let plain = ["p1", "p2", "p3", "p4"];
+        let before = count();
+        let jobs: Vec<NewJob> = plain.iter().map(|id| NewJob::new(*id, "t", "")).collect();
+        assert_eq!(s.add_jobs(&jobs, t0).await.unwrap().new.len(), 4);
+        assert_eq!(count() - before, buckets(&plain) + 2, "plain batch");
+        let ks = ["k1", "k2", "k3", "k4"];
+        let before = count();
+        let jobs: Vec<NewJob> = ks.iter().map(|id| keyed(id, id)).collect();
+        assert_eq!(s.add_jobs(&jobs, t0).await.unwrap().new.len(), 4);
+        assert_eq!(
+            count() - before,
+            buckets(&ks) + 2,
+            "keyed batch without duplicates"
+        );
+        let ds = ["d1", "d2", "d3", "d4"];
+        let before = count();
+        let jobs: Vec<NewJob> = ds.iter().zip(ks).map(|(id, k)| keyed(id, k)).collect();
+        assert_eq!(s.add_jobs(&jobs, t0).await.unwrap().duplicates.len(), 4);
+        assert_eq!(
+            count() - before,
+            2 * buckets(&ds) + 2,
+            "duplicates: one unreserve per bucket more"
+        );
+    });
+    support::shutdown(port);
+}
