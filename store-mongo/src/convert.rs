@@ -5,8 +5,8 @@
 use jobstore_api::history::{EventKind, JobEvent};
 use jobstore_api::limits::MAX_HISTORY;
 use jobstore_api::{
-    Error, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobResult, LOCK_FREE, Millis, NewJob,
-    Result, ResultCode, TraceContext,
+    Error, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobResult, LOCK_FREE, Millis,
+    NewJob, Result, ResultCode, TraceContext,
 };
 use mongodb::bson::spec::BinarySubtype;
 use mongodb::bson::{Binary, Bson, Document, doc};

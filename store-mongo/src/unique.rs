@@ -25,7 +25,10 @@ enum Fate {
     Existing,
     /// Not stored: `existing` holds its key; `free` when that is a live
     /// job read free (lock `""`), which a `ReplaceData` may replace.
-    Duplicate { existing: String, free: bool },
+    Duplicate {
+        existing: String,
+        free: bool,
+    },
 }
 
 impl MongoStore {

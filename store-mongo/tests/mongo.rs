@@ -893,7 +893,11 @@ async fn keyed_adds_take_a_bounded_number_of_round_trips() {
         assert_eq!(sent_names(&sent), ["aggregate", "find"], "inside a window");
         let out = s.add_jobs(&[windowed("a4")], T0 + 61_001).await.unwrap();
         assert_eq!(out.new, ["a4"]);
-        assert_eq!(sent_names(&sent), ["aggregate", "insert"], "after the window");
+        assert_eq!(
+            sent_names(&sent),
+            ["aggregate", "insert"],
+            "after the window"
+        );
         // "a4" holds ka: "a" cannot take it back.
         let rerun = s
             .rerun_jobs(&["a".to_owned()], Duration::ZERO, T0 + 61_002)
