@@ -587,6 +587,26 @@ mod tests {
     }
 
     #[test]
+    fn unique_keys_are_stored_by_jobtype_and_read_from_either_field() {
+        use jobstore_api::Unique;
+        let key = |d: &Document| job_from_doc(d).unwrap().flow.and_then(|f| f.unique_key);
+        let plain = new_job_doc(&NewJob::new("a", "t", ""), 1);
+        assert!(!plain.contains_key(f::UKEY));
+        assert_eq!(key(&plain), None);
+        // A key may hold the separator: the first one ends the jobtype.
+        let mut d = new_job_doc(&NewJob::new("a", "t.x", "").unique(Unique::new("k/1")), 1);
+        assert_eq!(d.get_str(f::UKEY).unwrap(), "t.x/k/1");
+        assert_eq!(key(&d).as_deref(), Some("k/1"));
+        let live = d.remove(f::UKEY).unwrap();
+        d.insert(f::UKEY_DONE, live);
+        assert_eq!(key(&d).as_deref(), Some("k/1"), "archived");
+        d.insert(f::UKEY_DONE, Bson::Null);
+        assert_eq!(key(&d), None, "a null (the emulator's $rename of nothing)");
+        d.insert(f::UKEY_DONE, 3_i32);
+        assert!(job_from_doc(&d).is_err());
+    }
+
+    #[test]
     fn malformed_documents_are_backend_errors() {
         let mut d = new_job_doc(&NewJob::new("a", "t", ""), 1);
         d.insert(f::ATTEMPTS, -1_i64);
