@@ -42,6 +42,13 @@ pub(crate) const DUE_INDEX: &str = "list_due";
 /// first.
 pub(crate) const ARCHIVED_INDEX: &str = "list_archived";
 
+/// The sparse unique index of live keyed jobs' `ukey`.
+pub(crate) const UKEY_INDEX: &str = "ukey";
+
+/// The sparse index of archived keyed jobs, newest first per key (the
+/// window's look-up).
+pub(crate) const UKEY_DONE_INDEX: &str = "ukey_done";
+
 /// The name of the stats index by resolution and start: pruning.
 pub(crate) const STATS_PRUNE_INDEX: &str = "prune";
 
@@ -157,6 +164,25 @@ impl MongoStore {
                         IndexOptions::builder()
                             .name(ARCHIVED_INDEX.to_owned())
                             .partial_filter_expression(doc! { "result.code": { "$exists": true } })
+                            .build(),
+                    )
+                    .build(),
+                IndexModel::builder()
+                    .keys(doc! { "ukey": 1 })
+                    .options(
+                        IndexOptions::builder()
+                            .name(UKEY_INDEX.to_owned())
+                            .sparse(true)
+                            .unique(true)
+                            .build(),
+                    )
+                    .build(),
+                IndexModel::builder()
+                    .keys(doc! { "ukey_done": 1, "done_dt": -1, "id": -1 })
+                    .options(
+                        IndexOptions::builder()
+                            .name(UKEY_DONE_INDEX.to_owned())
+                            .sparse(true)
                             .build(),
                     )
                     .build(),

@@ -5,8 +5,8 @@
 use jobstore_api::history::{EventKind, JobEvent};
 use jobstore_api::limits::MAX_HISTORY;
 use jobstore_api::{
-    Error, Handler, HandlerLimits, HandlerVersion, Job, JobResult, LOCK_FREE, Millis, NewJob,
-    Result, ResultCode, TraceContext,
+    Error, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobResult, LOCK_FREE, Millis,
+    NewJob, Result, ResultCode, TraceContext,
 };
 use mongodb::bson::spec::BinarySubtype;
 use mongodb::bson::{Binary, Bson, Document, doc};
@@ -35,6 +35,8 @@ pub(crate) mod f {
     pub const HISTORY: &str = "history";
     pub const TRACEPARENT: &str = "traceparent";
     pub const TRACESTATE: &str = "tracestate";
+    pub const UKEY: &str = "ukey";
+    pub const UKEY_DONE: &str = "ukey_done";
 }
 
 /// Bytes as BSON binary, subtype 0 (generic).
@@ -62,6 +64,9 @@ pub(crate) fn new_job_doc(job: &NewJob, now: Millis) -> Document {
     };
     if !job.tags.is_empty() {
         d.insert(f::TAGS, &job.tags);
+    }
+    if let Some(u) = job.unique_key() {
+        d.insert(f::UKEY, ukey(&job.jobtype, &u.key));
     }
     if let Some(t) = &job.trace {
         d.insert(f::TRACEPARENT, &t.traceparent);
@@ -400,9 +405,38 @@ pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
         tags: tags_from_doc(d)?,
         history: history_from_doc(d, attempts)?,
         claimed_due: None,
-        flow: None,
+        flow: flow_from_doc(d)?,
         trace: trace_from_doc(d)?,
     })
+}
+
+/// The separator of a stored unique key, `"<jobtype>/<key>"`: no jobtype
+/// holds it, so the first one ends the jobtype.
+const UKEY_SEP: char = '/';
+
+/// The stored form of `jobtype`'s unique key `key` (`ukey`, `ukey_done`).
+pub(crate) fn ukey(jobtype: &str, key: &str) -> String {
+    format!("{jobtype}{UKEY_SEP}{key}")
+}
+
+/// A job's flow: its unique key, from `ukey` (live) or `ukey_done`
+/// (archived); none when it has neither (or a null one).
+fn flow_from_doc(d: &Document) -> Result<Option<Box<FlowState>>> {
+    let stored = [f::UKEY, f::UKEY_DONE]
+        .into_iter()
+        .find_map(|field| match d.get(field) {
+            None | Some(Bson::Null) => None,
+            Some(v) => Some((field, v)),
+        });
+    let Some((field, value)) = stored else {
+        return Ok(None);
+    };
+    let key = value
+        .as_str()
+        .and_then(|s| s.split_once(UKEY_SEP))
+        .map(|(_, key)| key)
+        .ok_or_else(|| malformed("job", field))?;
+    Ok(Some(Box::new(FlowState::unique(key))))
 }
 
 /// A flag: absent (or null) is `false`; a boolean, or an integer (what
@@ -550,6 +584,26 @@ mod tests {
         let new = JobResult::from_status(200);
         d.insert(f::RESULT, result_doc(&new));
         assert_eq!(job_from_doc(&d).unwrap().result, Some(new));
+    }
+
+    #[test]
+    fn unique_keys_are_stored_by_jobtype_and_read_from_either_field() {
+        use jobstore_api::Unique;
+        let key = |d: &Document| job_from_doc(d).unwrap().flow.and_then(|f| f.unique_key);
+        let plain = new_job_doc(&NewJob::new("a", "t", ""), 1);
+        assert!(!plain.contains_key(f::UKEY));
+        assert_eq!(key(&plain), None);
+        // A key may hold the separator: the first one ends the jobtype.
+        let mut d = new_job_doc(&NewJob::new("a", "t.x", "").unique(Unique::new("k/1")), 1);
+        assert_eq!(d.get_str(f::UKEY).unwrap(), "t.x/k/1");
+        assert_eq!(key(&d).as_deref(), Some("k/1"));
+        let live = d.remove(f::UKEY).unwrap();
+        d.insert(f::UKEY_DONE, live);
+        assert_eq!(key(&d).as_deref(), Some("k/1"), "archived");
+        d.insert(f::UKEY_DONE, Bson::Null);
+        assert_eq!(key(&d), None, "a null (the emulator's $rename of nothing)");
+        d.insert(f::UKEY_DONE, 3_i32);
+        assert!(job_from_doc(&d).is_err());
     }
 
     #[test]

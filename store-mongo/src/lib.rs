@@ -8,6 +8,7 @@ mod options;
 mod schedules;
 mod stats;
 mod store;
+mod unique;
 
 pub use options::{
     DEFAULT_DATABASE, DEFAULT_TIMEOUT, DEFAULT_WTIMEOUT, MAX_PAYLOAD_PARAM, MongoOptions,

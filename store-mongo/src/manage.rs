@@ -14,7 +14,7 @@ use crate::conn::{ARCHIVED_INDEX, DUE_INDEX};
 use crate::convert::{self, f};
 use crate::error;
 use crate::store::{
-    MongoStore, RELEASE_COMMAND_BYTES, batch, claim_index, pack, recorded, stamped,
+    MongoStore, RELEASE_COMMAND_BYTES, batch, claim_index, free_key, pack, recorded, stamped,
 };
 
 /// How many jobtypes one listing query names (`jobtype: {$in: ...}` on
@@ -361,6 +361,7 @@ impl MongoStore {
                 f::RESULT: convert::result_doc(&JobResult::cancelled()),
             },
             "$unset": { f::PREV_RESULT: "", f::CANCEL: "" },
+            "$rename": free_key(),
         };
         let statements = vec![
             doc! {
@@ -443,38 +444,69 @@ impl MongoStore {
             // attempts back from there once `added` has left the history.
             let asked: HashSet<&str> = left.iter().copied().collect();
             let mut by_attempts: BTreeMap<i64, Vec<&str>> = BTreeMap::new();
-            for (id, attempts) in self.archived_attempts(&left).await? {
+            // Keyed jobs, each its own statement (one refused by the key
+            // index fails alone), in the order of the call's ids.
+            let mut keyed: HashMap<&str, (i64, String)> = HashMap::new();
+            for (id, attempts, ukey) in self.archived_attempts(&left).await? {
                 if let Some(id) = asked.get(id.as_str()) {
-                    by_attempts.entry(attempts).or_default().push(id);
+                    match ukey {
+                        Some(ukey) => {
+                            keyed.insert(id, (attempts, ukey));
+                        }
+                        None => by_attempts.entry(attempts).or_default().push(id),
+                    }
                 }
             }
             self.after_round_trip("rerun read", 1).await?;
-            let found: Vec<&str> = by_attempts.values().flatten().copied().collect();
+            let keyed: Vec<(&str, i64, String)> = left
+                .iter()
+                .filter_map(|id| keyed.remove(id).map(|(a, u)| (*id, a, u)))
+                .collect();
+            let found: Vec<&str> = by_attempts
+                .values()
+                .flatten()
+                .copied()
+                .chain(keyed.iter().map(|(id, _, _)| *id))
+                .collect();
             if found.is_empty() {
                 break;
             }
             let token = new_token();
-            let statements = by_attempts
+            let update = |attempts: i64, ukey: Option<&str>| {
+                let mut set = doc! { f::LOCK: LOCK_FREE, f::DT: dt, f::ATTEMPTS: 0_i64 };
+                let mut unset = doc! { f::DONE_DT: "", f::CANCEL: "" };
+                // The key back (not `$rename`, which the test emulator
+                // applies into a unique-index conflict without failing).
+                if let Some(ukey) = ukey {
+                    set.insert(f::UKEY, ukey);
+                    unset.insert(f::UKEY_DONE, "");
+                }
+                stamped(
+                    recorded(
+                        doc! {
+                            "$set": set,
+                            "$unset": unset,
+                            "$rename": { f::RESULT: f::PREV_RESULT },
+                        },
+                        convert::with_attempts_before(event.clone(), attempts),
+                    ),
+                    &token,
+                )
+            };
+            let filter = |ids: Bson, attempts: i64| {
+                doc! {
+                    f::ID: ids,
+                    f::LOCK: LOCK_DONE,
+                    f::RESULT: { "$exists": true },
+                    f::ATTEMPTS: attempts,
+                }
+            };
+            let mut statements: Vec<(Document, usize)> = by_attempts
                 .iter()
                 .map(|(attempts, group)| {
                     let statement = doc! {
-                        "q": {
-                            f::ID: { "$in": group },
-                            f::LOCK: LOCK_DONE,
-                            f::RESULT: { "$exists": true },
-                            f::ATTEMPTS: *attempts,
-                        },
-                        "u": stamped(
-                            recorded(
-                                doc! {
-                                    "$set": { f::LOCK: LOCK_FREE, f::DT: dt, f::ATTEMPTS: 0_i64 },
-                                    "$unset": { f::DONE_DT: "", f::CANCEL: "" },
-                                    "$rename": { f::RESULT: f::PREV_RESULT },
-                                },
-                                convert::with_attempts_before(event.clone(), *attempts),
-                            ),
-                            &token,
-                        ),
+                        "q": filter(doc! { "$in": group }.into(), *attempts),
+                        "u": update(*attempts, None),
                         "multi": true,
                     };
                     (
@@ -483,19 +515,45 @@ impl MongoStore {
                     )
                 })
                 .collect();
+            let first_keyed = statements.len();
+            statements.extend(keyed.iter().map(|(id, attempts, ukey)| {
+                let mut q = filter((*id).into(), *attempts);
+                q.insert(f::UKEY_DONE, ukey.as_str());
+                let statement = doc! { "q": q, "u": update(*attempts, Some(ukey)) };
+                (statement, id.len() + 2 * ukey.len() + 640)
+            }));
             let commands = pack(statements, RELEASE_COMMAND_BYTES);
-            let done: HashSet<&str> =
-                match self.send_updates_once_more(WHAT, &commands, false).await? {
-                    Some((n, _)) if n == found.len() as u64 => found.iter().copied().collect(),
-                    _ => {
-                        let with = self.ids_with_token(&found, &token).await?;
-                        found
-                            .iter()
-                            .copied()
-                            .filter(|i| with.contains(*i))
-                            .collect()
-                    }
-                };
+            let (matched, refused_at) = if keyed.is_empty() {
+                let matched = self
+                    .send_updates_once_more(WHAT, &commands, false)
+                    .await?
+                    .map(|(n, _)| n);
+                (matched, Vec::new())
+            } else {
+                self.send_updates_refusing_keys(WHAT, &commands).await?
+            };
+            // Keyed jobs whose key another live job holds: left archived,
+            // not tried again.
+            let refused: HashSet<&str> = refused_at
+                .iter()
+                .filter_map(|at| at.checked_sub(first_keyed))
+                .filter_map(|i| keyed.get(i).map(|(id, _, _)| *id))
+                .collect();
+            let found: Vec<&str> = found
+                .into_iter()
+                .filter(|i| !refused.contains(*i))
+                .collect();
+            let done: HashSet<&str> = match matched {
+                Some(n) if n == found.len() as u64 => found.iter().copied().collect(),
+                _ => {
+                    let with = self.ids_with_token(&found, &token).await?;
+                    found
+                        .iter()
+                        .copied()
+                        .filter(|i| with.contains(*i))
+                        .collect()
+                }
+            };
             rerun.extend(
                 found
                     .iter()
@@ -510,18 +568,32 @@ impl MongoStore {
         Ok(rerun)
     }
 
-    /// The attempts of each archived job of `ids` (with a result).
-    async fn archived_attempts(&self, ids: &[&str]) -> Result<Vec<(String, i64)>> {
+    /// The attempts of each archived job of `ids` (with a result), and its
+    /// stored unique key (`ukey_done`) if it has one.
+    async fn archived_attempts(&self, ids: &[&str]) -> Result<Vec<(String, i64, Option<String>)>> {
         let filter =
             doc! { f::ID: { "$in": ids }, f::LOCK: LOCK_DONE, f::RESULT: { "$exists": true } };
-        self.ids_with(
-            "find archived",
-            filter,
-            f::ATTEMPTS,
-            ids.len(),
-            convert::get_i64,
-        )
-        .await
+        let docs = self
+            .find_jobs(
+                "find archived",
+                filter,
+                doc! { f::ID: 1, f::ATTEMPTS: 1, f::UKEY_DONE: 1 },
+                ids.len(),
+            )
+            .await?;
+        docs.iter()
+            .map(|d| {
+                let ukey = match d.get(f::UKEY_DONE) {
+                    None | Some(Bson::Null) => None,
+                    Some(_) => Some(convert::get_str(d, f::UKEY_DONE, "job")?),
+                };
+                Ok((
+                    convert::get_str(d, f::ID, "job")?,
+                    convert::get_i64(d, f::ATTEMPTS, "job")?,
+                    ukey,
+                ))
+            })
+            .collect()
     }
 
     /// Deletes the jobs of `ids` that are not locked: (1) reads their

@@ -206,7 +206,7 @@ fn bucket_from_doc(d: &Document) -> Result<StatsBucket> {
 /// `update` reply that failed with a duplicate key, if every failed
 /// statement did (`None` when another error is there: the reply is then
 /// mapped as any other).
-fn duplicate_key_failures(reply: &Document) -> Option<Vec<usize>> {
+pub(crate) fn duplicate_key_failures(reply: &Document) -> Option<Vec<usize>> {
     if reply.contains_key("writeConcernError") {
         return None;
     }

@@ -23,6 +23,7 @@ use crate::conn::{self, CLAIM_INDEX, CODES_INDEX, PURGE_INDEX};
 use crate::convert::{self, f};
 use crate::error::{self, DUPLICATE_KEY, MAX_BSON_DOCUMENT};
 use crate::options::MongoOptions;
+use crate::stats;
 use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 
 /// Called by a store after some of an operation's round trips, with the
@@ -291,6 +292,13 @@ pub(crate) fn stamped(mut update: Document, token: &str) -> Document {
     update
 }
 
+/// The `$rename` of every archive: a keyed job's `ukey` becomes
+/// `ukey_done`, which frees the key in the update that archives the job
+/// (nothing on a plain job, which has no `ukey`).
+pub(crate) fn free_key() -> Document {
+    doc! { f::UKEY: f::UKEY_DONE }
+}
+
 /// `update` that also appends `event` to the job's history.
 pub(crate) fn recorded(mut update: Document, event: Document) -> Document {
     let mut push = match update.remove("$push") {
@@ -427,9 +435,14 @@ impl Outcome<'_> {
         inc.insert(f::VER, 1_i64);
         // Letting go clears the cancel mark; archiving replaces the result
         // a job run again kept.
+        // An archive frees a unique key (`ukey` becomes `ukey_done`, kept
+        // for reads and windows); a delete's tombstone drops it (a deleted
+        // job counts for no window). On a plain job both name a missing
+        // field: MongoDB leaves the document as it is.
         let unset = match self {
             Outcome::Retry(..) | Outcome::Unget => doc! { f::CANCEL: "" },
-            Outcome::Archive(..) | Outcome::Delete => doc! { f::CANCEL: "", f::PREV_RESULT: "" },
+            Outcome::Archive(..) => doc! { f::CANCEL: "", f::PREV_RESULT: "" },
+            Outcome::Delete => doc! { f::CANCEL: "", f::PREV_RESULT: "", f::UKEY: "" },
         };
         let event = match *self {
             Outcome::Retry(dt, status) => Some(EventKind::Retried {
@@ -447,12 +460,15 @@ impl Outcome<'_> {
                 convert::push_event(convert::event_doc(now, owner, None, &what)),
             );
         }
-        let update = doc! {
+        let mut update = doc! {
             "$set": set,
             "$unset": unset,
             "$push": push,
             "$inc": inc,
         };
+        if let Outcome::Archive(..) = self {
+            update.insert("$rename", free_key());
+        }
         doc! {
             "q": { f::ID: { "$in": ids }, f::LOCK: owner },
             "u": update,
@@ -591,6 +607,23 @@ impl MongoStore {
         commands: &[Vec<Document>],
         ordered: bool,
     ) -> Result<(u64, u64)> {
+        let (matched, modified, _) = self
+            .send_updates_with(what, commands, ordered, false)
+            .await?;
+        Ok((matched, modified))
+    }
+
+    /// [`send_updates`](Self::send_updates); with `refused_keys`, a
+    /// statement that failed with a duplicate key (11000: a unique key
+    /// another job holds) does not fail the call: the positions of those
+    /// statements (in `commands` flattened) come back.
+    async fn send_updates_with(
+        &self,
+        what: &'static str,
+        commands: &[Vec<Document>],
+        ordered: bool,
+        refused_keys: bool,
+    ) -> Result<(u64, u64, Vec<usize>)> {
         let count = |reply: &Document, field: &str| -> Result<u64> {
             let n = match reply.get(field) {
                 None => 0,
@@ -599,6 +632,8 @@ impl MongoStore {
             u64::try_from(n).map_err(|_| Error::backend_msg("negative match count from MongoDB"))
         };
         let (mut matched, mut modified) = (0_u64, 0_u64);
+        let mut refused = Vec::new();
+        let mut first = 0;
         for command in commands {
             let reply = self
                 .call(
@@ -615,12 +650,45 @@ impl MongoStore {
                         )),
                 )
                 .await?;
-            error::check_write_reply(what, &reply)?;
+            match refused_keys
+                .then(|| stats::duplicate_key_failures(&reply))
+                .flatten()
+            {
+                Some(at) => refused.extend(at.into_iter().map(|i| first + i)),
+                None => error::check_write_reply(what, &reply)?,
+            }
+            first += command.len();
             matched += u64::try_from(convert::get_i64(&reply, "n", "update reply")?)
                 .map_err(|_| Error::backend_msg("negative match count from MongoDB"))?;
             modified += count(&reply, "nModified")?;
         }
-        Ok((matched, modified))
+        Ok((matched, modified, refused))
+    }
+
+    /// [`send_updates_once_more`](Self::send_updates_once_more) for
+    /// statements that may be refused by the unique key index: the
+    /// positions of the refused statements (of the last attempt: a
+    /// statement refused by the first is refused again, one applied by
+    /// the first matches nothing the second time), and the jobs matched
+    /// (`None` after a second attempt).
+    pub(crate) async fn send_updates_refusing_keys(
+        &self,
+        what: &'static str,
+        commands: &[Vec<Document>],
+    ) -> Result<(Option<u64>, Vec<usize>)> {
+        let first = match self.send_updates_with(what, commands, false, true).await {
+            Ok(r) => self.after_round_trip(what, 1).await.map(|()| r),
+            Err(e) => Err(e),
+        };
+        match first {
+            Ok((n, _, refused)) => Ok((Some(n), refused)),
+            Err(e) if e.is_retryable() => {
+                tracing::debug!(error = %e, "{what}: sending the update once more");
+                let (_, _, refused) = self.send_updates_with(what, commands, false, true).await?;
+                Ok((None, refused))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// [`send_updates`](Self::send_updates), then the round-trip hook; a
@@ -1041,7 +1109,8 @@ impl JobStore for MongoStore {
             .with_tags_and_history()
             .with_stats()
             .with_trace()
-            .with_schedules();
+            .with_schedules()
+            .with_unique_jobs();
         if self.uses_change_streams() {
             caps.with_notifications()
         } else {
@@ -1053,6 +1122,9 @@ impl JobStore for MongoStore {
         validate::new_jobs(jobs, &self.capabilities(), now)?;
         if jobs.is_empty() {
             return Ok(AddOutcome::default());
+        }
+        if jobs.iter().any(|j| j.unique_key().is_some()) {
+            return self.add_keyed(jobs, now).await;
         }
         let token = new_token();
         let docs: Vec<Document> = jobs
@@ -1726,9 +1798,10 @@ impl MongoStore {
         ))
     }
 
-    /// One unordered insert of `docs`: the indexes of the documents that
-    /// already existed (duplicate `_id`), or the error.
-    async fn insert_jobs(&self, docs: &[Document]) -> Result<HashSet<usize>> {
+    /// One unordered insert of `docs`: the indexes of the documents
+    /// refused with a duplicate key (an existing `_id`, or for keyed jobs
+    /// a `ukey` another live job holds), or the error.
+    pub(crate) async fn insert_jobs(&self, docs: &[Document]) -> Result<HashSet<usize>> {
         let insert = self.jobs.insert_many(docs).ordered(false);
         let r = tokio::time::timeout(self.timeout(), insert)
             .await
@@ -1738,8 +1811,8 @@ impl MongoStore {
         match r {
             Ok(_) => Ok(HashSet::new()),
             Err(e) => match &*e.kind {
-                // Only `_id` is unique in this collection, so a duplicate
-                // key means the id exists already (in any state).
+                // A plain job has no `ukey` (a sparse index), so for it a
+                // duplicate key means the id exists already (in any state).
                 mongodb::error::ErrorKind::InsertMany(ime)
                     if ime.write_concern_error.is_none()
                         && ime

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
-use jobstore_api::{Error, Job, JobStore, JobStoreExt, NewJob, Release};
+use jobstore_api::{Error, Job, JobResult, JobStore, JobStoreExt, NewJob, Release, Unique};
 use jobstore_conformance::services;
 use jobstore_mongo::{MongoOptions, MongoStore, RoundTripHook};
 
@@ -619,6 +619,64 @@ async fn add_failed_after_applying_reports_exact_outcome() {
         let out = failing.add_jobs(&jobs, T0 + 1).await.unwrap();
         assert_eq!(out.new, ids(&["n1", "n2"]));
         assert_eq!(out.existing, ids(&["old"]));
+    })
+    .await;
+}
+
+/// A keyed add whose insert applied but failed is sent again: the keyed
+/// job the first attempt stored is new (its id and its key now refuse the
+/// second attempt), a later job of its key in the batch names it, a job
+/// meeting a holder from before names that one, an old id is existing.
+#[tokio::test]
+async fn keyed_add_failed_after_applying_reports_exact_outcome() {
+    with_two_stores(|a, _b| async move {
+        let keyed = |id: &str, key: &str| NewJob::new(id, "t", id).unique(Unique::new(key));
+        a.add_jobs(&[NewJob::new("old", "t", "o"), keyed("h", "held")], T0)
+            .await
+            .unwrap();
+        let failing = a.clone().with_round_trip_hook(fail_once_after("add"));
+        let jobs = [
+            keyed("k1", "x"),
+            NewJob::new("old", "t", "again"),
+            keyed("k2", "x"),
+            keyed("k3", "held"),
+        ];
+        let out = failing.add_jobs(&jobs, T0 + 1).await.unwrap();
+        assert_eq!(out.new, ids(&["k1"]));
+        assert_eq!(out.existing, ids(&["old"]));
+        let dups: Vec<_> = out
+            .duplicates
+            .iter()
+            .map(|d| (d.id.as_str(), d.existing.as_str()))
+            .collect();
+        assert_eq!(dups, [("k2", "k1"), ("k3", "h")]);
+    })
+    .await;
+}
+
+/// A keyed add whose insert lost to a holder that another caller archives
+/// before the add reads it: the add finds no holder and tries the job
+/// again, which is then stored (the key was free when it was read).
+#[tokio::test]
+async fn keyed_add_whose_holder_leaves_before_the_read_tries_again() {
+    with_two_stores(|a, b| async move {
+        let keyed = |id: &str| NewJob::new(id, "t", id).unique(Unique::new("k"));
+        a.add_jobs(&[keyed("h")], T0).await.unwrap();
+        assert_eq!(a.claim_jobs("t", 1, "O", MIN, T0).await.unwrap().len(), 1);
+        let done = Arc::new(Mutex::new(false));
+        let a = a.with_round_trip_hook(hook_on("add", move |n| {
+            let (b, done) = (b.clone(), done.clone());
+            async move {
+                if n == 1 && !std::mem::replace(&mut *done.lock().unwrap(), true) {
+                    let how = Release::Archive(JobResult::from_status(200));
+                    let out = b.release_all(&ids(&["h"]), "O", &how, T0 + 1).await;
+                    assert_eq!(out.unwrap(), ids(&["h"]));
+                }
+            }
+        }));
+        let out = a.add_jobs(&[keyed("n")], T0 + 1).await.unwrap();
+        assert_eq!(out.new, ids(&["n"]), "{out:?}");
+        assert!(out.duplicates.is_empty());
     })
     .await;
 }

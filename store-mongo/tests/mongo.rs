@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use jobstore_api::limits::{MAX_ID_LEN, MAX_JOBTYPE_LEN, MAX_OUTPUT};
 use jobstore_api::{
-    ErrorKind, JobQuery, JobRelease, JobResult, JobState, JobStore, JobStoreExt, NewJob, Release,
-    ResultCode, Schedule, ScheduleAdvance, StatsDelta, StatsQuery, StatsResolution,
+    ErrorKind, JobQuery, JobRelease, JobResult, JobState, JobStore, JobStoreExt, NewJob,
+    OnConflict, Release, ResultCode, Schedule, ScheduleAdvance, StatsDelta, StatsQuery,
+    StatsResolution, Unique,
 };
 use jobstore_conformance::services;
 use jobstore_mongo::{DEFAULT_WTIMEOUT, MongoOptions, MongoStore};
@@ -798,6 +799,118 @@ async fn by_id_updates_read_back_only_a_partial_match() {
             release(&["j1"]).await,
             (vec!["j1".to_owned()], vec!["update".to_owned()]),
             "a release that matched all: no read-back"
+        );
+    };
+    then_drop(&s, outcome).await;
+}
+
+/// Round trips of unique keys: a plain batch is one `insert`, as before
+/// keys existed, and so is a keyed batch that meets no holder; a keyed
+/// batch meeting holders (stored, earlier in the batch, a replayed id) is
+/// the insert and one `find`; a `ReplaceData` of a free holder one
+/// `update` more; a window one `aggregate` first. Archives carry the
+/// `$rename` of `ukey` on every statement (plain jobs too: an operator on
+/// a missing field) and no other command; a run again refused by a held
+/// key is its read and its `update`, and the job stays archived.
+#[tokio::test]
+async fn keyed_adds_take_a_bounded_number_of_round_trips() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let (s, sent) = observed_store(&url, &ns).await;
+    let outcome = async {
+        let keyed = |id: &str, key: &str| NewJob::new(id, "t", id).unique(Unique::new(key));
+        let plain: Vec<NewJob> = (0..3)
+            .map(|i| NewJob::new(format!("p{i}"), "t", "x"))
+            .collect();
+        sent.lock().unwrap().clear();
+        assert_eq!(s.add_jobs(&plain, T0).await.unwrap().new.len(), 3);
+        assert_eq!(sent_names(&sent), ["insert"], "a plain batch");
+        let out = s
+            .add_jobs(&[keyed("a", "ka"), keyed("b", "kb")], T0)
+            .await
+            .unwrap();
+        assert_eq!(out.new, ["a", "b"]);
+        assert_eq!(sent_names(&sent), ["insert"], "keys that nobody holds");
+        let out = s
+            .add_jobs(
+                &[
+                    keyed("a", "other"),
+                    keyed("a2", "ka"),
+                    keyed("c", "kc"),
+                    keyed("c2", "kc"),
+                    NewJob::new("p0", "t", "x"),
+                ],
+                T0,
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.new, ["c"]);
+        assert_eq!(out.existing, ["a", "p0"]);
+        let dups: Vec<_> = out
+            .duplicates
+            .iter()
+            .map(|d| (d.id.as_str(), d.existing.as_str(), d.replaced))
+            .collect();
+        assert_eq!(dups, [("a2", "a", false), ("c2", "c", false)]);
+        assert_eq!(sent_names(&sent), ["insert", "find"], "holders met");
+        let replace = NewJob::new("b2", "t", "new b")
+            .unique(Unique::new("kb").on_conflict(OnConflict::ReplaceData));
+        let out = s.add_jobs(&[replace], T0).await.unwrap();
+        assert!(out.duplicates[0].replaced);
+        assert_eq!(sent_names(&sent), ["insert", "find", "update"], "replace");
+        assert_eq!(s.get_job("b").await.unwrap().unwrap().data, b"new b");
+        // Archive "a" (key ka) and a plain job in one release.
+        assert_eq!(s.claim_jobs("t", 10, "o", MIN, T0).await.unwrap().len(), 6);
+        sent.lock().unwrap().clear();
+        let how = Release::Archive(JobResult::from_status(200));
+        let done = s
+            .release_all(&["a".to_owned(), "p1".to_owned()], "o", &how, T0 + 1)
+            .await
+            .unwrap();
+        assert_eq!(done.len(), 2);
+        let log = std::mem::take(&mut *sent.lock().unwrap());
+        let names: Vec<&str> = log.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["update"], "a release");
+        let statement = log[0].1.get_array("updates").unwrap()[0]
+            .as_document()
+            .unwrap()
+            .clone();
+        let u = statement.get_document("u").unwrap();
+        assert_eq!(
+            u.get_document("$rename").unwrap(),
+            &doc! { "ukey": "ukey_done" },
+            "{statement}"
+        );
+        assert!(!statement.get_document("q").unwrap().contains_key("ukey"));
+        // A window: the newest archive of the key first.
+        let windowed = |id: &str| {
+            NewJob::new(id, "t", id).unique(Unique::new("ka").window(Duration::from_secs(60)))
+        };
+        let out = s.add_jobs(&[windowed("a3")], T0 + 2).await.unwrap();
+        assert_eq!(out.duplicates[0].existing, "a");
+        assert_eq!(sent_names(&sent), ["aggregate", "find"], "inside a window");
+        let out = s.add_jobs(&[windowed("a4")], T0 + 61_001).await.unwrap();
+        assert_eq!(out.new, ["a4"]);
+        assert_eq!(
+            sent_names(&sent),
+            ["aggregate", "insert"],
+            "after the window"
+        );
+        // "a4" holds ka: "a" cannot take it back.
+        let rerun = s
+            .rerun_jobs(&["a".to_owned()], Duration::ZERO, T0 + 61_002)
+            .await
+            .unwrap();
+        assert!(rerun.is_empty(), "{rerun:?}");
+        assert_eq!(sent_names(&sent), ["find", "update"], "a refused run again");
+        let a = s.get_job("a").await.unwrap().unwrap();
+        assert_eq!(a.state(T0 + 61_002), JobState::Archived);
+        assert_eq!(
+            a.flow.and_then(|f| f.unique_key),
+            Some("ka".to_owned()),
+            "an archived job keeps its key in reads"
         );
     };
     then_drop(&s, outcome).await;
