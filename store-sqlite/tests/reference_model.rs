@@ -16,11 +16,13 @@ use jobstore_sqlite::SqliteStore;
 
 const T0: Millis = 1_700_000_000_000;
 const LEASE: Duration = Duration::from_secs(60);
-const IDS: [&str; 5] = ["a", "b", "c", "d", "e"];
+const IDS: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
+/// The ids plain adds use; the others are only ever added with a key.
+const PLAIN: usize = 5;
 const OWNERS: [&str; 2] = ["sys-a", "sys-b"];
 /// Unique keys: few, so that keyed jobs meet holders (live, archived in a
 /// window, earlier in the batch) and runs again meet taken keys.
-const KEYS: [&str; 2] = ["k1", "k2"];
+const KEYS: [&str; 3] = ["k1", "k2", "k3"];
 
 /// A small deterministic generator (an LCG; the high bits).
 struct Rng(u64);
@@ -133,7 +135,10 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
     let memory = &MemoryStore::new();
     let mut rng = Rng(seed);
     let mut now = T0;
-    let jobs: Vec<NewJob> = IDS.iter().map(|id| NewJob::new(*id, "t", *id)).collect();
+    let jobs: Vec<NewJob> = IDS[..PLAIN]
+        .iter()
+        .map(|id| NewJob::new(*id, "t", *id))
+        .collect();
     both!(0, sqlite, memory, |s| s.add_jobs(&jobs, now), |o| o);
     for step in 1..=steps {
         // Up to 80 s a step: leases of 60 s run out now and then.
@@ -207,10 +212,9 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                 let delay = Duration::from_secs(rng.below(20) as u64);
                 let mut keyed_archived = Vec::new();
                 for id in &ids {
-                    if let Some(job) = memory.get_job(id).await.unwrap() {
-                        if job.lock == LOCK_DONE && job.flow.is_some() {
-                            keyed_archived.push(id.clone());
-                        }
+                    let job = memory.get_job(id).await.unwrap();
+                    if job.is_some_and(|j| j.lock == LOCK_DONE && j.flow.is_some()) {
+                        keyed_archived.push(id.clone());
                     }
                 }
                 both!(
@@ -288,7 +292,7 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                     .map(|id| {
                         let mut u = Unique::new(rng.pick(&KEYS));
                         if rng.below(2) == 0 {
-                            u = u.window(Duration::from_secs(rng.below(300) as u64));
+                            u = u.window(Duration::from_secs(rng.below(1_800) as u64));
                         }
                         if rng.below(2) == 0 {
                             u = u.on_conflict(OnConflict::ReplaceData);
