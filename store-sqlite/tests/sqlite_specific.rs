@@ -1267,3 +1267,39 @@ async fn a_keyed_add_failing_midway_stores_nothing() {
     assert_eq!(store.get_job("holder").await.unwrap().unwrap().data, b"new");
     store.close().await;
 }
+
+/// Of archived jobs with one key run again in one call, the first of the
+/// call takes the key, whatever the order of their ids or rows (SQLite
+/// updates the rows of `id IN (...)` in rowid order, which would make the
+/// job added first win).
+#[tokio::test]
+async fn a_run_again_gives_the_key_to_the_first_of_the_call() {
+    use jobstore_api::{JobResult, Unique};
+
+    let store = SqliteStore::connect("sqlite::memory:").await.unwrap();
+    for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+        let now = T0 + i as i64;
+        let job = NewJob::new(id, "t", "x").unique(Unique::new("k"));
+        assert_eq!(store.add_jobs(&[job], now).await.unwrap().new, [id]);
+        store.claim_jobs("t", 1, "owner", MIN, now).await.unwrap();
+        let how = Release::Archive(JobResult::from_status(500));
+        let done = store
+            .release_jobs(&[JobRelease::new(id, how)], "owner", now)
+            .await
+            .unwrap();
+        assert_eq!(done, [id]);
+    }
+    let ids = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let rerun = store
+        .rerun_jobs(&ids(&["c", "b", "a"]), Duration::ZERO, T0 + 10)
+        .await
+        .unwrap();
+    assert_eq!(rerun, ["c"]);
+    // The key is held again: nothing more of it runs again.
+    let rerun = store
+        .rerun_jobs(&ids(&["b", "a"]), Duration::ZERO, T0 + 10)
+        .await
+        .unwrap();
+    assert!(rerun.is_empty(), "{rerun:?}");
+    store.close().await;
+}
