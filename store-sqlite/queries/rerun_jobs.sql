@@ -6,6 +6,18 @@
 -- done_dt, result_code, result_status), then the Rerun event; the oldest
 -- events dropped past 20. Returns each job with the code it was counted
 -- under (NULL: 'ok').
+-- A job with a unique key (migration 11) takes it back only if no live job
+-- of its jobtype holds it (jobs_unique) and it is the first archived job
+-- of its (jobtype, key) in the call's order (f: per key the id at the
+-- lowest position of ?2, min() with bare columns); the others stay
+-- archived and are not returned. f is materialized the first time the OR
+-- reaches a keyed row: a run again of plain jobs never computes it.
+WITH f (jobtype, unique_key, id, pos) AS MATERIALIZED (
+    SELECT j.jobtype, j.unique_key, j.id, min(e.key)
+    FROM json_each(?2) AS e JOIN jobs AS j ON j.id = e.value
+    WHERE j.unique_key IS NOT NULL AND j.lock = '__done'
+    GROUP BY j.jobtype, j.unique_key
+)
 UPDATE jobs SET lock = '', dt = ?1, attempts = 0, done_dt = NULL, cancel_requested = 0,
     claimed_at = NULL,
     claimed_by = NULL,
@@ -24,4 +36,9 @@ UPDATE jobs SET lock = '', dt = ?1, attempts = 0, done_dt = NULL, cancel_request
                     '$[#]', json(?3))
     END
 WHERE lock = '__done' AND id IN (SELECT value FROM json_each(?2))
+    AND (unique_key IS NULL OR (
+        NOT EXISTS (SELECT 1 FROM jobs AS h INDEXED BY jobs_unique
+                    WHERE h.jobtype = jobs.jobtype AND h.unique_key = jobs.unique_key
+                      AND h.unique_key IS NOT NULL AND h.lock <> '__done')
+        AND jobs.id = (SELECT f.id FROM f WHERE f.jobtype = jobs.jobtype AND f.unique_key = jobs.unique_key)))
 RETURNING id, jobtype, result_code

@@ -27,6 +27,8 @@ pub(crate) const COUNTS_ADD_COMMIT: &str =
 
 queries! {
     ADD_JOBS => "add_jobs.sql",
+    ADD_KEYED_JOBS => "add_keyed_jobs.sql",
+    UNIQUE_LOOKUP => "unique_lookup.sql",
     CLAIM_EXISTS => "claim_exists.sql",
     CLAIM_PICK => "claim_pick.sql",
     CLAIM_TAKE => "claim_take.sql",
@@ -88,6 +90,19 @@ pub(crate) fn add_jobs(rows: usize) -> String {
     ADD_JOBS.replace("{rows}", &values)
 }
 
+/// One row of the multi-row insert in [`ADD_KEYED_JOBS`]: the columns of
+/// [`ADD_JOBS_ROW`], then unique_key.
+pub(crate) const ADD_KEYED_JOBS_ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+/// Parameters bound per row of [`ADD_KEYED_JOBS`].
+pub(crate) const ADD_KEYED_JOBS_PARAMS_PER_ROW: usize = 10;
+
+/// The insert for `rows` jobs of a batch with keyed jobs.
+pub(crate) fn add_keyed_jobs(rows: usize) -> String {
+    let values = vec![ADD_KEYED_JOBS_ROW; rows].join(", ");
+    ADD_KEYED_JOBS.replace("{rows}", &values)
+}
+
 /// Parameters bound per bucket of [`STATS_ADD`]: resolution, jobtype,
 /// start, then count, sum, sum of squares and 17 histogram counts for the
 /// wait durations and again for the run durations.
@@ -106,7 +121,7 @@ fn list_columns(with_data: bool) -> String {
     format!(
         "j.id, j.jobtype, j.priority, j.dt, j.lock, j.attempts, j.create_dt, j.done_dt, \
          j.result_code, j.result_status, j.result_output, j.cancel_requested, j.tags, j.history, \
-         j.claimed_at, j.claimed_by, j.traceparent, j.tracestate, {data}"
+         j.claimed_at, j.claimed_by, j.traceparent, j.tracestate, j.unique_key, {data}"
     )
 }
 

@@ -14,10 +14,10 @@ use jobstore_api::history::{
 };
 use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
-    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, EventKind, Handler, HandlerLimits,
-    HandlerVersion, Job, JobCounts, JobEvent, JobRelease, JobResult, JobStore, LOCK_DONE, Millis,
-    NewJob, Release, Result, ResultCode, SysidLease, TraceContext, WaitingJobtype, WorkNotice,
-    WorkWatcher, duration_ms, validate,
+    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Duplicate, Error, EventKind, FlowState, Handler,
+    HandlerLimits, HandlerVersion, Job, JobCounts, JobEvent, JobRelease, JobResult, JobStore,
+    LOCK_DONE, Millis, NewJob, OnConflict, Release, Result, ResultCode, SysidLease, TraceContext,
+    WaitingJobtype, WorkNotice, WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -40,6 +40,7 @@ use crate::{schedules, stats};
 /// limit of 32,766 parameters per statement).
 const ADD_CHUNK: usize = 1_000;
 const _: () = assert!(ADD_CHUNK * queries::ADD_JOBS_PARAMS_PER_ROW <= 32_766);
+const _: () = assert!(ADD_CHUNK * queries::ADD_KEYED_JOBS_PARAMS_PER_ROW <= 32_766);
 
 /// The statements that append an event keep the newest 20 (the number is
 /// written in `queries/*.sql`).
@@ -213,6 +214,100 @@ impl SqliteStore {
         }
     }
 
+    /// `add_jobs` of a batch with at least one keyed job (README, "Unique
+    /// keys"): one `BEGIN IMMEDIATE` transaction, the keys looked up, the
+    /// batch decided here in batch order as `MemoryStore` decides it, the
+    /// jobs decided new inserted, the replaced holders edited.
+    async fn add_keyed_jobs(
+        &self,
+        jobs: &[NewJob],
+        tags: &[String],
+        now: Millis,
+    ) -> Result<AddOutcome> {
+        let m = |e| error::map("add_jobs", e);
+        let lookups: Vec<serde_json::Value> = jobs
+            .iter()
+            .filter_map(|j| {
+                let u = j.unique_key()?;
+                let since = u.window.map(|w| now - duration_ms(w));
+                Some(serde_json::json!([j.id, j.jobtype, u.key, since]))
+            })
+            .collect();
+        let lookups = serde_json::to_string(&lookups)
+            .map_err(|e| Error::backend("encoding unique keys as JSON", e))?;
+        let mut tx = self.begin_write("add_jobs").await?;
+        type Row = (String, bool, Option<String>, Option<bool>, Option<String>);
+        let rows: Vec<KeyLookup> = sqlx::query_as::<_, Row>(queries::UNIQUE_LOOKUP)
+            .bind(lookups)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(m)?
+            .into_iter()
+            .map(|(id, known, live, live_free, recent)| KeyLookup {
+                id,
+                known,
+                live,
+                live_free,
+                recent,
+            })
+            .collect();
+        let found: HashMap<&str, &KeyLookup> = rows.iter().map(|r| (r.id.as_str(), r)).collect();
+        let plan = decide_keyed(jobs, &found)?;
+        let mut inserted: HashSet<String> = HashSet::with_capacity(jobs.len());
+        let to_insert: Vec<(&NewJob, &String)> = jobs
+            .iter()
+            .zip(tags)
+            .zip(&plan.fates)
+            .filter(|(_, fate)| matches!(fate, Fate::Insert))
+            .map(|(jt, _)| jt)
+            .collect();
+        for chunk in to_insert.chunks(ADD_CHUNK) {
+            let mut q = sqlx::query_scalar::<_, String>(AssertSqlSafe(queries::add_keyed_jobs(
+                chunk.len(),
+            )));
+            for (job, tags) in chunk {
+                q = q
+                    .bind(job.id.as_str())
+                    .bind(job.jobtype.as_str())
+                    .bind(job.priority)
+                    .bind(job.run_at.unwrap_or(now))
+                    .bind(now)
+                    .bind(job.data.as_slice())
+                    .bind(tags.as_str())
+                    .bind(job.trace.as_ref().map(|t| t.traceparent.as_str()))
+                    .bind(job.trace.as_ref().and_then(|t| t.tracestate.as_deref()))
+                    .bind(job.unique_key().map(|u| u.key.as_str()));
+            }
+            inserted.extend(q.fetch_all(&mut *tx).await.map_err(m)?);
+        }
+        let edited = event(now, "", EventKind::Edited);
+        for round in &plan.replace_rounds {
+            for json in edit_chunks(round)? {
+                sqlx::query(queries::EDIT_JOBS)
+                    .bind(json)
+                    .bind(edited.as_str())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(m)?;
+            }
+        }
+        tx.commit().await.map_err(m)?;
+        let mut outcome = AddOutcome::default();
+        let mut jobtypes = Vec::new();
+        for (job, fate) in jobs.iter().zip(plan.fates) {
+            match fate {
+                Fate::Insert if inserted.contains(&job.id) => {
+                    outcome.new.push(job.id.clone());
+                    jobtypes.push(job.jobtype.clone());
+                }
+                Fate::Insert | Fate::Existing => outcome.existing.push(job.id.clone()),
+                Fate::Duplicate(dup) => outcome.duplicates.push(dup),
+            }
+        }
+        self.notify(jobtypes);
+        Ok(outcome)
+    }
+
     async fn begin_write(&self, what: &str) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
         self.inner
             .writer
@@ -310,6 +405,93 @@ async fn migrate(conn: &mut SqliteConnection) -> Result<()> {
         .await
         .map_err(error::map_migrate)?;
     tx.commit().await.map_err(|e| error::map("migration", e))
+}
+
+/// One keyed job's row of `queries/unique_lookup.sql`.
+struct KeyLookup {
+    id: String,
+    /// Its id exists.
+    known: bool,
+    /// The live holder of its key, and whether that one is free.
+    live: Option<String>,
+    live_free: Option<bool>,
+    /// With a window: the most recently archived job with the key, if it
+    /// was archived inside the window.
+    recent: Option<String>,
+}
+
+/// What becomes of one job of a keyed add batch.
+enum Fate {
+    /// Inserted (new, unless a plain job's id exists).
+    Insert,
+    /// Its id exists.
+    Existing,
+    /// Its key is held.
+    Duplicate(Duplicate),
+}
+
+/// A keyed add batch, decided.
+struct KeyedPlan {
+    /// Per job of the batch, in order.
+    fates: Vec<Fate>,
+    /// The payloads duplicates give their free holders: rounds of edits,
+    /// each naming a holder at most once, in batch order (almost always
+    /// one round).
+    replace_rounds: Vec<Vec<JobEdit>>,
+}
+
+/// Decides a keyed add batch from the lookups of its keyed jobs, job by job
+/// in batch order, as `MemoryStore::add_jobs` does: the id first, then a
+/// key taken by an earlier new job of the batch, the live holder, the
+/// window's holder.
+fn decide_keyed(jobs: &[NewJob], found: &HashMap<&str, &KeyLookup>) -> Result<KeyedPlan> {
+    let mut fates = Vec::with_capacity(jobs.len());
+    let mut replace_rounds: Vec<Vec<JobEdit>> = Vec::new();
+    let mut replaced_times: HashMap<String, usize> = HashMap::new();
+    let mut taken: HashMap<(&str, &str), &str> = HashMap::new();
+    for job in jobs {
+        let Some(u) = job.unique_key() else {
+            fates.push(Fate::Insert);
+            continue;
+        };
+        let l = found
+            .get(job.id.as_str())
+            .ok_or_else(|| Error::backend_msg(format!("no unique key lookup for {}", job.id)))?;
+        if l.known {
+            fates.push(Fate::Existing);
+            continue;
+        }
+        let scope = (job.jobtype.as_str(), u.key.as_str());
+        let holder = match (taken.get(&scope), &l.live, &l.recent) {
+            (Some(new), _, _) => Some(((*new).to_owned(), true)),
+            (None, Some(live), _) => Some((live.clone(), l.live_free.unwrap_or(false))),
+            (None, None, Some(recent)) => Some((recent.clone(), false)),
+            (None, None, None) => None,
+        };
+        let Some((existing, free)) = holder else {
+            taken.insert(scope, job.id.as_str());
+            fates.push(Fate::Insert);
+            continue;
+        };
+        let replaced = free && u.on_conflict == OnConflict::ReplaceData;
+        if replaced {
+            let n = replaced_times.entry(existing.clone()).or_default();
+            if replace_rounds.len() <= *n {
+                replace_rounds.push(Vec::new());
+            }
+            replace_rounds[*n].push(JobEdit::new(existing.clone()).data(job.data.clone()));
+            *n += 1;
+        }
+        fates.push(Fate::Duplicate(Duplicate {
+            id: job.id.clone(),
+            existing,
+            replaced,
+        }));
+    }
+    Ok(KeyedPlan {
+        fates,
+        replace_rounds,
+    })
 }
 
 fn ids_json(ids: &[String]) -> Result<String> {
@@ -598,7 +780,10 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         tags: tags_from_json(&row.try_get::<String, _>("tags").map_err(d)?)?,
         history: complete_history(with_added(stored, create_dt), claim, ended),
         claimed_due: None,
-        flow: None,
+        flow: row
+            .try_get::<Option<String>, _>("unique_key")
+            .map_err(d)?
+            .map(|key| Box::new(FlowState::unique(key))),
         trace: row
             .try_get::<Option<String>, _>("traceparent")
             .map_err(d)?
@@ -646,18 +831,29 @@ impl Claimed<'_> {
             Vec<JobEvent>,
             Option<String>,
             Option<String>,
+            Option<String>,
         );
         let d = |e| error::map("decoding a claimed job", e);
         let attempts: i64 = row.try_get(2).map_err(d)?;
         let attempts = u32::try_from(attempts).map_err(|e| Error::backend("stored attempts", e))?;
         let create_dt: Millis = row.try_get(3).map_err(d)?;
         let rest: Option<String> = row.try_get(5).map_err(d)?;
-        let (code, status, output, cancel, tags, stored, traceparent, tracestate): Rest = match rest
-        {
-            None => (None, None, None, 0, Vec::new(), Vec::new(), None, None),
-            Some(text) => serde_json::from_str(&text)
-                .map_err(|e| Error::backend("malformed claimed job fields", e))?,
-        };
+        let (code, status, output, cancel, tags, stored, traceparent, tracestate, key): Rest =
+            match rest {
+                None => (
+                    None,
+                    None,
+                    None,
+                    0,
+                    Vec::new(),
+                    Vec::new(),
+                    None,
+                    None,
+                    None,
+                ),
+                Some(text) => serde_json::from_str(&text)
+                    .map_err(|e| Error::backend("malformed claimed job fields", e))?,
+            };
         let result = match code {
             None => None,
             Some(code) => {
@@ -689,7 +885,7 @@ impl Claimed<'_> {
             tags,
             history: complete_history(with_added(stored, create_dt), Some(claim), None),
             claimed_due: None,
-            flow: None,
+            flow: key.map(|key| Box::new(FlowState::unique(key))),
             trace: traceparent.map(|traceparent| TraceContext {
                 traceparent,
                 tracestate,
@@ -759,6 +955,7 @@ impl JobStore for SqliteStore {
             .with_stats()
             .with_trace()
             .with_schedules()
+            .with_unique_jobs()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -770,6 +967,9 @@ impl JobStore for SqliteStore {
             .iter()
             .map(|j| serde_json::to_string(&j.tags).map_err(|e| Error::backend("encoding tags", e)))
             .collect::<Result<Vec<_>>>()?;
+        if jobs.iter().any(|j| j.unique_key().is_some()) {
+            return self.add_keyed_jobs(jobs, &tags, now).await;
+        }
         let mut tx = self.begin_write("add_jobs").await?;
         let mut inserted: HashSet<String> = HashSet::with_capacity(jobs.len());
         for (chunk, tags) in jobs.chunks(ADD_CHUNK).zip(tags.chunks(ADD_CHUNK)) {
@@ -1710,6 +1910,52 @@ mod tests {
             );
             assert!(!text.iter().any(|l| l.contains("SCAN jobs")), "{text:?}");
         }
+        store.close().await;
+    }
+
+    /// The unique-key statements read the keys' indexes: the add's lookup
+    /// one probe of `jobs_unique` per key and one backwards range of
+    /// `jobs_unique_done` (no sort) per window; the run again's guard one
+    /// probe of `jobs_unique`, the rows still by id, and the call's first
+    /// job of each key materialized inside the guard (only when a keyed row
+    /// reaches it).
+    #[tokio::test]
+    async fn unique_key_statements_follow_their_indexes() {
+        let store = SqliteStore::connect("sqlite::memory:").await.unwrap();
+        let plan = |sql: &'static str, params: usize| {
+            let store = store.clone();
+            async move {
+                let mut q = sqlx::query_as::<_, (i64, i64, i64, String)>(AssertSqlSafe(format!(
+                    "EXPLAIN QUERY PLAN {sql}"
+                )));
+                for _ in 0..params {
+                    q = q.bind("[]");
+                }
+                let rows = q.fetch_all(&store.inner.reader).await.unwrap();
+                rows.into_iter().map(|r| r.3).collect::<Vec<String>>()
+            }
+        };
+        let lookup = plan(queries::UNIQUE_LOOKUP, 1).await;
+        for want in [
+            "SEARCH jobs USING COVERING INDEX sqlite_autoindex_jobs_1 (id=?)",
+            "SEARCH h USING INDEX jobs_unique (jobtype=? AND unique_key=?)",
+            "SEARCH a USING COVERING INDEX jobs_unique_done (jobtype=? AND unique_key=? AND done_dt>?)",
+        ] {
+            assert!(lookup.iter().any(|l| l == want), "{want}: {lookup:?}");
+        }
+        assert!(
+            !lookup.iter().any(|l| l.contains("TEMP B-TREE")),
+            "{lookup:?}"
+        );
+        let rerun = plan(queries::RERUN_JOBS, 3).await;
+        for want in [
+            "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)",
+            "SEARCH h USING INDEX jobs_unique (jobtype=? AND unique_key=?)",
+            "MATERIALIZE f",
+        ] {
+            assert!(rerun.iter().any(|l| l == want), "{want}: {rerun:?}");
+        }
+        assert!(!rerun.iter().any(|l| l.contains("SCAN jobs")), "{rerun:?}");
         store.close().await;
     }
 

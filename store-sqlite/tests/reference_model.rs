@@ -10,14 +10,19 @@ use std::time::Duration;
 
 use jobstore_api::{
     EventKind, Job, JobEdit, JobRelease, JobResult, JobStore, LOCK_DONE, MemoryStore, Millis,
-    NewJob, Release, ResultCode,
+    NewJob, OnConflict, Release, ResultCode, Unique,
 };
 use jobstore_sqlite::SqliteStore;
 
 const T0: Millis = 1_700_000_000_000;
 const LEASE: Duration = Duration::from_secs(60);
-const IDS: [&str; 5] = ["a", "b", "c", "d", "e"];
+const IDS: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
+/// The ids plain adds use; the others are only ever added with a key.
+const PLAIN: usize = 5;
 const OWNERS: [&str; 2] = ["sys-a", "sys-b"];
+/// Unique keys: few, so that keyed jobs meet holders (live, archived in a
+/// window, earlier in the batch) and runs again meet taken keys.
+const KEYS: [&str; 3] = ["k1", "k2", "k3"];
 
 /// A small deterministic generator (an LCG; the high bits).
 struct Rng(u64);
@@ -56,6 +61,13 @@ struct Seen {
     /// that stores a pending claim (and an archive) with 18 or more events
     /// stored, so the oldest must make room for two or three.
     full: usize,
+    /// Keyed jobs turned away as duplicates, those that replaced a free
+    /// holder's payload, and those whose holder was archived (a window).
+    duplicates: usize,
+    replaced: usize,
+    archived_holders: usize,
+    /// Runs again of archived keyed jobs refused because the key was taken.
+    rerun_refused: usize,
 }
 
 /// Whether `job`'s last claim is pending in the SQLite store: its newest
@@ -123,13 +135,16 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
     let memory = &MemoryStore::new();
     let mut rng = Rng(seed);
     let mut now = T0;
-    let jobs: Vec<NewJob> = IDS.iter().map(|id| NewJob::new(*id, "t", *id)).collect();
+    let jobs: Vec<NewJob> = IDS[..PLAIN]
+        .iter()
+        .map(|id| NewJob::new(*id, "t", *id))
+        .collect();
     both!(0, sqlite, memory, |s| s.add_jobs(&jobs, now), |o| o);
     for step in 1..=steps {
         // Up to 80 s a step: leases of 60 s run out now and then.
         now += (rng.below(80) as Millis) * 1_000 + 1;
         let owner = rng.pick(&OWNERS);
-        match rng.below(40) {
+        match rng.below(44) {
             0..=11 => {
                 let limit = 1 + rng.below(3);
                 count(memory, &all, now, &mut seen, true).await;
@@ -195,6 +210,13 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                 let ids = rng.ids();
                 count(memory, &ids, now, &mut seen, false).await;
                 let delay = Duration::from_secs(rng.below(20) as u64);
+                let mut keyed_archived = Vec::new();
+                for id in &ids {
+                    let job = memory.get_job(id).await.unwrap();
+                    if job.is_some_and(|j| j.lock == LOCK_DONE && j.flow.is_some()) {
+                        keyed_archived.push(id.clone());
+                    }
+                }
                 both!(
                     step,
                     sqlite,
@@ -202,6 +224,10 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                     |s| s.rerun_jobs(&ids, delay, now),
                     sorted
                 );
+                for id in &keyed_archived {
+                    let job = memory.get_job(id).await.unwrap();
+                    seen.rerun_refused += usize::from(job.is_some_and(|j| j.lock == LOCK_DONE));
+                }
             }
             32 | 33 => {
                 let edits: Vec<JobEdit> = rng
@@ -256,6 +282,36 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                     |n| n
                 );
             }
+            38..=41 => {
+                // Keyed adds: ids that may exist, keys that may be held,
+                // windows that may cover an archived holder, payloads that
+                // may replace a free holder's.
+                let batch: Vec<NewJob> = rng
+                    .ids()
+                    .into_iter()
+                    .map(|id| {
+                        let mut u = Unique::new(rng.pick(&KEYS));
+                        if rng.below(2) == 0 {
+                            u = u.window(Duration::from_secs(rng.below(1_800) as u64));
+                        }
+                        if rng.below(2) == 0 {
+                            u = u.on_conflict(OnConflict::ReplaceData);
+                        }
+                        let data = format!("{id} at step {step}");
+                        NewJob::new(id, "t", data).unique(u)
+                    })
+                    .collect();
+                let got = sqlite.add_jobs(&batch, now).await.unwrap();
+                let want = memory.add_jobs(&batch, now).await.unwrap();
+                assert_eq!(got, want, "step {step}: keyed add of {batch:?}");
+                for d in &want.duplicates {
+                    seen.duplicates += 1;
+                    seen.replaced += usize::from(d.replaced);
+                    let holder = memory.get_job(&d.existing).await.unwrap();
+                    seen.archived_holders +=
+                        usize::from(holder.is_some_and(|h| h.lock == LOCK_DONE));
+                }
+            }
             _ => {
                 // Deleted or purged jobs come back (as new jobs).
                 both!(step, sqlite, memory, |s| s.add_jobs(&jobs, now), |o| o);
@@ -277,8 +333,19 @@ async fn every_step_reads_as_the_reference_store() {
         let s = run(&store, seed, 600).await;
         seen.expired += s.expired;
         seen.full += s.full;
+        seen.duplicates += s.duplicates;
+        seen.replaced += s.replaced;
+        seen.archived_holders += s.archived_holders;
+        seen.rerun_refused += s.rerun_refused;
         store.close().await;
     }
     println!("{seen:?}");
     assert!(seen.expired > 0 && seen.full > 0, "{seen:?}");
+    assert!(
+        seen.duplicates > 0
+            && seen.replaced > 0
+            && seen.archived_holders > 0
+            && seen.rerun_refused > 0,
+        "{seen:?}"
+    );
 }

@@ -571,6 +571,7 @@ column jobs.claimed_at INTEGER
 column jobs.claimed_by TEXT
 column jobs.traceparent TEXT
 column jobs.tracestate TEXT
+column jobs.unique_key TEXT
 column paused.jobtype TEXT not null primary key
 column paused.dt INTEGER not null
 column schedules.name TEXT not null primary key
@@ -636,6 +637,8 @@ CREATE INDEX jobs_done_code ON jobs (result_code, done_dt, id) WHERE lock = '__d
 CREATE INDEX jobs_done_type ON jobs (jobtype, result_code, done_dt, id) WHERE lock = '__done'
 CREATE INDEX jobs_free ON jobs (jobtype, priority DESC, dt, id) WHERE lock = ''
 CREATE INDEX jobs_locked ON jobs (jobtype, dt, id) WHERE lock NOT IN ('', '__done')
+CREATE UNIQUE INDEX jobs_unique ON jobs (jobtype, unique_key) WHERE unique_key IS NOT NULL AND lock <> '__done'
+CREATE INDEX jobs_unique_done ON jobs (jobtype, unique_key, done_dt, id) WHERE unique_key IS NOT NULL AND lock = '__done'
 CREATE INDEX schedules_due ON schedules (next_due) WHERE paused = 0 AND next_due IS NOT NULL
 CREATE INDEX stats_by_age ON stats (resolution, start)
 ";
@@ -1147,5 +1150,156 @@ async fn a_schedule_whose_definition_does_not_parse_is_a_backend_error() {
     conn.close().await.unwrap();
     let err = store.get_schedule("broken").await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Backend, "{err:?}");
+    store.close().await;
+}
+
+/// A database of migrations 1 to 10 opens with unique keys: its jobs read
+/// as plain (no flow) and hold no key, and keyed jobs are added beside
+/// them; a plain job's row stores `NULL`, a keyed one its key.
+#[tokio::test]
+async fn a_database_from_before_unique_keys_takes_keys() {
+    use jobstore_api::{FlowState, Unique};
+
+    let db = TempDb::new();
+    let mut conn = db.migrated_before("20261207000011").await;
+    sqlx::query(
+        "INSERT INTO jobs (id, jobtype, priority, dt, lock, attempts, create_dt, data)
+         VALUES ('old', 't', 0, ?1, '', 0, ?1, x'')",
+    )
+    .bind(T0)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    assert!(store.capabilities().unique_jobs);
+    assert_eq!(store.get_job("old").await.unwrap().unwrap().flow, None);
+    let out = store
+        .add_jobs(
+            &[
+                NewJob::new("k", "t", "x").unique(Unique::new("key")),
+                NewJob::new("plain", "t", "x"),
+                NewJob::new("old", "t", "x").unique(Unique::new("other")),
+            ],
+            T0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.new, out.existing),
+        (
+            vec!["k".to_owned(), "plain".to_owned()],
+            vec!["old".to_owned()]
+        )
+    );
+    let job = store.get_job("k").await.unwrap().unwrap();
+    assert_eq!(job.flow, Some(Box::new(FlowState::unique("key"))));
+    let claimed = store.claim_jobs("t", 10, "owner", MIN, T0).await.unwrap();
+    let flows: Vec<_> = claimed
+        .iter()
+        .map(|j| (j.id.as_str(), j.flow.clone()))
+        .collect();
+    assert_eq!(
+        flows,
+        [
+            ("k", Some(Box::new(FlowState::unique("key")))),
+            ("old", None),
+            ("plain", None)
+        ]
+    );
+    let mut conn = db.connect().await;
+    let keys: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT id, unique_key FROM jobs ORDER BY id")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    conn.close().await.unwrap();
+    assert_eq!(
+        keys,
+        [
+            ("k".to_owned(), Some("key".to_owned())),
+            ("old".to_owned(), None),
+            ("plain".to_owned(), None)
+        ]
+    );
+    store.close().await;
+}
+
+/// A keyed add whose batch fails midway (here: a holder's replacement is
+/// refused by a trigger standing in for a failure inside the transaction)
+/// stores nothing of the batch: the lookup, insert and replace are one
+/// transaction.
+#[tokio::test]
+async fn a_keyed_add_failing_midway_stores_nothing() {
+    use jobstore_api::{OnConflict, Unique};
+
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    let u = Unique::new("k").on_conflict(OnConflict::ReplaceData);
+    store
+        .add_jobs(&[NewJob::new("holder", "t", "old").unique(u.clone())], T0)
+        .await
+        .unwrap();
+    let mut conn = db.connect().await;
+    sqlx::query(
+        "CREATE TRIGGER no_edits BEFORE UPDATE OF data ON jobs
+         BEGIN SELECT RAISE(ABORT, 'no edits'); END",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let batch = [
+        NewJob::new("new", "t", "x").unique(Unique::new("other")),
+        NewJob::new("dup", "t", "new").unique(u),
+    ];
+    assert!(store.add_jobs(&batch, T0).await.is_err());
+    assert_eq!(store.get_job("new").await.unwrap(), None);
+    assert_eq!(store.get_job("holder").await.unwrap().unwrap().data, b"old");
+    sqlx::query("DROP TRIGGER no_edits")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    let out = store.add_jobs(&batch, T0).await.unwrap();
+    assert_eq!(out.new, ["new"]);
+    assert_eq!(out.duplicates.len(), 1);
+    assert_eq!(store.get_job("holder").await.unwrap().unwrap().data, b"new");
+    store.close().await;
+}
+
+/// Of archived jobs with one key run again in one call, the first of the
+/// call takes the key, whatever the order of their ids or rows (SQLite
+/// updates the rows of `id IN (...)` in rowid order, which would make the
+/// job added first win).
+#[tokio::test]
+async fn a_run_again_gives_the_key_to_the_first_of_the_call() {
+    use jobstore_api::{JobResult, Unique};
+
+    let store = SqliteStore::connect("sqlite::memory:").await.unwrap();
+    for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+        let now = T0 + i as i64;
+        let job = NewJob::new(id, "t", "x").unique(Unique::new("k"));
+        assert_eq!(store.add_jobs(&[job], now).await.unwrap().new, [id]);
+        store.claim_jobs("t", 1, "owner", MIN, now).await.unwrap();
+        let how = Release::Archive(JobResult::from_status(500));
+        let done = store
+            .release_jobs(&[JobRelease::new(id, how)], "owner", now)
+            .await
+            .unwrap();
+        assert_eq!(done, [id]);
+    }
+    let ids = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let rerun = store
+        .rerun_jobs(&ids(&["c", "b", "a"]), Duration::ZERO, T0 + 10)
+        .await
+        .unwrap();
+    assert_eq!(rerun, ["c"]);
+    // The key is held again: nothing more of it runs again.
+    let rerun = store
+        .rerun_jobs(&ids(&["b", "a"]), Duration::ZERO, T0 + 10)
+        .await
+        .unwrap();
+    assert!(rerun.is_empty(), "{rerun:?}");
     store.close().await;
 }
