@@ -1,0 +1,195 @@
+-- jobstore schema, version 15: unique keys. See README.md ("Unique keys").
+--
+-- A job added with a key holds (jobtype, key) while its row is in `jobs`
+-- (every row there is live): `jobs_unique` is the set of held keys, and
+-- the move to `archive` or the delete that ends a job frees its key in the
+-- same statement. An archived job keeps its key (`archive.unique_key`);
+-- `archive_unique` finds the most recent archived job of a key for
+-- windows. Plain jobs have NULL keys: no entry in either index. The
+-- columns have no default, so adding them rewrites no row.
+ALTER TABLE jobs ADD COLUMN unique_key text COLLATE "C";
+ALTER TABLE archive ADD COLUMN unique_key text COLLATE "C";
+
+CREATE UNIQUE INDEX jobs_unique ON jobs (jobtype, unique_key)
+    WHERE unique_key IS NOT NULL;
+CREATE INDEX archive_unique ON archive (jobtype, unique_key, done_dt, id)
+    WHERE unique_key IS NOT NULL;
+
+-- Adds a batch with at least one unique key (a batch without one goes
+-- through add_jobs, unchanged). The arrays are parallel, one element per
+-- job (ids distinct): those of add_jobs, then p_keys (NULL: no key),
+-- p_windows (ms, NULL: none), p_replace (OnConflict::ReplaceData).
+-- Returns one row per job: its position (1-based), what ('n' new, 'e'
+-- existing, 'd' duplicate), the holder named (duplicates) and whether the
+-- holder got the payload. Each statement runs on a fresh snapshot (READ
+-- COMMITTED, volatile function), which the loop relies on: after an
+-- insert lost to a key another session just committed, the next round
+-- sees that holder.
+CREATE FUNCTION add_unique_jobs(
+    p_ids text[], p_jobtypes text[], p_datas bytea[], p_priorities int4[], p_dts int8[],
+    p_tags text[], p_traceparents text[], p_tracestates text[],
+    p_keys text[], p_windows int8[], p_replace bool[], p_now int8, p_channel text
+) RETURNS TABLE (o_pos int, o_what "char", o_holder text, o_replaced bool)
+LANGUAGE plpgsql VOLATILE
+AS $fn$
+DECLARE
+    v_pending int[];              -- positions not decided yet
+    v_pos int[] := '{}';          -- decided: position,
+    v_what "char"[] := '{}';      --   what,
+    v_holder text[] := '{}';      --   holder (duplicates)
+    v_types text[] := '{}';       -- jobtypes inserted
+    v_replaced int[] := '{}';     -- positions whose holder got the payload
+    c_pos int[];                  -- this round: position,
+    c_holder text[];              --   holder if a duplicate,
+    c_chosen int[];               --   the position its group inserts (NULL: none)
+    v_try int[];
+    v_ins_ids text[];
+    v_ins int[];
+    v_archived text[];
+    v_exist int[];
+    v_round int := 0;
+    r record;
+BEGIN
+    -- The id first, whatever the key: an id in jobs or archive is existing.
+    SELECT coalesce(array_agg(i) FILTER (WHERE ex), '{}'),
+           coalesce(array_agg(i) FILTER (WHERE NOT ex), '{}')
+    INTO v_exist, v_pending
+    FROM (SELECT i, EXISTS (SELECT 1 FROM jobs j WHERE j.id = p_ids[i])
+                    OR EXISTS (SELECT 1 FROM archive a WHERE a.id = p_ids[i]) AS ex
+          FROM generate_subscripts(p_ids, 1) AS i) x;
+    v_pos := v_exist;
+    v_what := array_fill('e'::"char", ARRAY[cardinality(v_exist)]);
+    v_holder := array_fill(NULL::text, ARRAY[cardinality(v_exist)]);
+
+    WHILE cardinality(v_pending) > 0 LOOP
+        v_round := v_round + 1;
+        IF v_round > 8 THEN
+            RAISE EXCEPTION 'add_unique_jobs: keys still contended after 8 rounds'
+                USING ERRCODE = '40001';
+        END IF;
+
+        -- Decide, on this statement's snapshot: per (jobtype, key), the
+        -- live holder and the most recent archived job; in batch order,
+        -- the first job not covered by its own window is inserted (unless
+        -- a live holder exists), the ones before it are duplicates of the
+        -- archived job, the ones after it duplicates of it.
+        WITH t AS (
+            SELECT i, p_jobtypes[i] AS jobtype, p_keys[i] AS ukey, p_windows[i] AS win
+            FROM unnest(v_pending) AS i
+        ), g AS (
+            SELECT DISTINCT jobtype, ukey FROM t WHERE ukey IS NOT NULL
+        ), h AS (
+            SELECT g.jobtype, g.ukey, l.id AS live, a.id AS arch, a.done_dt
+            FROM g
+            LEFT JOIN LATERAL (
+                SELECT j.id FROM jobs j WHERE j.jobtype = g.jobtype AND j.unique_key = g.ukey
+            ) l ON true
+            LEFT JOIN LATERAL (
+                SELECT a.id, a.done_dt FROM archive a
+                WHERE a.jobtype = g.jobtype AND a.unique_key = g.ukey
+                ORDER BY a.done_dt DESC, a.id DESC
+                LIMIT 1
+            ) a ON true
+        ), c AS (
+            SELECT t.i, t.jobtype, t.ukey, h.live, h.arch,
+                   coalesce(h.arch IS NOT NULL AND t.win IS NOT NULL
+                            AND h.done_dt > p_now - t.win, false) AS covered
+            FROM t LEFT JOIN h ON h.jobtype = t.jobtype AND h.ukey = t.ukey
+        ), f AS (
+            SELECT c.*, min(c.i) FILTER (WHERE NOT c.covered)
+                        OVER (PARTITION BY c.jobtype, c.ukey,
+                                           CASE WHEN c.ukey IS NULL THEN c.i END) AS firstpos
+            FROM c
+        ), d AS (
+            SELECT f.i,
+                   CASE WHEN f.live IS NOT NULL THEN NULL ELSE f.firstpos END AS chosen,
+                   CASE WHEN f.live IS NOT NULL THEN f.live
+                        WHEN f.firstpos IS NULL OR f.i < f.firstpos THEN f.arch
+                        WHEN f.i = f.firstpos THEN NULL
+                        ELSE p_ids[f.firstpos] END AS holder
+            FROM f
+        )
+        SELECT coalesce(array_agg(d.i ORDER BY d.i), '{}'),
+               coalesce(array_agg(d.holder ORDER BY d.i), '{}'),
+               coalesce(array_agg(d.chosen ORDER BY d.i), '{}')
+        INTO c_pos, c_holder, c_chosen
+        FROM d;
+
+        v_try := ARRAY(SELECT DISTINCT x FROM unnest(c_chosen) AS x WHERE x IS NOT NULL);
+
+        -- Insert the chosen jobs, in key order (two batches wait on each
+        -- other's keys in one order). No conflict target: a row loses to
+        -- its id or to jobs_unique, waiting for an uncommitted one.
+        WITH ins AS (
+            INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt,
+                              tags, traceparent, tracestate, unique_key)
+            SELECT p_ids[i], p_jobtypes[i], p_datas[i], p_priorities[i], p_dts[i], '', 0, p_now,
+                   coalesce(string_to_array(nullif(p_tags[i], ''), ' '), '{}'),
+                   p_traceparents[i], p_tracestates[i], p_keys[i]
+            FROM unnest(v_try) AS i
+            ORDER BY p_jobtypes[i], p_keys[i], p_ids[i]
+            ON CONFLICT DO NOTHING
+            RETURNING jobs.id
+        )
+        SELECT coalesce(array_agg(ins.id), '{}') INTO v_ins_ids FROM ins;
+
+        -- As in add_jobs: an id archived meanwhile counts as existing.
+        SELECT coalesce(array_agg(a.id), '{}') INTO v_archived
+        FROM archive a WHERE a.id = ANY (v_ins_ids);
+        IF cardinality(v_archived) > 0 THEN
+            DELETE FROM jobs j WHERE j.id = ANY (v_archived);
+            v_ins_ids := ARRAY(SELECT x FROM unnest(v_ins_ids) x WHERE x <> ALL (v_archived));
+        END IF;
+
+        v_ins := ARRAY(SELECT i FROM unnest(v_try) AS i WHERE p_ids[i] = ANY (v_ins_ids));
+        -- Not inserted for its id (added or archived by another session
+        -- meanwhile): existing. Otherwise it lost to a key: round again.
+        v_exist := ARRAY(
+            SELECT i FROM unnest(v_try) AS i
+            WHERE i <> ALL (v_ins)
+              AND (EXISTS (SELECT 1 FROM jobs j WHERE j.id = p_ids[i])
+                   OR EXISTS (SELECT 1 FROM archive a WHERE a.id = p_ids[i])));
+        v_types := v_types || ARRAY(SELECT p_jobtypes[i] FROM unnest(v_ins) AS i);
+
+        -- Decided: groups with nothing to insert, or whose job was inserted.
+        SELECT v_pos || coalesce(array_agg(x.i), '{}'),
+               v_what || coalesce(array_agg(CASE WHEN x.i = x.chosen THEN 'n' ELSE 'd' END::"char"), '{}'),
+               v_holder || coalesce(array_agg(x.holder), '{}')
+        INTO v_pos, v_what, v_holder
+        FROM unnest(c_pos, c_holder, c_chosen) AS x (i, holder, chosen)
+        WHERE x.chosen IS NULL OR x.chosen = ANY (v_ins);
+        v_pos := v_pos || v_exist;
+        v_what := v_what || array_fill('e'::"char", ARRAY[cardinality(v_exist)]);
+        v_holder := v_holder || array_fill(NULL::text, ARRAY[cardinality(v_exist)]);
+        v_pending := ARRAY(
+            SELECT x.i FROM unnest(c_pos, c_chosen) AS x (i, chosen)
+            WHERE x.chosen IS NOT NULL AND x.chosen <> ALL (v_ins) AND x.i <> ALL (v_exist));
+    END LOOP;
+
+    -- ReplaceData: a free live holder gets the payload and `edited`, in
+    -- holder id order (as every statement locking jobs by id), the
+    -- duplicates of one holder in batch order (the last payload stays).
+    FOR r IN
+        SELECT x.i, x.holder
+        FROM unnest(v_pos, v_what, v_holder) AS x (i, what, holder)
+        WHERE x.what = 'd' AND p_replace[x.i]
+        ORDER BY x.holder, x.i
+    LOOP
+        UPDATE jobs j
+        SET data = p_datas[r.i],
+            claimed_at = NULL,
+            history = jobstore_push_claim_event(j.history, j.claimed_at, j.lock, j.attempts,
+                jsonb_build_object('at', p_now, 'attempt', j.attempts, 'event', 'edited'))
+        WHERE j.id = r.holder AND j.lock = '';
+        IF FOUND THEN
+            v_replaced := v_replaced || r.i;
+        END IF;
+    END LOOP;
+
+    PERFORM pg_notify(p_channel, t) FROM (SELECT DISTINCT t FROM unnest(v_types) AS t) d;
+
+    RETURN QUERY
+    SELECT x.i, x.what, x.holder, x.i = ANY (v_replaced)
+    FROM unnest(v_pos, v_what, v_holder) AS x (i, what, holder);
+END
+$fn$;
