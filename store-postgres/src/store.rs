@@ -10,10 +10,10 @@ use jobstore_api::batch::split_by_size;
 use jobstore_api::history::{PendingClaim, complete_history, history_from_json, with_added};
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
-    ARCHIVE_HORIZON_MS, AddOutcome, Duplicate, FlowState, OnConflict, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
-    Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode,
-    StatsBucket, StatsDelta, StatsQuery, SysidLease, TraceContext, WaitingJobtype, WorkWatcher,
-    duration_ms, validate,
+    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Duplicate, Error, FlowState, Handler,
+    HandlerLimits, HandlerVersion, Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob,
+    OnConflict, Release, Result, ResultCode, StatsBucket, StatsDelta, StatsQuery, SysidLease,
+    TraceContext, WaitingJobtype, WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -227,7 +227,10 @@ impl PgStore {
             .collect();
         let replace: Vec<bool> = jobs
             .iter()
-            .map(|j| j.unique_key().is_some_and(|u| u.on_conflict == OnConflict::ReplaceData))
+            .map(|j| {
+                j.unique_key()
+                    .is_some_and(|u| u.on_conflict == OnConflict::ReplaceData)
+            })
             .collect();
         let rows = retry_deadlock(|| {
             sqlx::query(q::ADD_UNIQUE_JOBS)

@@ -703,6 +703,7 @@ column archive.claimed_at bigint null
 column archive.claimed_by text null collate C
 column archive.traceparent text null
 column archive.tracestate text null
+column archive.unique_key text null collate C
 column archive_counts.jobtype text not null collate C
 column archive_counts.code text not null
 column archive_counts.n bigint not null
@@ -739,6 +740,7 @@ column jobs.tags ARRAY not null default '{}'::text[]
 column jobs.claimed_at bigint null
 column jobs.traceparent text null
 column jobs.tracestate text null
+column jobs.unique_key text null collate C
 column paused.jobtype text not null collate C
 column paused.dt bigint not null
 column schedules.name text not null collate C
@@ -774,6 +776,7 @@ archive_by_type: CREATE INDEX archive_by_type ON archive USING btree (jobtype, c
 archive_counts archive_counts_pkey: PRIMARY KEY (jobtype, code, slot)
 archive_counts_pkey: CREATE UNIQUE INDEX archive_counts_pkey ON archive_counts USING btree (jobtype, code, slot)
 archive_pkey: CREATE UNIQUE INDEX archive_pkey ON archive USING btree (id)
+archive_unique: CREATE INDEX archive_unique ON archive USING btree (jobtype, unique_key, done_dt, id) WHERE (unique_key IS NOT NULL)
 handlers handlers_pkey: PRIMARY KEY (seq)
 handlers_newest: CREATE INDEX handlers_newest ON handlers USING btree (jobtype, dt DESC, seq DESC)
 handlers_pkey: CREATE UNIQUE INDEX handlers_pkey ON handlers USING btree (seq)
@@ -783,6 +786,7 @@ jobs jobs_pkey: PRIMARY KEY (id)
 jobs_free: CREATE INDEX jobs_free ON jobs USING btree (jobtype, priority DESC, dt, id) WHERE (lock = ''::text)
 jobs_leased: CREATE INDEX jobs_leased ON jobs USING btree (jobtype, dt) WHERE (lock <> ''::text)
 jobs_pkey: CREATE UNIQUE INDEX jobs_pkey ON jobs USING btree (id)
+jobs_unique: CREATE UNIQUE INDEX jobs_unique ON jobs USING btree (jobtype, unique_key) WHERE (unique_key IS NOT NULL)
 paused paused_pkey: PRIMARY KEY (jobtype)
 paused_pkey: CREATE UNIQUE INDEX paused_pkey ON paused USING btree (jobtype)
 schedules schedules_pkey: PRIMARY KEY (name)
