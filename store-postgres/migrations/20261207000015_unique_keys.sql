@@ -141,6 +141,22 @@ BEGIN
             v_ins_ids := ARRAY(SELECT x FROM unnest(v_ins_ids) x WHERE x <> ALL (v_archived));
         END IF;
 
+        -- A job with a window inserted although a job of its key was
+        -- archived inside it since the decision (added and archived while
+        -- this insert waited on its key): undone, and decided again. While
+        -- this insert's row holds the key nobody else can add it, so every
+        -- other job that held it is in `archive` on this snapshot.
+        SELECT coalesce(array_agg(p_ids[i]), '{}') INTO v_archived
+        FROM unnest(v_try) AS i
+        WHERE p_windows[i] IS NOT NULL AND p_ids[i] = ANY (v_ins_ids)
+          AND EXISTS (SELECT 1 FROM archive a
+                      WHERE a.jobtype = p_jobtypes[i] AND a.unique_key = p_keys[i]
+                        AND a.done_dt > p_now - p_windows[i]);
+        IF cardinality(v_archived) > 0 THEN
+            DELETE FROM jobs j WHERE j.id = ANY (v_archived);
+            v_ins_ids := ARRAY(SELECT x FROM unnest(v_ins_ids) x WHERE x <> ALL (v_archived));
+        END IF;
+
         v_ins := ARRAY(SELECT i FROM unnest(v_try) AS i WHERE p_ids[i] = ANY (v_ins_ids));
         -- Not inserted for its id (added or archived by another session
         -- meanwhile): existing. Otherwise it lost to a key: round again.
