@@ -43,20 +43,24 @@ DECLARE
     c_holder text[];              --   holder if a duplicate,
     c_chosen int[];               --   the position its group inserts (NULL: none)
     v_try int[];
-    v_ins_ids text[];
     v_ins int[];
-    v_archived text[];
+    v_undo int[];
     v_exist int[];
     v_round int := 0;
     r record;
 BEGIN
+    -- Every statement reads the batch as rows (`unnest ... WITH
+    -- ORDINALITY`, joined by position), never by subscripts: a subscript
+    -- of an array of texts walks it from the start, and a batch of 10,000
+    -- would take seconds.
+
     -- The id first, whatever the key: an id in jobs or archive is existing.
-    SELECT coalesce(array_agg(i) FILTER (WHERE ex), '{}'),
-           coalesce(array_agg(i) FILTER (WHERE NOT ex), '{}')
+    SELECT coalesce(array_agg(b.i) FILTER (WHERE ex), '{}'),
+           coalesce(array_agg(b.i) FILTER (WHERE NOT ex), '{}')
     INTO v_exist, v_pending
-    FROM (SELECT i, EXISTS (SELECT 1 FROM jobs j WHERE j.id = p_ids[i])
-                    OR EXISTS (SELECT 1 FROM archive a WHERE a.id = p_ids[i]) AS ex
-          FROM generate_subscripts(p_ids, 1) AS i) x;
+    FROM (SELECT u.i, EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.id)
+                      OR EXISTS (SELECT 1 FROM archive a WHERE a.id = u.id) AS ex
+          FROM unnest(p_ids) WITH ORDINALITY AS u (id, i)) b;
     v_pos := v_exist;
     v_what := array_fill('e'::"char", ARRAY[cardinality(v_exist)]);
     v_holder := array_fill(NULL::text, ARRAY[cardinality(v_exist)]);
@@ -72,10 +76,13 @@ BEGIN
         -- live holder and the most recent archived job; in batch order,
         -- the first job not covered by its own window is inserted (unless
         -- a live holder exists), the ones before it are duplicates of the
-        -- archived job, the ones after it duplicates of it.
+        -- archived job, the ones after it duplicates of it. A job without a
+        -- key is a group of its own: inserted.
         WITH t AS (
-            SELECT i, p_jobtypes[i] AS jobtype, p_keys[i] AS ukey, p_windows[i] AS win
-            FROM unnest(v_pending) AS i
+            SELECT b.i, b.id, b.jobtype, b.ukey, b.win
+            FROM unnest(p_ids, p_jobtypes, p_keys, p_windows) WITH ORDINALITY
+                AS b (id, jobtype, ukey, win, i)
+            WHERE b.i IN (SELECT unnest(v_pending))
         ), g AS (
             SELECT DISTINCT jobtype, ukey FROM t WHERE ukey IS NOT NULL
         ), h AS (
@@ -91,23 +98,27 @@ BEGIN
                 LIMIT 1
             ) a ON true
         ), c AS (
-            SELECT t.i, t.jobtype, t.ukey, h.live, h.arch,
+            SELECT t.i, t.id, t.jobtype, t.ukey, h.live, h.arch,
                    coalesce(h.arch IS NOT NULL AND t.win IS NOT NULL
                             AND h.done_dt > p_now - t.win, false) AS covered
             FROM t LEFT JOIN h ON h.jobtype = t.jobtype AND h.ukey = t.ukey
         ), f AS (
-            SELECT c.*, min(c.i) FILTER (WHERE NOT c.covered)
-                        OVER (PARTITION BY c.jobtype, c.ukey,
-                                           CASE WHEN c.ukey IS NULL THEN c.i END) AS firstpos
+            SELECT c.*,
+                   min(c.i) FILTER (WHERE NOT c.covered)
+                       OVER (PARTITION BY c.jobtype, c.ukey,
+                                          CASE WHEN c.ukey IS NULL THEN c.i END) AS firstpos
             FROM c
+        ), fid AS (
+            SELECT f.*, ft.id AS first_id
+            FROM f LEFT JOIN t AS ft ON ft.i = f.firstpos
         ), d AS (
             SELECT f.i,
                    CASE WHEN f.live IS NOT NULL THEN NULL ELSE f.firstpos END AS chosen,
                    CASE WHEN f.live IS NOT NULL THEN f.live
                         WHEN f.firstpos IS NULL OR f.i < f.firstpos THEN f.arch
                         WHEN f.i = f.firstpos THEN NULL
-                        ELSE p_ids[f.firstpos] END AS holder
-            FROM f
+                        ELSE f.first_id END AS holder
+            FROM fid f
         )
         SELECT coalesce(array_agg(d.i ORDER BY d.i), '{}'),
                coalesce(array_agg(d.holder ORDER BY d.i), '{}'),
@@ -123,49 +134,56 @@ BEGIN
         WITH ins AS (
             INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt,
                               tags, traceparent, tracestate, unique_key)
-            SELECT p_ids[i], p_jobtypes[i], p_datas[i], p_priorities[i], p_dts[i], '', 0, p_now,
-                   coalesce(string_to_array(nullif(p_tags[i], ''), ' '), '{}'),
-                   p_traceparents[i], p_tracestates[i], p_keys[i]
-            FROM unnest(v_try) AS i
-            ORDER BY p_jobtypes[i], p_keys[i], p_ids[i]
+            SELECT b.id, b.jobtype, b.data, b.priority, b.dt, '', 0, p_now,
+                   coalesce(string_to_array(nullif(b.tags, ''), ' '), '{}'),
+                   b.traceparent, b.tracestate, b.ukey
+            FROM unnest(p_ids, p_jobtypes, p_datas, p_priorities, p_dts, p_tags,
+                        p_traceparents, p_tracestates, p_keys) WITH ORDINALITY
+                AS b (id, jobtype, data, priority, dt, tags, traceparent, tracestate, ukey, i)
+            WHERE b.i IN (SELECT unnest(v_try))
+            ORDER BY b.jobtype, b.ukey, b.id
             ON CONFLICT DO NOTHING
             RETURNING jobs.id
         )
-        SELECT coalesce(array_agg(ins.id), '{}') INTO v_ins_ids FROM ins;
+        SELECT coalesce(array_agg(b.i), '{}') INTO v_ins
+        FROM unnest(p_ids) WITH ORDINALITY AS b (id, i)
+        WHERE b.id IN (SELECT ins.id FROM ins);
 
-        -- As in add_jobs: an id archived meanwhile counts as existing.
-        SELECT coalesce(array_agg(a.id), '{}') INTO v_archived
-        FROM archive a WHERE a.id = ANY (v_ins_ids);
-        IF cardinality(v_archived) > 0 THEN
-            DELETE FROM jobs j WHERE j.id = ANY (v_archived);
-            v_ins_ids := ARRAY(SELECT x FROM unnest(v_ins_ids) x WHERE x <> ALL (v_archived));
+        -- Undone, in a statement of its own (a fresh snapshot): (1) as in
+        -- add_jobs, an id archived meanwhile counts as existing; (2) a job
+        -- with a window inserted although a job of its key was archived
+        -- inside it since the decision (added and archived by others while
+        -- this insert waited on the key): decided again. While the row
+        -- inserted holds the key nobody else can add it, so every other
+        -- job that held it is in `archive` on this snapshot.
+        SELECT coalesce(array_agg(b.i), '{}') INTO v_undo
+        FROM unnest(p_ids, p_jobtypes, p_keys, p_windows) WITH ORDINALITY
+            AS b (id, jobtype, ukey, win, i)
+        WHERE b.i IN (SELECT unnest(v_ins))
+          AND (EXISTS (SELECT 1 FROM archive a WHERE a.id = b.id)
+               OR (b.win IS NOT NULL
+                   AND EXISTS (SELECT 1 FROM archive a
+                               WHERE a.jobtype = b.jobtype AND a.unique_key = b.ukey
+                                 AND a.done_dt > p_now - b.win)));
+        IF cardinality(v_undo) > 0 THEN
+            DELETE FROM jobs j
+            WHERE j.id IN (SELECT b.id FROM unnest(p_ids) WITH ORDINALITY AS b (id, i)
+                           WHERE b.i IN (SELECT unnest(v_undo)));
+            v_ins := ARRAY(SELECT x FROM unnest(v_ins) AS x
+                           WHERE x NOT IN (SELECT unnest(v_undo)));
         END IF;
 
-        -- A job with a window inserted although a job of its key was
-        -- archived inside it since the decision (added and archived while
-        -- this insert waited on its key): undone, and decided again. While
-        -- this insert's row holds the key nobody else can add it, so every
-        -- other job that held it is in `archive` on this snapshot.
-        SELECT coalesce(array_agg(p_ids[i]), '{}') INTO v_archived
-        FROM unnest(v_try) AS i
-        WHERE p_windows[i] IS NOT NULL AND p_ids[i] = ANY (v_ins_ids)
-          AND EXISTS (SELECT 1 FROM archive a
-                      WHERE a.jobtype = p_jobtypes[i] AND a.unique_key = p_keys[i]
-                        AND a.done_dt > p_now - p_windows[i]);
-        IF cardinality(v_archived) > 0 THEN
-            DELETE FROM jobs j WHERE j.id = ANY (v_archived);
-            v_ins_ids := ARRAY(SELECT x FROM unnest(v_ins_ids) x WHERE x <> ALL (v_archived));
-        END IF;
-
-        v_ins := ARRAY(SELECT i FROM unnest(v_try) AS i WHERE p_ids[i] = ANY (v_ins_ids));
-        -- Not inserted for its id (added or archived by another session
-        -- meanwhile): existing. Otherwise it lost to a key: round again.
-        v_exist := ARRAY(
-            SELECT i FROM unnest(v_try) AS i
-            WHERE i <> ALL (v_ins)
-              AND (EXISTS (SELECT 1 FROM jobs j WHERE j.id = p_ids[i])
-                   OR EXISTS (SELECT 1 FROM archive a WHERE a.id = p_ids[i])));
-        v_types := v_types || ARRAY(SELECT p_jobtypes[i] FROM unnest(v_ins) AS i);
+        -- Not inserted (or undone) for its id, now in jobs or archive:
+        -- existing. Otherwise it lost to a key: round again.
+        SELECT coalesce(array_agg(b.i), '{}') INTO v_exist
+        FROM unnest(p_ids) WITH ORDINALITY AS b (id, i)
+        WHERE b.i IN (SELECT unnest(v_try))
+          AND b.i NOT IN (SELECT unnest(v_ins))
+          AND (EXISTS (SELECT 1 FROM jobs j WHERE j.id = b.id)
+               OR EXISTS (SELECT 1 FROM archive a WHERE a.id = b.id));
+        v_types := v_types || ARRAY(
+            SELECT b.jobtype FROM unnest(p_jobtypes) WITH ORDINALITY AS b (jobtype, i)
+            WHERE b.i IN (SELECT unnest(v_ins)));
 
         -- Decided: groups with nothing to insert, or whose job was inserted.
         SELECT v_pos || coalesce(array_agg(x.i), '{}'),
@@ -173,26 +191,28 @@ BEGIN
                v_holder || coalesce(array_agg(x.holder), '{}')
         INTO v_pos, v_what, v_holder
         FROM unnest(c_pos, c_holder, c_chosen) AS x (i, holder, chosen)
-        WHERE x.chosen IS NULL OR x.chosen = ANY (v_ins);
+        WHERE x.chosen IS NULL OR x.chosen IN (SELECT unnest(v_ins));
         v_pos := v_pos || v_exist;
         v_what := v_what || array_fill('e'::"char", ARRAY[cardinality(v_exist)]);
         v_holder := v_holder || array_fill(NULL::text, ARRAY[cardinality(v_exist)]);
         v_pending := ARRAY(
             SELECT x.i FROM unnest(c_pos, c_chosen) AS x (i, chosen)
-            WHERE x.chosen IS NOT NULL AND x.chosen <> ALL (v_ins) AND x.i <> ALL (v_exist));
+            WHERE x.chosen IS NOT NULL AND x.chosen NOT IN (SELECT unnest(v_ins))
+              AND x.i NOT IN (SELECT unnest(v_exist)));
     END LOOP;
 
     -- ReplaceData: a free live holder gets the payload and `edited`, in
     -- holder id order (as every statement locking jobs by id), the
     -- duplicates of one holder in batch order (the last payload stays).
     FOR r IN
-        SELECT x.i, x.holder
+        SELECT x.i, x.holder, b.data
         FROM unnest(v_pos, v_what, v_holder) AS x (i, what, holder)
-        WHERE x.what = 'd' AND p_replace[x.i]
+        JOIN unnest(p_datas, p_replace) WITH ORDINALITY AS b (data, replace, i) ON b.i = x.i
+        WHERE x.what = 'd' AND b.replace
         ORDER BY x.holder, x.i
     LOOP
         UPDATE jobs j
-        SET data = p_datas[r.i],
+        SET data = r.data,
             claimed_at = NULL,
             history = jobstore_push_claim_event(j.history, j.claimed_at, j.lock, j.attempts,
                 jsonb_build_object('at', p_now, 'attempt', j.attempts, 'event', 'edited'))
@@ -205,7 +225,7 @@ BEGIN
     PERFORM pg_notify(p_channel, t) FROM (SELECT DISTINCT t FROM unnest(v_types) AS t) d;
 
     RETURN QUERY
-    SELECT x.i, x.what, x.holder, x.i = ANY (v_replaced)
+    SELECT x.i, x.what, x.holder, x.i IN (SELECT unnest(v_replaced))
     FROM unnest(v_pos, v_what, v_holder) AS x (i, what, holder);
 END
 $fn$;
