@@ -11,7 +11,8 @@
 -- event in the same row change: `cancelled` (in the row the archive
 -- receives) or `cancel_requested` (every marking), after its pending claim
 -- (if any: a locked job's first marking) is stored as a `claimed` event
--- and cleared (jobstore_push_claim_event).
+-- and cleared (jobstore_push_claim_event). An archived job keeps its unique
+-- key (the delete from `jobs` frees it).
 WITH l AS (
     SELECT id, lock FROM jobs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE
 ), done AS (
@@ -19,7 +20,7 @@ WITH l AS (
     USING l
     WHERE j.id = l.id AND l.lock = ''
     RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt, j.tags, j.history,
-              j.claimed_at, j.lock, j.traceparent, j.tracestate
+              j.claimed_at, j.lock, j.traceparent, j.tracestate, j.unique_key
 ), marked AS (
     UPDATE jobs j
     SET cancel_requested = true,
@@ -32,11 +33,11 @@ WITH l AS (
 ), archived AS (
     INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt,
                          done_dt, code, status, output, tags, history,
-                         claimed_at, claimed_by, traceparent, tracestate)
+                         claimed_at, claimed_by, traceparent, tracestate, unique_key)
     SELECT id, jobtype, data, priority, $3, attempts, create_dt, $2, 'cancelled', 0, '',
            tags, jobstore_push_claim_event(history, claimed_at, lock, attempts,
                jsonb_build_object('at', $2::int8, 'attempt', attempts, 'event', 'cancelled')),
-           NULL, NULL, traceparent, tracestate
+           NULL, NULL, traceparent, tracestate, unique_key
     FROM done
     -- add_jobs never lets an archived id back into jobs; should one get
     -- there anyway, the newer result replaces the older instead of failing.
@@ -48,7 +49,8 @@ WITH l AS (
         status = EXCLUDED.status, output = EXCLUDED.output,
         tags = EXCLUDED.tags, history = EXCLUDED.history,
         claimed_at = EXCLUDED.claimed_at, claimed_by = EXCLUDED.claimed_by,
-        traceparent = EXCLUDED.traceparent, tracestate = EXCLUDED.tracestate
+        traceparent = EXCLUDED.traceparent, tracestate = EXCLUDED.tracestate,
+        unique_key = EXCLUDED.unique_key
 )
 SELECT id, 'c' AS what FROM done
 UNION ALL

@@ -37,7 +37,9 @@
 -- read nor written. Only a job whose claim was stored already (a cancel
 -- was requested meanwhile: claimed_at is NULL) gets its `archived` event
 -- appended, as before. A delete records nothing. An archived job keeps
--- its trace context (traceparent, tracestate), copied into its row.
+-- its trace context (traceparent, tracestate) and its unique key, copied
+-- into its row: the delete from `jobs` frees the key (jobs_unique), the
+-- archived row keeps it for reads and windows (archive_unique).
 WITH r AS (
     SELECT *
     FROM unnest($1::text[], $3::text[], $4::int8[], $5::text[], $6::int4[], $7::bytea[])
@@ -64,12 +66,12 @@ WITH r AS (
     USING r
     WHERE j.id = r.id AND r.kind IN ('a', 'd') AND j.lock = $2
     RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt,
-              j.tags, j.history, j.claimed_at, j.traceparent, j.tracestate,
+              j.tags, j.history, j.claimed_at, j.traceparent, j.tracestate, j.unique_key,
               r.kind, r.code, r.status, r.output
 ), archived AS (
     INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt,
                          done_dt, code, status, output, tags, history,
-                         claimed_at, claimed_by, traceparent, tracestate)
+                         claimed_at, claimed_by, traceparent, tracestate, unique_key)
     SELECT id, jobtype, data, priority, $9, attempts, create_dt, $8, code, status, output,
            tags,
            CASE WHEN claimed_at IS NOT NULL THEN history
@@ -77,7 +79,7 @@ WITH r AS (
                     'at', $8::int8, 'by', $2::text, 'attempt', attempts, 'event', 'archived',
                     'code', code, 'status', status)) END,
            claimed_at, CASE WHEN claimed_at IS NOT NULL THEN $2::text END,
-           traceparent, tracestate
+           traceparent, tracestate, unique_key
     FROM gone
     WHERE kind = 'a'
     -- add_jobs never lets an archived id back into jobs; should one get
@@ -90,7 +92,8 @@ WITH r AS (
         status = EXCLUDED.status, output = EXCLUDED.output,
         tags = EXCLUDED.tags, history = EXCLUDED.history,
         claimed_at = EXCLUDED.claimed_at, claimed_by = EXCLUDED.claimed_by,
-        traceparent = EXCLUDED.traceparent, tracestate = EXCLUDED.tracestate
+        traceparent = EXCLUDED.traceparent, tracestate = EXCLUDED.tracestate,
+        unique_key = EXCLUDED.unique_key
 ), notified AS (
     SELECT count(pg_notify($10, d.jobtype)) AS n
     FROM (SELECT DISTINCT jobtype FROM freed) d

@@ -11,25 +11,32 @@
 -- no pending claim.
 --
 -- The archived rows are locked first, in id order like every statement
--- that locks archived jobs by id (a purge skips rows locked here), then
--- deleted: a purge deleting the same row at once makes one of the two find
--- it gone, so a job is purged or run again, never both. No ON CONFLICT: add_jobs never lets an id be
--- in both tables (an add racing this insert waits for it, then finds the id
--- in `archive` or in `jobs`), so a conflict would be an error, never a
--- lost job.
+-- that locks archived jobs by id (a purge skips rows locked here), and read
+-- as locked (FOR UPDATE returns their newest version; a row a purge or a
+-- delete removed meanwhile is not returned), then inserted into `jobs`,
+-- then deleted from `archive`: only the rows inserted are deleted, so a
+-- purge deleting the same row at once makes one of the two find it gone,
+-- and a job is purged or run again, never both.
+--
+-- Unique keys: the insert has ON CONFLICT DO NOTHING, so a job whose key a
+-- live job of its jobtype holds (jobs_unique) is not inserted, stays in
+-- `archive` and is not returned. The rows are inserted in the order of $1,
+-- so of two archived jobs of one key in one call the first listed takes it
+-- and the second conflicts with it (as MemoryStore walks the ids). An id
+-- conflict cannot happen (add_jobs never lets an id be in both tables);
+-- should one, the job would stay archived, never be lost.
 WITH la AS (
-    SELECT id FROM archive WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE
-), gone AS (
-    DELETE FROM archive a
-    USING la
-    WHERE a.id = la.id
-    RETURNING a.id, a.jobtype, a.data, a.priority, a.create_dt, a.code, a.status, a.output,
-              a.tags, a.history, a.attempts, a.done_dt, a.claimed_at, a.claimed_by,
-              a.traceparent, a.tracestate
+    SELECT a.id, a.jobtype, a.data, a.priority, a.create_dt, a.code, a.status, a.output,
+           a.tags, a.history, a.attempts, a.done_dt, a.claimed_at, a.claimed_by,
+           a.traceparent, a.tracestate, a.unique_key, o.n
+    FROM archive a
+    JOIN unnest($1::text[]) WITH ORDINALITY AS o (id, n) ON a.id = o.id
+    ORDER BY a.id
+    FOR UPDATE OF a
 ), back AS (
     INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt,
                       cancel_requested, code, status, output, tags, history,
-                      traceparent, tracestate)
+                      traceparent, tracestate, unique_key)
     SELECT id, jobtype, data, priority, $2, '', 0, create_dt, false, code, status, output,
            tags,
            CASE WHEN claimed_at IS NULL
@@ -42,11 +49,18 @@ WITH la AS (
                     jsonb_build_object('at', $4::int8, 'attempt', 0, 'event', 'rerun',
                                        'delay_ms', $2::int8 - $4::int8))
                 END,
-           traceparent, tracestate
-    FROM gone
+           traceparent, tracestate, unique_key
+    FROM la
+    ORDER BY n
+    ON CONFLICT DO NOTHING
     RETURNING id, jobtype
+), gone AS (
+    DELETE FROM archive a
+    USING back
+    WHERE a.id = back.id
+    RETURNING a.id
 ), notified AS (
     SELECT count(pg_notify($3, d.jobtype)) AS n
     FROM (SELECT DISTINCT jobtype FROM back) d
 )
-SELECT back.id FROM back, notified
+SELECT gone.id FROM gone, notified

@@ -10,10 +10,10 @@ use jobstore_api::batch::split_by_size;
 use jobstore_api::history::{PendingClaim, complete_history, history_from_json, with_added};
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
-    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Error, Handler, HandlerLimits, HandlerVersion,
-    Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob, Release, Result, ResultCode,
-    StatsBucket, StatsDelta, StatsQuery, SysidLease, TraceContext, WaitingJobtype, WorkWatcher,
-    duration_ms, validate,
+    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Duplicate, Error, FlowState, Handler,
+    HandlerLimits, HandlerVersion, Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob,
+    OnConflict, Release, Result, ResultCode, StatsBucket, StatsDelta, StatsQuery, SysidLease,
+    TraceContext, WaitingJobtype, WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -200,6 +200,85 @@ impl PgStore {
         rows.iter().map(|r| get::<String>(r, 0)).collect()
     }
 
+    /// A batch with at least one unique key (`queries/add_unique_jobs.sql`):
+    /// what became of each job, in batch order.
+    async fn add_unique_chunk(&self, jobs: &[NewJob], now: Millis) -> Result<Vec<Added>> {
+        let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+        let types: Vec<&str> = jobs.iter().map(|j| j.jobtype.as_str()).collect();
+        let data: Vec<&[u8]> = jobs.iter().map(|j| j.data.as_slice()).collect();
+        let prio: Vec<i32> = jobs.iter().map(|j| j.priority).collect();
+        let dts: Vec<i64> = jobs.iter().map(|j| j.run_at.unwrap_or(now)).collect();
+        let tags: Vec<String> = jobs.iter().map(|j| j.tags.join(" ")).collect();
+        let parents: Vec<Option<&str>> = jobs
+            .iter()
+            .map(|j| j.trace.as_ref().map(|t| t.traceparent.as_str()))
+            .collect();
+        let states: Vec<Option<&str>> = jobs
+            .iter()
+            .map(|j| j.trace.as_ref().and_then(|t| t.tracestate.as_deref()))
+            .collect();
+        let keys: Vec<Option<&str>> = jobs
+            .iter()
+            .map(|j| j.unique_key().map(|u| u.key.as_str()))
+            .collect();
+        let windows: Vec<Option<i64>> = jobs
+            .iter()
+            .map(|j| j.unique_key().and_then(|u| u.window).map(duration_ms))
+            .collect();
+        let replace: Vec<bool> = jobs
+            .iter()
+            .map(|j| {
+                j.unique_key()
+                    .is_some_and(|u| u.on_conflict == OnConflict::ReplaceData)
+            })
+            .collect();
+        let rows = retry_deadlock(|| {
+            sqlx::query(q::ADD_UNIQUE_JOBS)
+                .bind(&ids)
+                .bind(&types)
+                .bind(&data)
+                .bind(&prio)
+                .bind(&dts)
+                .bind(&tags)
+                .bind(&parents)
+                .bind(&states)
+                .bind(&keys)
+                .bind(&windows)
+                .bind(&replace)
+                .bind(now)
+                .bind(&self.channel)
+                .fetch_all(&self.pool)
+        })
+        .await
+        .map_err(|e| map("add_jobs", e))?;
+        let mut out: Vec<Option<Added>> = vec![None; jobs.len()];
+        for r in &rows {
+            let pos: i32 = get(r, 0)?;
+            let slot = usize::try_from(pos - 1)
+                .ok()
+                .and_then(|i| out.get_mut(i))
+                .ok_or_else(|| Error::backend_msg(format!("add_unique_jobs: position {pos}")))?;
+            *slot = Some(match get::<String>(r, 1)?.as_str() {
+                "n" => Added::New,
+                "e" => Added::Existing,
+                "d" => Added::Duplicate {
+                    holder: get::<Option<String>>(r, 2)?.ok_or_else(|| {
+                        Error::backend_msg("add_unique_jobs: a duplicate without a holder")
+                    })?,
+                    replaced: get(r, 3)?,
+                },
+                other => {
+                    return Err(Error::backend_msg(format!(
+                        "add_unique_jobs: unexpected outcome {other:?}"
+                    )));
+                }
+            });
+        }
+        out.into_iter()
+            .map(|a| a.ok_or_else(|| Error::backend_msg("add_unique_jobs: a job left undecided")))
+            .collect()
+    }
+
     /// The release statement for `releases` (see `queries/release_jobs.sql`).
     fn release_query<'q>(
         &'q self,
@@ -378,6 +457,14 @@ impl PgStore {
     }
 }
 
+/// What became of one job of a keyed add (`add_unique_jobs`).
+#[derive(Debug, Clone)]
+enum Added {
+    New,
+    Existing,
+    Duplicate { holder: String, replaced: bool },
+}
+
 /// How many times a statement PostgreSQL aborted to break a deadlock
 /// (`40P01`) runs again before the error reaches the caller.
 const DEADLOCK_RETRIES: u32 = 3;
@@ -459,8 +546,8 @@ where
 /// A job from the columns every statement returning jobs selects (see
 /// `queries/get_job.sql`): id, jobtype, data, priority, dt, lock, attempts,
 /// create_dt, done_dt, code, status, output, cancel_requested, tags,
-/// history (JSON text), claimed_at, claimed_by, traceparent, tracestate.
-/// A result is read when
+/// history (JSON text), claimed_at, claimed_by, traceparent, tracestate,
+/// unique_key. A result is read when
 /// `code` is set: an archived job's, or a live job's last one. The history
 /// is the stored one completed with the pending claim (`claimed_at` set:
 /// claimed then by `claimed_by`, with the job's attempts) and, for an
@@ -499,7 +586,7 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         tags: get(row, 13)?,
         history: complete_history(with_added(stored, create_dt), claim, archived),
         claimed_due: None,
-        flow: None,
+        flow: flow_of(get(row, 19)?),
         trace: match get::<Option<String>>(row, 17)? {
             None => None,
             Some(traceparent) => Some(TraceContext {
@@ -508,6 +595,11 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
             }),
         },
     })
+}
+
+/// A job's stored flow from its `unique_key` column: `None` for a plain job.
+fn flow_of(unique_key: Option<String>) -> Option<Box<FlowState>> {
+    unique_key.map(|k| Box::new(FlowState::unique(k)))
 }
 
 /// Column `i`, a job's attempts: never negative but by a row edited by
@@ -552,7 +644,7 @@ type Rare = (
 );
 
 /// A job just claimed (`queries/claim_jobs.sql`: id, data, priority,
-/// attempts, create_dt, the dt before the claim, `rare`), with what the
+/// attempts, create_dt, the dt before the claim, `rare`, unique_key), with what the
 /// claim set: its jobtype, lease expiry, lock and pending claim (at `now`
 /// by `owner`).
 fn claimed_from_row(
@@ -597,7 +689,7 @@ fn claimed_from_row(
         tags,
         history: complete_history(with_added(stored, create_dt), Some(claim), None),
         claimed_due: Some(get(row, 5)?),
-        flow: None,
+        flow: flow_of(get(row, 7)?),
         trace,
     })
 }
@@ -706,17 +798,39 @@ impl JobStore for PgStore {
             .with_stats()
             .with_trace()
             .with_schedules()
+            .with_unique_jobs()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
         validate::new_jobs(jobs, &self.capabilities(), now)?;
+        let mut outcome = AddOutcome::default();
+        if jobs.iter().any(|j| j.unique_key().is_some()) {
+            // A batch with a key: add_unique_jobs, one statement per
+            // ADD_CHUNK_BYTES of payload as below.
+            for chunk in Self::add_chunks(jobs) {
+                let added = self.add_unique_chunk(chunk, now).await?;
+                for (job, added) in chunk.iter().zip(added) {
+                    match added {
+                        Added::New => outcome.new.push(job.id.clone()),
+                        Added::Existing => outcome.existing.push(job.id.clone()),
+                        Added::Duplicate { holder, replaced } => {
+                            outcome.duplicates.push(Duplicate {
+                                id: job.id.clone(),
+                                existing: holder,
+                                replaced,
+                            })
+                        }
+                    }
+                }
+            }
+            return Ok(outcome);
+        }
         let mut new_ids = HashSet::with_capacity(jobs.len());
         // One statement per ADD_CHUNK_BYTES of payload (one for any
         // ordinary batch), at least one job each.
         for chunk in Self::add_chunks(jobs) {
             new_ids.extend(self.add_chunk(chunk, now).await?);
         }
-        let mut outcome = AddOutcome::default();
         for job in jobs {
             if new_ids.contains(&job.id) {
                 outcome.new.push(job.id.clone());

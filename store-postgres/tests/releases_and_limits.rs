@@ -6,7 +6,8 @@
 //! stored before the management columns existed; jobs stored before
 //! history and tags; the maintained archive counts under concurrent
 //! archives, reruns, deletes and purges; the bound on the stats rows one
-//! add prunes.
+//! add prunes; unique keys carried by every path that moves a job between
+//! the tables, and read back in every state.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -703,6 +704,7 @@ column archive.claimed_at bigint null
 column archive.claimed_by text null collate C
 column archive.traceparent text null
 column archive.tracestate text null
+column archive.unique_key text null collate C
 column archive_counts.jobtype text not null collate C
 column archive_counts.code text not null
 column archive_counts.n bigint not null
@@ -739,6 +741,7 @@ column jobs.tags ARRAY not null default '{}'::text[]
 column jobs.claimed_at bigint null
 column jobs.traceparent text null
 column jobs.tracestate text null
+column jobs.unique_key text null collate C
 column paused.jobtype text not null collate C
 column paused.dt bigint not null
 column schedules.name text not null collate C
@@ -774,6 +777,7 @@ archive_by_type: CREATE INDEX archive_by_type ON archive USING btree (jobtype, c
 archive_counts archive_counts_pkey: PRIMARY KEY (jobtype, code, slot)
 archive_counts_pkey: CREATE UNIQUE INDEX archive_counts_pkey ON archive_counts USING btree (jobtype, code, slot)
 archive_pkey: CREATE UNIQUE INDEX archive_pkey ON archive USING btree (id)
+archive_unique: CREATE INDEX archive_unique ON archive USING btree (jobtype, unique_key, done_dt, id) WHERE (unique_key IS NOT NULL)
 handlers handlers_pkey: PRIMARY KEY (seq)
 handlers_newest: CREATE INDEX handlers_newest ON handlers USING btree (jobtype, dt DESC, seq DESC)
 handlers_pkey: CREATE UNIQUE INDEX handlers_pkey ON handlers USING btree (seq)
@@ -783,6 +787,7 @@ jobs jobs_pkey: PRIMARY KEY (id)
 jobs_free: CREATE INDEX jobs_free ON jobs USING btree (jobtype, priority DESC, dt, id) WHERE (lock = ''::text)
 jobs_leased: CREATE INDEX jobs_leased ON jobs USING btree (jobtype, dt) WHERE (lock <> ''::text)
 jobs_pkey: CREATE UNIQUE INDEX jobs_pkey ON jobs USING btree (id)
+jobs_unique: CREATE UNIQUE INDEX jobs_unique ON jobs USING btree (jobtype, unique_key) WHERE (unique_key IS NOT NULL)
 paused paused_pkey: PRIMARY KEY (jobtype)
 paused_pkey: CREATE UNIQUE INDEX paused_pkey ON paused USING btree (jobtype)
 schedules schedules_pkey: PRIMARY KEY (name)
@@ -1153,5 +1158,126 @@ fn a_statement_that_keeps_deadlocking_runs_four_times_then_fails() {
             .unwrap_err();
         assert!(!err.is_retryable(), "{err:?}");
         assert_eq!(tries().fetch_one(store.pool()).await.unwrap(), 5);
+    });
+}
+
+/// A keyed job keeps its key through every move between `jobs` and
+/// `archive` (a release's archive, a cancel, a run again) and every read
+/// shows it (get, claim, the listing of each state): the rows themselves
+/// carry it, and `jobs_unique` / `archive_unique` hold exactly the keyed
+/// rows. A plain job has no key anywhere.
+#[test]
+fn unique_keys_travel_with_their_jobs() {
+    with_store(|store| async move {
+        use jobstore_api::{FlowState, Unique};
+        let key_of = |j: &jobstore_api::Job| j.flow.as_ref().and_then(|f| f.unique_key.clone());
+        let keyed = |id: &str| NewJob::new(id, "uk", "").unique(Unique::new(format!("key {id}")));
+        store
+            .add_jobs(
+                &[
+                    keyed("run"),
+                    keyed("cancel"),
+                    NewJob::new("plain", "uk", ""),
+                ],
+                T0,
+            )
+            .await
+            .unwrap();
+        let claimed = store
+            .claim_jobs("uk", 3, "sys-a", Duration::from_secs(60), T0)
+            .await
+            .unwrap();
+        let keys: Vec<_> = claimed.iter().map(|j| (j.id.as_str(), key_of(j))).collect();
+        assert_eq!(keys.len(), 3);
+        for (id, key) in keys {
+            let want = (id != "plain").then(|| format!("key {id}"));
+            assert_eq!(key, want, "claim of {id}");
+        }
+        let running = store
+            .list_jobs(&JobQuery::new(JobState::Running), T0)
+            .await
+            .unwrap();
+        assert_eq!(
+            running.jobs.iter().filter(|j| key_of(j).is_some()).count(),
+            2
+        );
+        // "run" archived by a release, "cancel" handed back then cancelled.
+        store
+            .release_jobs(
+                &[
+                    JobRelease::new("run", Release::Archive(JobResult::from_status(200))),
+                    JobRelease::new("cancel", Release::Unget),
+                    JobRelease::new("plain", Release::Archive(JobResult::from_status(200))),
+                ],
+                "sys-a",
+                T0 + 1,
+            )
+            .await
+            .unwrap();
+        let waiting = store
+            .list_jobs(&JobQuery::new(JobState::Waiting), T0 + 1)
+            .await
+            .unwrap();
+        assert_eq!(waiting.jobs.len(), 1);
+        assert_eq!(key_of(&waiting.jobs[0]).as_deref(), Some("key cancel"));
+        store
+            .cancel_jobs(&["cancel".to_owned()], T0 + 2)
+            .await
+            .unwrap();
+        let archived = store
+            .list_jobs(&JobQuery::new(JobState::Archived), T0 + 3)
+            .await
+            .unwrap();
+        let mut keys: Vec<_> = archived
+            .jobs
+            .iter()
+            .map(|j| (j.id.clone(), key_of(j)))
+            .collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                ("cancel".to_owned(), Some("key cancel".to_owned())),
+                ("plain".to_owned(), None),
+                ("run".to_owned(), Some("key run".to_owned())),
+            ]
+        );
+        let job = store.get_job("run").await.unwrap().unwrap();
+        assert_eq!(job.flow, Some(Box::new(FlowState::unique("key run"))));
+        assert_eq!(store.get_job("plain").await.unwrap().unwrap().flow, None);
+        let entries = |sql: &'static str| {
+            let pool = store.pool().clone();
+            async move {
+                let row: (i64,) = sqlx::query_as(sql).fetch_one(&pool).await.unwrap();
+                row.0
+            }
+        };
+        // Index-only counts through the partial indexes' predicates.
+        let in_archive = "SELECT count(*) FROM archive WHERE unique_key IS NOT NULL";
+        let in_jobs = "SELECT count(*) FROM jobs WHERE unique_key IS NOT NULL";
+        assert_eq!((entries(in_jobs).await, entries(in_archive).await), (0, 2));
+        // Run again: back in jobs with the key, held again.
+        let rerun = store
+            .rerun_jobs(
+                &["run".to_owned(), "plain".to_owned()],
+                Duration::ZERO,
+                T0 + 4,
+            )
+            .await
+            .unwrap();
+        assert_eq!(rerun.len(), 2);
+        let job = store.get_job("run").await.unwrap().unwrap();
+        assert_eq!(key_of(&job).as_deref(), Some("key run"));
+        assert_eq!(store.get_job("plain").await.unwrap().unwrap().flow, None);
+        assert_eq!((entries(in_jobs).await, entries(in_archive).await), (1, 1));
+        let again = store
+            .add_jobs(&[keyed("run").unique(Unique::new("key run"))], T0 + 5)
+            .await
+            .unwrap();
+        assert_eq!(again.existing, ["run"]);
+        let other = NewJob::new("other", "uk", "").unique(Unique::new("key run"));
+        let out = store.add_jobs(&[other], T0 + 5).await.unwrap();
+        assert_eq!(out.duplicates.len(), 1);
+        assert_eq!(out.duplicates[0].existing, "run");
     });
 }

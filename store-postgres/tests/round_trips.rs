@@ -1,0 +1,118 @@
+//! Statements per add, counted from sqlx's own statement events (target
+//! `sqlx::query`, one per statement sent) by a subscriber of this test
+//! binary: a batch with unique keys, duplicates and replaces included, is
+//! one statement (`add_unique_jobs`), and a batch without a key is the one
+//! statement it always was (`add_jobs`). One test in this binary, so the
+//! global subscriber counts only its statements.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use jobstore_api::{JobStore, NewJob, OnConflict, Unique};
+use jobstore_conformance::services::{postgres_url, unique_namespace};
+use jobstore_postgres::{PgStore, PgStoreOptions};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+
+const T0: i64 = 1_700_000_000_000;
+
+/// The statements sqlx reported, as text.
+static STATEMENTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static NEXT_SPAN: AtomicU64 = AtomicU64::new(1);
+
+struct Statements;
+
+struct Text(String);
+
+impl Visit for Text {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0 += &format!("{}={value:?} ", field.name());
+    }
+}
+
+impl Subscriber for Statements {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.target() == "sqlx::query"
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(NEXT_SPAN.fetch_add(1, Ordering::Relaxed))
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        if event.metadata().target() == "sqlx::query" {
+            let mut text = Text(String::new());
+            event.record(&mut text);
+            STATEMENTS.lock().unwrap().push(text.0);
+        }
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+fn taken() -> Vec<String> {
+    std::mem::take(&mut *STATEMENTS.lock().unwrap())
+}
+
+#[test]
+fn a_keyed_add_is_one_statement_and_a_plain_add_is_unchanged() {
+    tracing::subscriber::set_global_default(Statements).expect("subscriber");
+    jobstore_conformance::block_on(async {
+        let Some(url) = postgres_url().await else {
+            return;
+        };
+        let opts = PgStoreOptions::from_url(&url)
+            .expect("url")
+            .schema(unique_namespace())
+            .max_connections(2);
+        let store = PgStore::connect_with(opts).await.expect("connect");
+        let outcome = count(&store).await;
+        let drop = format!("DROP SCHEMA \"{}\" CASCADE", store.schema());
+        sqlx::query(sqlx::AssertSqlSafe(drop))
+            .execute(store.pool())
+            .await
+            .expect("drop schema");
+        outcome.expect("statements");
+    });
+}
+
+async fn count(store: &PgStore) -> Result<(), String> {
+    let e = |e: jobstore_api::Error| e.to_string();
+    let replace = |id: String, key: String| {
+        NewJob::new(id, "t", "x").unique(Unique::new(key).on_conflict(OnConflict::ReplaceData))
+    };
+    let first: Vec<NewJob> = (0..50)
+        .map(|i| replace(format!("a{i}"), format!("k{i}")))
+        .collect();
+    store.add_jobs(&first, T0).await.map_err(e)?;
+    taken();
+    // 50 duplicates of stored holders (replaced), 50 new, 50 duplicates
+    // of those, and plain jobs.
+    let mut batch: Vec<NewJob> = (0..100)
+        .map(|i| replace(format!("b{i}"), format!("k{i}")))
+        .chain((50..100).map(|i| replace(format!("c{i}"), format!("k{i}"))))
+        .collect();
+    batch.extend((0..10).map(|i| NewJob::new(format!("p{i}"), "t", "plain")));
+    let out = store.add_jobs(&batch, T0 + 1).await.map_err(e)?;
+    if out.new.len() != 60 || out.duplicates.len() != 100 {
+        return Err(format!(
+            "new {} duplicates {}",
+            out.new.len(),
+            out.duplicates.len()
+        ));
+    }
+    let sent = taken();
+    if sent.len() != 1 || !sent[0].contains("add_unique_jobs") {
+        return Err(format!("a keyed batch sent {sent:#?}"));
+    }
+    let plain: Vec<NewJob> = (0..100)
+        .map(|i| NewJob::new(format!("q{i}"), "t", "plain"))
+        .collect();
+    store.add_jobs(&plain, T0 + 2).await.map_err(e)?;
+    let sent = taken();
+    if sent.len() != 1 || sent[0].contains("add_unique_jobs") || !sent[0].contains("add_jobs") {
+        return Err(format!("a plain batch sent {sent:#?}"));
+    }
+    Ok(())
+}
