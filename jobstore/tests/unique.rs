@@ -64,7 +64,10 @@ fn unique_keys_over_http_and_the_command_line(#[case] backend: &'static str) {
         assert_eq!(s, 200, "{v}");
         let dups = v["duplicates"].as_array().unwrap();
         assert_eq!(dups.len(), 2, "{v}");
-        assert_eq!(dups[0], json!({"id": "r-2", "existing": "r-1", "replaced": false}));
+        assert_eq!(
+            dups[0],
+            json!({"id": "r-2", "existing": "r-1", "replaced": false})
+        );
         assert_eq!(dups[1]["existing"], "r-1");
         assert_eq!(dups[1]["replaced"], true);
         assert_eq!(dups[1]["id"], ids(&v)[1]);
@@ -76,9 +79,20 @@ fn unique_keys_over_http_and_the_command_line(#[case] backend: &'static str) {
         // The command line: the holder's id is printed for a duplicate.
         let out = cli(
             &d.url,
-            &["add", "acme", "report", "--unique-key", "daily-2026-11-28", "again"],
+            &[
+                "add",
+                "acme",
+                "report",
+                "--unique-key",
+                "daily-2026-11-28",
+                "again",
+            ],
         );
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "r-1");
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("job r-1 holds the unique key"),
@@ -88,7 +102,16 @@ fn unique_keys_over_http_and_the_command_line(#[case] backend: &'static str) {
         // Several lines with one key: the first is added, the rest name it.
         let added = cli_json(
             &d.url,
-            &["add", "acme", "mail", "--unique-key", "k", "--replace-data", "a", "b"],
+            &[
+                "add",
+                "acme",
+                "mail",
+                "--unique-key",
+                "k",
+                "--replace-data",
+                "a",
+                "b",
+            ],
         );
         let dups = added["duplicates"].as_array().unwrap();
         assert_eq!(dups.len(), 1, "{added}");
@@ -102,7 +125,10 @@ fn unique_keys_over_http_and_the_command_line(#[case] backend: &'static str) {
         let bad = [
             (json!({"data": "x", "unique": {"key": ""}}), "unique.key"),
             (json!({"data": "x", "unique": {"key": long}}), "unique.key"),
-            (json!({"data": "x", "unique": {"key": "a\u{7}b"}}), "unique.key"),
+            (
+                json!({"data": "x", "unique": {"key": "a\u{7}b"}}),
+                "unique.key",
+            ),
             (
                 json!({"data": "x", "unique": {"key": "k", "window_ms": 3_153_600_000_001u64}}),
                 "unique.window_ms",
@@ -126,7 +152,10 @@ fn unique_keys_over_http_and_the_command_line(#[case] backend: &'static str) {
         assert_eq!((s, field(&v)), (400, "unique_key"), "{v}");
         let (s, _) = api.get("/acme/jobs/fine").await;
         assert_eq!(s, 404, "nothing of a refused request was added");
-        let out = cli(&d.url, &["add", "acme", "bad", "--unique-window", "1h", "x"]);
+        let out = cli(
+            &d.url,
+            &["add", "acme", "bad", "--unique-window", "1h", "x"],
+        );
         assert!(!out.status.success());
 
         // The key is freed when its job has run: a handler runs "now" jobs;

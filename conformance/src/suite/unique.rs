@@ -180,7 +180,10 @@ pub async fn unique_key_freed_by_every_way_out(c: Ctx) {
                 assert_eq!(out.deleted, [first.as_str()]);
             }
             (_, Some(how)) => {
-                assert_eq!(job_ids(&claim(s, jt, 1, OWNER, now).await), [first.as_str()]);
+                assert_eq!(
+                    job_ids(&claim(s, jt, 1, OWNER, now).await),
+                    [first.as_str()]
+                );
                 let done = s
                     .release_jobs(&[JobRelease::new(first, how)], OWNER, now)
                     .await
