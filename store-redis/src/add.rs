@@ -87,7 +87,11 @@ impl RedisStore {
                 }
             }
         }
-        // Step 2: create, per jobtype.
+        // Step 2: create, per jobtype, in batch order (the first of two
+        // jobs with one unique key is the one added).
+        to_add
+            .values_mut()
+            .for_each(|v| v.sort_unstable_by_key(|e| e.0));
         let results = self.run_add(jobs, &to_add, token, now).await?;
         let mut repair: Vec<(usize, String)> = Vec::new();
         let mut align: Vec<(usize, String, String)> = Vec::new();
@@ -142,7 +146,10 @@ impl RedisStore {
                 }
             }
         }
-        // Step 4: create under the new reservation.
+        // Step 4: create under the new reservation, in batch order.
+        to_add
+            .values_mut()
+            .for_each(|v| v.sort_unstable_by_key(|e| e.0));
         let results = self.run_add(jobs, &to_add, token, now).await?;
         for ((_, entries), flags) in to_add.into_iter().zip(results) {
             for ((i, _), flag) in entries.into_iter().zip(flags) {

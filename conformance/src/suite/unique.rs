@@ -459,6 +459,20 @@ pub async fn unique_twice_in_one_batch(c: Ctx) {
     absent(s, "d").await;
     let out = add(s, vec![keyed("f", jt, "k3"), keyed("g", jt, "k3")], T0).await;
     assert_eq!(out.duplicates, [dup("f", "e", false), dup("g", "e", false)]);
+    // Batch order decides, whatever the ids: forty pairs, the first of
+    // each with the greater id, spread however the store spreads ids.
+    let mut batch = Vec::new();
+    for i in 0..40 {
+        let key = format!("pair {i}");
+        batch.push(keyed(&format!("z-{i:02}"), jt, &key));
+        batch.push(keyed(&format!("a-{i:02}"), jt, &key));
+    }
+    let out = add(s, batch, T0).await;
+    let want: Vec<_> = (0..40)
+        .map(|i| dup(&format!("a-{i:02}"), &format!("z-{i:02}"), false))
+        .collect();
+    assert_eq!(out.duplicates, want);
+    assert_eq!(out.new.len(), 40);
 }
 
 /// A run again takes the key back: an archived job whose key another live
