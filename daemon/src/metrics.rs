@@ -50,7 +50,7 @@ pub struct ErrorLabels {
     pub kind: String,
 }
 
-/// Labels of outcomes (ingest: `new`, `existing`, `rejected`; runs: see
+/// Labels of outcomes (ingest: `new`, `existing`, `duplicate`, `rejected`; runs: see
 /// [`Metrics::jobs_finished`]).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
@@ -193,7 +193,7 @@ impl Metrics {
         );
         r.register(
             "jobs_ingested",
-            "Journal records added to the store, by outcome (new, existing, rejected)",
+            "Journal records added to the store, by outcome (new, existing, duplicate: another job holds its unique key, rejected)",
             m.jobs_ingested.clone(),
         );
         r.register(

@@ -532,6 +532,22 @@ if [ -f "$FIXED" ] || [ $((n % 5)) -ne 0 ]; then echo "imported $n"; else echo "
             (archived(&base, "mail", "ok").await == 22).then_some(())
         })
         .await;
+
+        // A job with a unique key shows it, held while the job is live.
+        let (s, v) = json(
+            http()
+                .post(format!(
+                    "{base}/acme/job/keyed/add?unique_key=nightly-report&delay_ms=3600000"
+                ))
+                .bearer_auth(ADMIN)
+                .body("r"),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
+        let id = ids(&v).remove(0);
+        go(&b, &base, &format!("#/job?client=acme&id={id}")).await;
+        let text = wait_for_text(&b, "History").await;
+        assert!(text.contains("Unique key\nnightly-report (held)"), "{text}");
         b.close().await.unwrap();
 
         // A client's token sees its own client only.
