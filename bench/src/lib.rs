@@ -81,6 +81,10 @@ pub struct BenchArgs {
     /// Payload size in bytes.
     #[arg(long, default_value_t = 64)]
     pub payload: usize,
+    /// Every job carries a unique key of its own (store), so the figures
+    /// are those of keyed adds, claims and archives (never a duplicate).
+    #[arg(long)]
+    pub unique: bool,
     /// Jobs per second: the fixed-rate phase of e2e, the steady load of
     /// soak.
     #[arg(long, default_value_t = 100)]
@@ -273,6 +277,9 @@ fn check(a: &BenchArgs) -> Result<(), CliError> {
         return Err(CliError::usage(
             "--interval must be above 0 and --duration at least one interval",
         ));
+    }
+    if a.unique && a.mode != Mode::Store {
+        return Err(CliError::usage("--unique is for the store mode"));
     }
     if let Some(hold) = a.hold_xmin {
         if a.mode != Mode::Soak {
@@ -707,6 +714,9 @@ impl Report {
                 p("claimers", json!(a.claimers));
                 p("batch", json!(a.batch));
                 p("add_batch", json!(a.add_batch));
+                if a.unique {
+                    p("unique", json!(true));
+                }
             }
             Mode::Drain => {
                 p("jobs", json!(a.jobs));

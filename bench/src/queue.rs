@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 use jobstore_api::{
-    JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release, duration_ms, now_millis,
+    JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release, Unique, duration_ms, now_millis,
 };
 use serde_json::{Value, json};
 
@@ -26,6 +26,7 @@ pub(crate) struct JobGen {
     jobtypes: Vec<String>,
     payload: usize,
     priority: i32,
+    unique: bool,
 }
 
 impl JobGen {
@@ -41,6 +42,7 @@ impl JobGen {
             jobtypes,
             payload: ctx.args.payload,
             priority: 0,
+            unique: ctx.args.unique,
         }
     }
 
@@ -51,12 +53,17 @@ impl JobGen {
 
     fn job(&self, i: usize) -> NewJob {
         let jobtype = self.jobtypes[i % self.jobtypes.len()].as_str();
-        NewJob::new(
+        let job = NewJob::new(
             format!("{}-{}{i:010}", tenant::tenant_of(jobtype), self.tag),
             jobtype,
             vec![b'x'; self.payload],
         )
-        .priority(self.priority)
+        .priority(self.priority);
+        if self.unique {
+            job.unique(Unique::new(format!("{}{i:010}", self.tag)))
+        } else {
+            job
+        }
     }
 }
 

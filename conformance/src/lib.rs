@@ -327,6 +327,7 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(unique_id_checked_before_key);
         __jobstore_conformance_test!(unique_twice_in_one_batch);
         __jobstore_conformance_test!(unique_rerun_refused_while_key_held);
+        __jobstore_conformance_test!(unique_key_kept_by_retry_and_unget);
         __jobstore_conformance_test!(unique_key_limits_rejected_nothing_stored);
         __jobstore_conformance_test!(unique_concurrent_adds_make_one_job);
 

@@ -83,6 +83,10 @@ fn mode_args(mode: &str) -> Vec<&'static str> {
 }
 
 fn bench(url: &str, data_dir: &Path, mode: &str) -> Value {
+    bench_with(url, data_dir, mode, &[])
+}
+
+fn bench_with(url: &str, data_dir: &Path, mode: &str, extra: &[&str]) -> Value {
     let out = Command::new(BIN)
         .arg("bench")
         .arg(mode)
@@ -92,6 +96,7 @@ fn bench(url: &str, data_dir: &Path, mode: &str) -> Value {
         .arg("--data-dir")
         .arg(data_dir)
         .args(mode_args(mode))
+        .args(extra)
         .env_remove("JOBSTORE_STORE")
         .stdin(Stdio::null())
         .output()
@@ -338,6 +343,32 @@ fn bench_modes(
     });
 }
 
+/// `store --unique`: every job carries a key of its own; all are added,
+/// claimed and archived, and the report says the run was keyed.
+#[rstest]
+fn store_mode_with_unique_keys(
+    #[values("memory", "sqlite", "postgres", "redis")] backend: &'static str,
+) {
+    block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(url) = base_url(backend, dir.path()).await else {
+            return;
+        };
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let report = {
+            let (url, data) = (url.clone(), data.clone());
+            tokio::task::spawn_blocking(move || bench_with(&url, &data, "store", &["--unique"]))
+                .await
+                .unwrap()
+        };
+        assert_eq!(report["parameters"]["unique"], true, "{report}");
+        check_figures("store", &report["figures"]);
+        let ns = report["namespace"].as_str().expect("namespace").to_owned();
+        namespace_gone(backend, &url, dir.path(), &ns).await;
+    });
+}
+
 /// `soak --hold-xmin` on PostgreSQL keeps a transaction open beside the
 /// load, of the kind asked (a transaction id, or a snapshot only), seen
 /// in `pg_stat_activity` while the soak runs, and says so in its report.
@@ -482,6 +513,7 @@ fn bad_arguments_are_usage_errors() {
             "2s",
         ],
         &["bench", "store", "--store", "ftp://nowhere"],
+        &["bench", "drain", "--store", "memory://", "--unique"],
         // --hold-xmin: soak only, PostgreSQL only, above 0
         &[
             "bench",

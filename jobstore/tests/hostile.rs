@@ -952,6 +952,21 @@ fn a_client_reaches_nothing_of_another_client() {
         assert_eq!(s, 200, "{v}");
         let (s, v) = json(globex(c.get(format!("{u}/globex/schedules")))).await;
         assert_eq!((s, v["schedules"].clone()), (200, json!([])), "{v}");
+        // acme's unique key: globex's add with the same key and jobtype
+        // name is its own job, never a duplicate naming acme's.
+        let (s, v) = json(acme(c.post(format!("{u}/acme/job/t/add")).json(
+            &json!([{"id": "keyed", "data": "acme", "delay_ms": 600000, "unique": {"key": "k"}}]),
+        )))
+        .await;
+        assert_eq!((s, v.get("duplicates")), (200, None), "{v}");
+        let (s, v) = json(globex(c.post(format!("{u}/globex/job/t/add")).json(
+            &json!([{"id": "keyed2", "data": "globex", "delay_ms": 600000,
+                     "unique": {"key": "k", "window_ms": 600000, "on_conflict": "replace_data"}}]),
+        )))
+        .await;
+        assert_eq!((s, v.get("duplicates")), (200, None), "{v}");
+        let (s, v) = json(acme(c.get(format!("{u}/acme/jobs/keyed")))).await;
+        assert_eq!((s, v["data"].as_str()), (200, Some("acme")), "{v}");
         for name in ["nightly", "acme-nightly"] {
             for (method, tail) in [
                 ("GET", ""),

@@ -21,8 +21,9 @@
 -- the key in uq, or the job archived last with it (uqd) is inside the
 -- window: then nothing is created and the reply names that job. A batch
 -- without keys sends no group of mode "k", and takes none of this.
--- Returns per job 1 created, 2 missing (mode "r"), 3 refused (fenced),
--- {holder id, 1 if its payload was replaced else 0} for a duplicate, or,
+-- Returns per job 1 created, 2 missing (mode "r"), 3 refused (fenced; a
+-- fenced keyed job whose key is held is a duplicate instead), {holder id,
+-- 1 if its payload was replaced else 0} for a duplicate, or,
 -- for an existing job, its reservation token `g` (a string): the caller
 -- then makes the index carry that token (compare-and-set).
 -- Redis keeps the writes of a script that fails midway: every job hash is
@@ -74,6 +75,18 @@ for n = 1, #starts do
     out[n] = 2
   elseif fenced and redis.call('SISMEMBER', KEYS[3], token .. ' ' .. id) == 1 then
     out[n] = 3
+    -- The add that fenced this one creates the job only if its key is
+    -- free: a key held now makes this one a duplicate too, never an
+    -- "existing" job that nothing will store.
+    if mode == 'k' then
+      if not uq then
+        uq, uqd = unique_keys(pre)
+      end
+      local held = holder(ARGV[i + 8], ARGV[i + 9])
+      if held then
+        out[n] = { held, 0 }
+      end
+    end
   else
     if mode == 'k' then
       if not uq then
@@ -100,14 +113,14 @@ for n = 1, #starts do
       if tc ~= '' then
         redis.call('HSET', pre .. id, 'tc', tc)
       end
+      if mode == 'k' then
+        redis.call('HSET', pre .. id, 'uk', ARGV[i + 8])
+        redis.call('HSET', uq, ARGV[i + 8], id)
+      end
       if dtp <= nowp then
         redis.call('ZADD', KEYS[1], ARGV[i + 4], dtp .. id)
       else
         redis.call('ZADD', KEYS[2], dtp, id)
-      end
-      if mode == 'k' then
-        redis.call('HSET', pre .. id, 'uk', ARGV[i + 8])
-        redis.call('HSET', uq, ARGV[i + 8], id)
       end
       created = created + 1
       out[n] = 1

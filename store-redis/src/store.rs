@@ -1060,6 +1060,47 @@ mod tests {
         });
     }
 
+    /// A fenced keyed job whose key is held is a duplicate of the holder,
+    /// not "existing": the add that fenced it finds the key held too and
+    /// stores nothing under the id. A fenced keyed job whose key is free
+    /// stays fenced (the other add creates it).
+    #[test]
+    fn a_fenced_keyed_job_whose_key_is_held_is_a_duplicate() {
+        use crate::add::Added;
+        use jobstore_api::{JobStore, NewJob, Unique};
+        use std::collections::BTreeMap;
+
+        with_store(|store| async move {
+            let now = 1_700_000_000_000;
+            let holder = NewJob::new("h", "t", "d").unique(Unique::new("k"));
+            store.add_jobs(&[holder], now).await.unwrap();
+            let k = store.keys.jobtype("t");
+            let mut c = store.conn();
+            let _: i64 = redis::cmd("SADD")
+                .arg(&k.fence)
+                .arg("tok x")
+                .arg("tok y")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let jobs = [
+                NewJob::new("x", "t", "d").unique(Unique::new("k")),
+                NewJob::new("y", "t", "d").unique(Unique::new("free")),
+            ];
+            let groups = BTreeMap::from([("t", vec![(0, None), (1, None)])]);
+            let added = store.run_add(&jobs, &groups, "tok", now).await.unwrap();
+            assert!(matches!(
+                added.as_slice(),
+                [flags] if matches!(
+                    flags.as_slice(),
+                    [Added::Duplicate(h, false), Added::Fenced] if h == "h"
+                )
+            ));
+            assert_eq!(store.get_job("x").await.unwrap(), None);
+            assert_eq!(store.get_job("y").await.unwrap(), None);
+        });
+    }
+
     /// Dropping a watcher stops its listener, which closes its pub/sub
     /// connection: the server counts no subscriber left on the channel.
     #[test]

@@ -292,6 +292,24 @@ pub async fn unique_window_after_archive(c: Ctx) {
         [dup("d", "c", false)]
     );
     assert_eq!(add(s, vec![w("d")], end).await.new, ["d"]);
+    // A purged archive no longer counts for the window; nor does a
+    // deleted one.
+    claim(s, jt, 1, OWNER, end).await;
+    archive_as(s, &ids(&["d"]), 200, end + SEC).await;
+    assert_eq!(
+        add(s, vec![w("e")], end + 2 * SEC).await.duplicates,
+        [dup("e", "d", false)]
+    );
+    let codes = [ResultCode::Ok, ResultCode::Failed];
+    assert!(s.purge_archived(end + 2 * SEC, &codes).await.unwrap() >= 1);
+    assert_eq!(add(s, vec![w("e")], end + 2 * SEC).await.new, ["e"]);
+    if s.capabilities().edit_jobs {
+        claim(s, jt, 1, OWNER, end + 2 * SEC).await;
+        archive_as(s, &ids(&["e"]), 200, end + 3 * SEC).await;
+        let out = s.delete_jobs(&ids(&["e"])).await.unwrap();
+        assert_eq!(out.deleted, ["e"]);
+        assert_eq!(add(s, vec![w("f")], end + 4 * SEC).await.new, ["f"]);
+    }
 }
 
 /// `ReplaceData` gives a free holder (waiting or scheduled) the duplicate's
@@ -501,16 +519,51 @@ pub async fn unique_rerun_refused_while_key_held(c: Ctx) {
         .rerun_jobs(&ids(&["a", "b"]), Duration::ZERO, T0 + 4 * SEC)
         .await
         .unwrap();
-    assert_eq!(rerun.len(), 1, "one of a and b takes the key: {rerun:?}");
-    let holder = &rerun[0];
-    assert_eq!(get(s, holder).await.state(T0 + 4 * SEC), JobState::Waiting);
+    assert_eq!(rerun, ["a"], "the first id of the call takes the key");
+    assert_eq!(get(s, "a").await.state(T0 + 4 * SEC), JobState::Waiting);
+    let b = get(s, "b").await;
+    assert_eq!(
+        b.state(T0 + 4 * SEC),
+        JobState::Archived,
+        "b stays archived"
+    );
+    assert_eq!(key_of(&b), Some("k"), "and keeps its key");
     assert_eq!(
         add(s, vec![keyed("c", jt, "k")], T0 + 4 * SEC)
             .await
             .duplicates,
-        [dup("c", holder, false)],
+        [dup("c", "a", false)],
         "the job run again holds the key"
     );
+}
+
+/// A retry and a hand-back keep the key: the job is live all along.
+pub async fn unique_key_kept_by_retry_and_unget(c: Ctx) {
+    let s = &*c.store;
+    if !offers_unique(s).await {
+        return;
+    }
+    let jt = "uq-keep";
+    add(s, vec![keyed("j", jt, "k")], T0).await;
+    for (i, how) in [Release::Retry { delay: MIN }, Release::Unget]
+        .into_iter()
+        .enumerate()
+    {
+        let now = T0 + (i as Millis) * 120 * SEC;
+        assert_eq!(job_ids(&claim(s, jt, 1, OWNER, now).await), ["j"]);
+        let done = s
+            .release_jobs(&[JobRelease::new("j", how)], OWNER, now)
+            .await
+            .unwrap();
+        assert_eq!(done, ["j"]);
+        let again = format!("again-{i}");
+        assert_eq!(
+            add(s, vec![keyed(&again, jt, "k")], now).await.duplicates,
+            [dup(&again, "j", false)],
+            "after release {i} the job still holds its key"
+        );
+        assert_eq!(key_of(&get(s, "j").await), Some("k"));
+    }
 }
 
 /// Bad keys are `InvalidInput` and nothing of the batch is stored; the

@@ -280,7 +280,14 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
 
     // Read batches on a blocking thread; send up to --parallel at once,
     // keeping the answers in order.
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<(Vec<u8>, u64), CliError>>(a.parallel * 2);
+    // With a unique key, requests go one at a time, so the first payload
+    // is the one added (and with --replace-data the last one wins).
+    let parallel = if a.unique_key.is_some() {
+        1
+    } else {
+        a.parallel
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<(Vec<u8>, u64), CliError>>(parallel * 2);
     let batch = a.batch;
     let reader = tokio::task::spawn_blocking(move || {
         let mut body = Vec::new();
@@ -342,7 +349,7 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
             let api = &api;
             async move { api.send::<AddResponse>(req).await.map(|r| (r, bytes)) }
         })
-        .try_buffered(a.parallel);
+        .try_buffered(parallel);
     let json = a.remote.json;
     let quiet = a.quiet;
     let stdout_is_tty = std::io::stdout().is_terminal();

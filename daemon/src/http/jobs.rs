@@ -492,7 +492,9 @@ fn check_unique(
         .field(window_field)
         .limit(MAX_DELAY.as_millis() as u64));
     }
-    jobstore_api::validate::unique(&unique).map_err(|e| ApiError::from(e).field(key_field))?;
+    jobstore_api::validate::unique(&unique).map_err(|e| {
+        ApiError::invalid(e.to_string().replacen("unique.key", key_field, 1)).field(key_field)
+    })?;
     if !state.store.capabilities().unique_jobs {
         return Err(
             ApiError::from(jobstore_api::Error::unsupported("unique keys")).field(key_field),
