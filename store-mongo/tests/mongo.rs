@@ -895,8 +895,8 @@ async fn keyed_adds_take_a_bounded_number_of_round_trips() {
         assert_eq!(out.new, ["a4"]);
         assert_eq!(
             sent_names(&sent),
-            ["aggregate", "insert"],
-            "after the window"
+            ["aggregate", "insert", "aggregate"],
+            "after the window: the look-up again after the insert"
         );
         // "a4" holds ka: "a" cannot take it back.
         let rerun = s
