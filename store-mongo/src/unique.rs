@@ -33,8 +33,10 @@ enum Fate {
 
 impl MongoStore {
     /// Adds `jobs` (validated, at least one keyed): rounds of the window's
-    /// look-up, the insert and the read of the refused jobs' ids and
-    /// holders; then the `ReplaceData` payloads.
+    /// look-up, the insert, the read of the refused jobs' ids and holders
+    /// and the window's look-up again for the windowed jobs stored (taking
+    /// back those let in past a holder archived inside their window); then
+    /// the `ReplaceData` payloads.
     pub(crate) async fn add_keyed(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
         let token = new_token();
         let docs: Vec<Document> = jobs
