@@ -121,6 +121,8 @@ impl MongoStore {
                 .map_or(store::MAX_PAYLOAD, |m| m.min(store::MAX_PAYLOAD)),
             // Until the probe says otherwise: what works on every server.
             union_with: false,
+            // Until the unique-key indexes are created.
+            unique_jobs: false,
             change_streams: false,
             skipped: Arc::default(),
             purge_batch: store::PURGE_BATCH,
@@ -128,7 +130,10 @@ impl MongoStore {
         Ok(store)
     }
 
-    pub(crate) async fn create_indexes(&self) -> Result<()> {
+    /// Creates the indexes; the unique-key ones last, in a call of their
+    /// own whose refusal only turns unique keys off (see
+    /// [`offers_unique_jobs`]).
+    pub(crate) async fn create_indexes(&mut self) -> Result<()> {
         let named = |name: &str| IndexOptions::builder().name(name.to_owned()).build();
         self.jobs
             .create_indexes([
@@ -167,25 +172,6 @@ impl MongoStore {
                             .build(),
                     )
                     .build(),
-                IndexModel::builder()
-                    .keys(doc! { "ukey": 1 })
-                    .options(
-                        IndexOptions::builder()
-                            .name(UKEY_INDEX.to_owned())
-                            .sparse(true)
-                            .unique(true)
-                            .build(),
-                    )
-                    .build(),
-                IndexModel::builder()
-                    .keys(doc! { "ukey_done": 1, "done_dt": -1, "id": -1 })
-                    .options(
-                        IndexOptions::builder()
-                            .name(UKEY_DONE_INDEX.to_owned())
-                            .sparse(true)
-                            .build(),
-                    )
-                    .build(),
             ])
             .await
             .map_err(|e| error::map("index creation on jobs", e))?;
@@ -220,6 +206,38 @@ impl MongoStore {
             )
             .await
             .map_err(|e| error::map("index creation on schedules", e))?;
+        // The unique-key indexes last, in a call of their own: MongoDB
+        // refuses a unique index on a sharded collection unless the shard
+        // key is a prefix of it, and that refusal must cost only unique
+        // keys (never the connect of a store that does not use them).
+        let created = self
+            .call(
+                "index creation on jobs (unique keys)",
+                self.jobs.create_indexes([
+                    IndexModel::builder()
+                        .keys(doc! { "ukey": 1 })
+                        .options(
+                            IndexOptions::builder()
+                                .name(UKEY_INDEX.to_owned())
+                                .sparse(true)
+                                .unique(true)
+                                .build(),
+                        )
+                        .build(),
+                    IndexModel::builder()
+                        .keys(doc! { "ukey_done": 1, "done_dt": -1, "id": -1 })
+                        .options(
+                            IndexOptions::builder()
+                                .name(UKEY_DONE_INDEX.to_owned())
+                                .sparse(true)
+                                .build(),
+                        )
+                        .build(),
+                ]),
+            )
+            .await
+            .map(drop);
+        self.unique_jobs = offers_unique_jobs(created)?;
         Ok(())
     }
 
@@ -354,6 +372,29 @@ fn offers_union_with(info: Result<Document>) -> Result<bool> {
     }
 }
 
+/// Whether the store offers unique keys, given how the creation of the
+/// `ukey` and `ukey_done` indexes went. A transient failure (no server,
+/// no answer within the timeout, a failover) fails the connect as any
+/// other index creation does; any other refusal (a `jobs` collection
+/// sharded on a key that is not a prefix of `{ukey: 1}`:
+/// `CannotCreateIndex`; an index of that name with other options; live
+/// documents sharing a `ukey`) leaves the store usable without unique
+/// keys: a keyed add answers `Unsupported`.
+fn offers_unique_jobs(created: Result<()>) -> Result<bool> {
+    match created {
+        Ok(()) => Ok(true),
+        Err(e) if e.is_retryable() => Err(e),
+        Err(e) => {
+            tracing::warn!(
+                error = %e,
+                "MongoDB refused the unique-key index on jobs (a jobs collection sharded on \
+                 {{_id: \"hashed\"}}?); unique keys are off: keyed adds answer Unsupported"
+            );
+            Ok(false)
+        }
+    }
+}
+
 /// Whether a server whose `hello` answered `hello` has change streams: a
 /// replica set member (it names its set) or a `mongos` (`msg: isdbgrid`).
 fn offers_change_streams(hello: &Document) -> bool {
@@ -400,6 +441,61 @@ mod tests {
         assert!(!offers_union_with(Err(refused)).unwrap());
         let down = Error::unavailable("no server", std::io::Error::other("refused"));
         let err = offers_union_with(Err(down)).unwrap_err();
+        assert_eq!(err.kind(), jobstore_api::ErrorKind::Unavailable);
+    }
+
+    /// Review finding (sharded `jobs`): a refused unique-key index turns
+    /// unique keys off instead of failing the connect; a transient failure
+    /// still fails it.
+    #[test]
+    fn a_refused_unique_key_index_turns_unique_keys_off() {
+        use mongodb::error::{CommandError, Error as MongoError, ErrorKind as K};
+        let command = |code: i32, name: &str| {
+            let e: CommandError = mongodb::bson::from_document(doc! {
+                "code": code, "codeName": name, "errmsg": "refused",
+            })
+            .unwrap();
+            error::map("index creation", MongoError::from(K::Command(e)))
+        };
+        assert!(offers_unique_jobs(Ok(())).unwrap());
+        // What a `jobs` sharded on `{_id: "hashed"}` answers, an index of
+        // that name with other options, live duplicates of one key, a
+        // missing privilege: the store connects without unique keys.
+        for (code, name) in [
+            (67, "CannotCreateIndex"),
+            (85, "IndexOptionsConflict"),
+            (86, "IndexKeySpecsConflict"),
+            (11000, "DuplicateKey"),
+            (13, "Unauthorized"),
+            (20, "IllegalOperation"),
+        ] {
+            assert!(
+                !offers_unique_jobs(Err(command(code, name))).unwrap(),
+                "{name}"
+            );
+        }
+        assert!(!offers_unique_jobs(Err(Error::backend_msg("no code"))).unwrap());
+        // A failover, a lost connection, no answer within the timeout: the
+        // connect fails as it did.
+        for (code, name) in [
+            (189, "PrimarySteppedDown"),
+            (10107, "NotWritablePrimary"),
+            (91, "ShutdownInProgress"),
+            (89, "NetworkTimeout"),
+        ] {
+            let err = offers_unique_jobs(Err(command(code, name))).unwrap_err();
+            assert_eq!(err.kind(), jobstore_api::ErrorKind::Unavailable, "{name}");
+        }
+        let io = MongoError::from(K::Io(Arc::new(std::io::Error::other("reset"))));
+        let err = offers_unique_jobs(Err(error::map("index creation", io))).unwrap_err();
+        assert_eq!(err.kind(), jobstore_api::ErrorKind::Unavailable);
+    }
+
+    #[tokio::test]
+    async fn a_unique_key_index_creation_past_the_timeout_fails_the_connect() {
+        let never = std::future::pending::<mongodb::error::Result<()>>();
+        let created = bounded(Duration::from_millis(10), "index creation", never).await;
+        let err = offers_unique_jobs(created).unwrap_err();
         assert_eq!(err.kind(), jobstore_api::ErrorKind::Unavailable);
     }
 

@@ -65,6 +65,9 @@ pub struct MongoStore {
     /// Whether the server offers change streams (a replica set member or
     /// a `mongos`).
     pub(crate) change_streams: bool,
+    /// Whether the unique-key indexes exist, so that keyed adds are
+    /// offered (false where MongoDB refused them: a sharded `jobs`).
+    pub(crate) unique_jobs: bool,
     /// How many job documents that could not be read were skipped.
     pub(crate) skipped: Arc<AtomicU64>,
     /// How many archived jobs one purge round trip deletes.
@@ -144,6 +147,14 @@ impl MongoStore {
     /// later).
     pub fn uses_union_with(&self) -> bool {
         self.union_with
+    }
+
+    /// Whether unique keys are offered (`Capabilities::unique_jobs`): the
+    /// connect created the `ukey` index. MongoDB refuses it on a `jobs`
+    /// collection sharded on a key that is not its prefix; the store then
+    /// answers a keyed add with `Unsupported`.
+    pub fn uses_unique_keys(&self) -> bool {
+        self.unique_jobs
     }
 
     /// Whether `watch` follows a change stream (the server is a replica set
@@ -1109,8 +1120,12 @@ impl JobStore for MongoStore {
             .with_tags_and_history()
             .with_stats()
             .with_trace()
-            .with_schedules()
-            .with_unique_jobs();
+            .with_schedules();
+        let caps = if self.unique_jobs {
+            caps.with_unique_jobs()
+        } else {
+            caps
+        };
         if self.uses_change_streams() {
             caps.with_notifications()
         } else {

@@ -33,8 +33,10 @@ enum Fate {
 
 impl MongoStore {
     /// Adds `jobs` (validated, at least one keyed): rounds of the window's
-    /// look-up, the insert and the read of the refused jobs' ids and
-    /// holders; then the `ReplaceData` payloads.
+    /// look-up, the insert, the read of the refused jobs' ids and holders
+    /// and the window's look-up again for the windowed jobs stored (taking
+    /// back those let in past a holder archived inside their window); then
+    /// the `ReplaceData` payloads.
     pub(crate) async fn add_keyed(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
         let token = new_token();
         let docs: Vec<Document> = jobs
@@ -57,6 +59,7 @@ impl MongoStore {
         let mut fates: Vec<Option<Fate>> = vec![None; jobs.len()];
         let mut pending: Vec<usize> = (0..jobs.len()).collect();
         for _ in 0..ADD_ROUNDS {
+            let round = pending.clone();
             // (0) The newest archive of each windowed key: a job whose
             // newest archive is inside its window is held out.
             let mut held_out: HashMap<usize, String> = HashMap::new();
@@ -73,7 +76,8 @@ impl MongoStore {
                     .filter_map(|(i, _)| ukeys[*i].as_deref())
                     .collect();
                 let newest = self.newest_archives(&keys).await?;
-                for (i, since) in windowed {
+                self.after_round_trip("add (window)", 1).await?;
+                for &(i, since) in &windowed {
                     let archived = ukeys[i].as_ref().and_then(|k| newest.get(k));
                     if let Some((id, _)) = archived.filter(|(_, done)| *done > since) {
                         held_out.insert(i, id.clone());
@@ -107,61 +111,45 @@ impl MongoStore {
                     fates[i] = Some(Fate::Existing);
                 }
             }
-            if ask.is_empty() {
-                pending.clear();
-                break;
-            }
-            // (2) Who holds the ids and keys of the refused and held-out jobs.
-            let ids: Vec<&str> = ask.iter().map(|i| jobs[*i].id.as_str()).collect();
-            let keys: Vec<&str> = ask.iter().filter_map(|i| ukeys[*i].as_deref()).collect();
-            let found = self
-                .find_jobs(
-                    "add (holders)",
-                    doc! { "$or": [
-                        { f::ID: { "$in": &ids } },
-                        { f::UKEY: { "$in": &keys } },
-                    ] },
-                    doc! { f::ID: 1, f::UKEY: 1, f::LOCK: 1, f::ADD_TOK: 1 },
-                    ids.len() + keys.len(),
+            let mut next = Vec::new();
+            if !ask.is_empty() {
+                self.read_holders(
+                    jobs, &ukeys, &index_of, &token, &held_out, ask, &mut fates, &mut next,
                 )
                 .await?;
-            let mut by_id: HashMap<String, bool> = HashMap::new();
-            let mut holders: HashMap<String, (String, bool)> = HashMap::new();
-            for d in &found {
-                let id = convert::get_str(d, f::ID, "job")?;
-                if let Some(Bson::String(ukey)) = d.get(f::UKEY) {
-                    let free = matches!(d.get(f::LOCK), Some(Bson::String(l)) if l == LOCK_FREE);
-                    holders.insert(ukey.clone(), (id.clone(), free));
-                }
-                let ours = matches!(d.get(f::ADD_TOK), Some(Bson::String(t)) if *t == token);
-                by_id.insert(id, ours);
             }
-            let mut next = Vec::new();
-            for i in ask {
-                if let Some(ours) = by_id.get(&jobs[i].id) {
-                    fates[i] = Some(if *ours { Fate::New } else { Fate::Existing });
-                    continue;
+            // (2b) The look-up again for the windowed jobs just stored: a
+            // holder archived between (0) and (1) freed the key for the
+            // insert although its archive is inside the window. Such a job
+            // is taken back while untouched and named a duplicate of that
+            // archive; a later job of the batch that named it goes to the
+            // next round.
+            let fresh: Vec<(usize, Millis)> = windowed
+                .iter()
+                .copied()
+                .filter(|(i, _)| matches!(fates[*i], Some(Fate::New)))
+                .collect();
+            if !fresh.is_empty() {
+                let undone = self.undo_covered(jobs, &ukeys, &fresh, &token).await?;
+                let undone_ids: HashSet<&str> =
+                    undone.keys().map(|i| jobs[*i].id.as_str()).collect();
+                for &i in &round {
+                    let named_undone = matches!(
+                        &fates[i],
+                        Some(Fate::Duplicate { existing, .. }) if undone_ids.contains(existing.as_str())
+                    );
+                    if named_undone {
+                        fates[i] = None;
+                        next.push(i);
+                    }
                 }
-                let holder = ukeys[i].as_ref().and_then(|k| holders.get(k));
-                // A later job of this batch is no holder for a held-out
-                // job: in batch order the held-out job came first.
-                let holder = holder.filter(|(id, _)| {
-                    !held_out.contains_key(&i) || index_of.get(id.as_str()).is_none_or(|k| *k < i)
-                });
-                if let Some((id, free)) = holder {
+                for (i, archived) in undone {
                     fates[i] = Some(Fate::Duplicate {
-                        existing: id.clone(),
-                        free: *free,
-                    });
-                } else if let Some(id) = held_out.get(&i) {
-                    fates[i] = Some(Fate::Duplicate {
-                        existing: id.clone(),
+                        existing: archived,
                         free: false,
                     });
-                } else {
-                    // Its holder left between the insert and the read.
-                    next.push(i);
                 }
+                next.sort_unstable();
             }
             pending = next;
             if pending.is_empty() {
@@ -206,6 +194,156 @@ impl MongoStore {
             }
         }
         Ok(out)
+    }
+
+    /// (2) Who holds the ids and keys of the refused and held-out jobs of
+    /// `ask`: one `find`. Each gets its fate, or goes to `next` when its
+    /// holder left between the insert and this read.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_holders(
+        &self,
+        jobs: &[NewJob],
+        ukeys: &[Option<String>],
+        index_of: &HashMap<&str, usize>,
+        token: &str,
+        held_out: &HashMap<usize, String>,
+        ask: Vec<usize>,
+        fates: &mut [Option<Fate>],
+        next: &mut Vec<usize>,
+    ) -> Result<()> {
+        let ids: Vec<&str> = ask.iter().map(|i| jobs[*i].id.as_str()).collect();
+        let keys: Vec<&str> = ask.iter().filter_map(|i| ukeys[*i].as_deref()).collect();
+        let found = self
+            .find_jobs(
+                "add (holders)",
+                doc! { "$or": [
+                    { f::ID: { "$in": &ids } },
+                    { f::UKEY: { "$in": &keys } },
+                ] },
+                doc! { f::ID: 1, f::UKEY: 1, f::LOCK: 1, f::ADD_TOK: 1 },
+                ids.len() + keys.len(),
+            )
+            .await?;
+        let mut by_id: HashMap<String, bool> = HashMap::new();
+        let mut holders: HashMap<String, (String, bool)> = HashMap::new();
+        for d in &found {
+            let id = convert::get_str(d, f::ID, "job")?;
+            if let Some(Bson::String(ukey)) = d.get(f::UKEY) {
+                let free = matches!(d.get(f::LOCK), Some(Bson::String(l)) if l == LOCK_FREE);
+                holders.insert(ukey.clone(), (id.clone(), free));
+            }
+            let ours = matches!(d.get(f::ADD_TOK), Some(Bson::String(t)) if *t == *token);
+            by_id.insert(id, ours);
+        }
+        for i in ask {
+            if let Some(ours) = by_id.get(&jobs[i].id) {
+                fates[i] = Some(if *ours { Fate::New } else { Fate::Existing });
+                continue;
+            }
+            let holder = ukeys[i].as_ref().and_then(|k| holders.get(k));
+            // A later job of this batch is no holder for a held-out
+            // job: in batch order the held-out job came first.
+            let holder = holder.filter(|(id, _)| {
+                !held_out.contains_key(&i) || index_of.get(id.as_str()).is_none_or(|k| *k < i)
+            });
+            if let Some((id, free)) = holder {
+                fates[i] = Some(Fate::Duplicate {
+                    existing: id.clone(),
+                    free: *free,
+                });
+            } else if let Some(id) = held_out.get(&i) {
+                fates[i] = Some(Fate::Duplicate {
+                    existing: id.clone(),
+                    free: false,
+                });
+            } else {
+                // Its holder left between the insert and the read.
+                next.push(i);
+            }
+        }
+        Ok(())
+    }
+
+    /// (2b) Of the jobs of `fresh` (batch index, start of its window) this
+    /// call just stored, those whose key now has its newest archive inside
+    /// the window (not the job itself, archived already): the look-up (0)
+    /// did not see that archive, so the holder was archived between (0)
+    /// and the insert. Each is deleted while it is untouched (this call's
+    /// `add_tok`, free, never claimed); a job claimed meanwhile stays (it
+    /// is new). One aggregation, and one `delete` only when a key is
+    /// covered (one `find` more when it deleted some but not all of them,
+    /// or was sent twice). The batch indexes deleted, each with the
+    /// archived job that covers it.
+    async fn undo_covered(
+        &self,
+        jobs: &[NewJob],
+        ukeys: &[Option<String>],
+        fresh: &[(usize, Millis)],
+        token: &str,
+    ) -> Result<HashMap<usize, String>> {
+        const WHAT: &str = "add (undo)";
+        let keys: Vec<&str> = fresh
+            .iter()
+            .filter_map(|(i, _)| ukeys[*i].as_deref())
+            .collect();
+        let newest = self.newest_archives(&keys).await?;
+        self.after_round_trip("add (window)", 2).await?;
+        let covered: Vec<(usize, &str)> = fresh
+            .iter()
+            .filter_map(|&(i, since)| {
+                let (id, done) = newest.get(ukeys[i].as_deref()?)?;
+                (*done > since && *id != jobs[i].id).then_some((i, id.as_str()))
+            })
+            .collect();
+        if covered.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let ids: Vec<&str> = covered.iter().map(|(i, _)| jobs[*i].id.as_str()).collect();
+        let filter = doc! {
+            f::ID: { "$in": &ids },
+            f::ADD_TOK: token,
+            f::LOCK: LOCK_FREE,
+            f::ATTEMPTS: 0_i64,
+        };
+        let send = || self.call(WHAT, self.jobs.delete_many(filter.clone()));
+        let deleted = match send().await {
+            Ok(r) => Some(r.deleted_count),
+            // Idempotent (only this call's untouched documents match):
+            // sent once more after a failure that may have applied; the
+            // read below tells.
+            Err(e) if e.is_retryable() => {
+                send().await?;
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        let undone = |kept: &HashSet<String>| {
+            covered
+                .iter()
+                .filter(|(i, _)| !kept.contains(&jobs[*i].id))
+                .map(|(i, archived)| (*i, (*archived).to_owned()))
+                .collect()
+        };
+        if deleted == Some(0) {
+            return Ok(HashMap::new());
+        }
+        if deleted == Some(ids.len() as u64) {
+            return Ok(undone(&HashSet::new()));
+        }
+        // Some were claimed before the delete: those still there with
+        // this call's token stayed.
+        let kept: HashSet<String> = self
+            .find_jobs(
+                WHAT,
+                doc! { f::ID: { "$in": &ids }, f::ADD_TOK: token },
+                doc! { f::ID: 1 },
+                ids.len(),
+            )
+            .await?
+            .iter()
+            .map(|d| convert::get_str(d, f::ID, "job"))
+            .collect::<Result<_>>()?;
+        Ok(undone(&kept))
     }
 
     /// The newest archived job (id, `done_dt`) of each of `keys` (stored

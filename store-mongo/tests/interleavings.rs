@@ -681,6 +681,122 @@ async fn keyed_add_whose_holder_leaves_before_the_read_tries_again() {
     .await;
 }
 
+/// A windowed keyed add of `batch` by A at `T0 + 2`, with B's `between`
+/// placed after round trip `n` of A's window look-ups ("add (window)": 1
+/// the look-up before the insert, 2 the one after), where job "h" held
+/// key "k" (claimed by owner "O") when the add began and B archives it
+/// (at `T0 + 1`) after the first look-up.
+async fn windowed_add_past_an_archive<F, Fut>(
+    a: MongoStore,
+    b: MongoStore,
+    batch: &[NewJob],
+    between: F,
+) -> jobstore_api::AddOutcome
+where
+    F: Fn(MongoStore) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let keyed = NewJob::new("h", "t", "h").unique(Unique::new("k"));
+    a.add_jobs(&[keyed], T0).await.unwrap();
+    assert_eq!(a.claim_jobs("t", 1, "O", MIN, T0).await.unwrap().len(), 1);
+    let step = Arc::new(Mutex::new(0));
+    let between = Arc::new(between);
+    let a = a.with_round_trip_hook(hook_on("add (window)", move |n| {
+        let (b, step, between) = (b.clone(), step.clone(), between.clone());
+        async move {
+            let first = {
+                let mut step = step.lock().unwrap();
+                *step += 1;
+                *step == 1
+            };
+            if n == 1 && first {
+                let how = Release::Archive(JobResult::from_status(200));
+                let out = b.release_all(&ids(&["h"]), "O", &how, T0 + 1).await;
+                assert_eq!(out.unwrap(), ids(&["h"]));
+            } else if n == 2 {
+                between(b).await;
+            }
+        }
+    }));
+    a.add_jobs(batch, T0 + 2).await.unwrap()
+}
+
+fn windowed(id: &str) -> NewJob {
+    NewJob::new(id, "t", id).unique(Unique::new("k").window(MIN))
+}
+
+/// Review finding (window read before the insert): the holder of the key
+/// is live when the window look-up runs, then archived before the insert,
+/// which the freed key lets through. The look-up after the insert sees
+/// the archive inside the window: the job is taken back and is a
+/// duplicate naming the archived holder, as if both had been one step.
+#[tokio::test]
+async fn windowed_add_past_a_holder_archived_before_its_insert_is_a_duplicate() {
+    with_two_stores(|a, b| async move {
+        let check = a.clone();
+        let out = windowed_add_past_an_archive(a, b, &[windowed("n")], |_| async {}).await;
+        assert!(out.new.is_empty(), "{out:?}");
+        let dups: Vec<_> = out
+            .duplicates
+            .iter()
+            .map(|d| (d.id.as_str(), d.existing.as_str(), d.replaced))
+            .collect();
+        assert_eq!(dups, [("n", "h", false)]);
+        assert_eq!(check.get_job("n").await.unwrap(), None, "taken back");
+        // The key stays free for a job whose window the archive is out of.
+        let plain_key = NewJob::new("m", "t", "m").unique(Unique::new("k"));
+        assert_eq!(
+            check.add_jobs(&[plain_key], T0 + 3).await.unwrap().new,
+            ["m"]
+        );
+    })
+    .await;
+}
+
+/// The same race, with a later job of the batch (same key, no window)
+/// that named the job taken back: it is tried again and stored, as the
+/// memory store would (the archive is no window of its).
+#[tokio::test]
+async fn a_batch_mate_naming_a_job_taken_back_is_tried_again() {
+    with_two_stores(|a, b| async move {
+        let check = a.clone();
+        let mate = NewJob::new("m", "t", "m").unique(Unique::new("k"));
+        let batch = [windowed("n"), mate];
+        let out = windowed_add_past_an_archive(a, b, &batch, |_| async {}).await;
+        assert_eq!(out.new, ids(&["m"]), "{out:?}");
+        let dups: Vec<_> = out
+            .duplicates
+            .iter()
+            .map(|d| (d.id.as_str(), d.existing.as_str()))
+            .collect();
+        assert_eq!(dups, [("n", "h")]);
+        assert_eq!(check.get_job("n").await.unwrap(), None);
+        let m = check.get_job("m").await.unwrap().unwrap();
+        assert_eq!(m.flow.and_then(|f| f.unique_key), Some("k".to_owned()));
+    })
+    .await;
+}
+
+/// The same race, with the job claimed by B before the add takes it back:
+/// it is no longer untouched, so it stays, and the add reports it new.
+#[tokio::test]
+async fn a_windowed_job_claimed_before_it_is_taken_back_stays_new() {
+    with_two_stores(|a, b| async move {
+        let check = a.clone();
+        let out = windowed_add_past_an_archive(a, b, &[windowed("n")], |b| async move {
+            let got = b.claim_jobs("t", 5, "P", MIN, T0 + 2).await.unwrap();
+            let got: Vec<&str> = got.iter().map(|j| j.id.as_str()).collect();
+            assert_eq!(got, ["n"]);
+        })
+        .await;
+        assert_eq!(out.new, ids(&["n"]), "{out:?}");
+        assert!(out.duplicates.is_empty());
+        let n = check.get_job("n").await.unwrap().unwrap();
+        assert_eq!(n.lock, "P");
+    })
+    .await;
+}
+
 /// Claims by A and B with B's claim placed after round trip `n` of A's;
 /// returns what A and B got and the job as stored.
 async fn claim_with_takeover(

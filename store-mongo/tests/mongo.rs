@@ -895,8 +895,8 @@ async fn keyed_adds_take_a_bounded_number_of_round_trips() {
         assert_eq!(out.new, ["a4"]);
         assert_eq!(
             sent_names(&sent),
-            ["aggregate", "insert"],
-            "after the window"
+            ["aggregate", "insert", "aggregate"],
+            "after the window: the look-up again after the insert"
         );
         // "a4" holds ka: "a" cannot take it back.
         let rerun = s
@@ -912,6 +912,68 @@ async fn keyed_adds_take_a_bounded_number_of_round_trips() {
             Some("ka".to_owned()),
             "an archived job keeps its key in reads"
         );
+    };
+    then_drop(&s, outcome).await;
+}
+
+/// Review finding (sharded `jobs`): where MongoDB refuses the unique-key
+/// index (here: live documents already sharing a `ukey`, which a real
+/// server refuses with 11000 and the emulator with its own error; a
+/// `jobs` sharded on `{_id: "hashed"}` refuses it with
+/// `CannotCreateIndex`), the connect still succeeds; the store declares
+/// no unique keys, answers a keyed add with `Unsupported`, and serves
+/// plain jobs.
+#[tokio::test]
+async fn a_refused_unique_key_index_leaves_plain_jobs_working() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let client = mongodb::Client::with_uri_str(&url).await.unwrap();
+    let jobs = client
+        .database(&ns)
+        .collection::<mongodb::bson::Document>("jobs");
+    jobs.insert_many([
+        doc! { "_id": "x1", "ukey": "t/k" },
+        doc! { "_id": "x2", "ukey": "t/k" },
+    ])
+    .await
+    .unwrap();
+    let s = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+        .await
+        .expect("the connect succeeds without the unique-key index");
+    let outcome = async {
+        assert!(!s.uses_unique_keys());
+        assert!(!s.capabilities().unique_jobs);
+        jobs.delete_many(doc! {}).await.unwrap();
+        let keyed = NewJob::new("k", "t", "k").unique(Unique::new("k"));
+        let err = s.add_jobs(&[keyed], T0).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+        let out = s
+            .add_jobs(
+                &[NewJob::new("p", "t", "x"), NewJob::new("q", "t", "y")],
+                T0,
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.new, ["p", "q"]);
+        let claimed = s.claim_jobs("t", 5, "o", MIN, T0).await.unwrap();
+        assert_eq!(claimed.len(), 2);
+        let how = Release::Archive(JobResult::from_status(200));
+        let ids = ["p".to_owned(), "q".to_owned()];
+        assert_eq!(
+            s.release_all(&ids, "o", &how, T0 + 1).await.unwrap().len(),
+            2
+        );
+        let p = s.get_job("p").await.unwrap().unwrap();
+        assert_eq!(p.state(T0 + 1), JobState::Archived);
+        assert_eq!(p.flow, None);
+        // On a collection that takes the index, the store offers keys.
+        jobs.drop().await.unwrap();
+        let again = MongoStore::connect_with(&url, MongoOptions::default().database(&ns))
+            .await
+            .unwrap();
+        assert!(again.uses_unique_keys() && again.capabilities().unique_jobs);
     };
     then_drop(&s, outcome).await;
 }
