@@ -358,6 +358,23 @@ pub async fn unique_replace_data_of_free_holder(c: Ctx) {
     // A second replace replaces again.
     add(s, vec![replace("w3", "kw", "newer w")], now).await;
     assert_eq!(get(s, "w").await.data, b"newer w");
+    // Two replaces of one holder in one batch both replace, in batch
+    // order: the last payload stays, and each is an edit of its own.
+    let before = get(s, "w").await;
+    let later = now + SEC;
+    let out = add(
+        s,
+        vec![replace("w4", "kw", "first"), replace("w5", "kw", "second")],
+        later,
+    )
+    .await;
+    assert_eq!(out.duplicates, [dup("w4", "w", true), dup("w5", "w", true)]);
+    let mut want = before;
+    want.data = b"second".to_vec();
+    let edited = JobEvent::new(later, "", 0, EventKind::Edited);
+    let want = with_event(s, want, edited.clone());
+    let want = with_event(s, want, edited);
+    assert_eq!(get(s, "w").await, want, "each replace is one edit");
 }
 
 /// The key's scope is the jobtype: one key in two jobtypes is two holders;
@@ -511,6 +528,19 @@ pub async fn unique_rerun_refused_while_key_held(c: Ctx) {
         [dup("c", holder, false)],
         "the job run again holds the key"
     );
+    // The key's scope is the jobtype, in a run again too: archived jobs of
+    // two jobtypes with one key, run again in one call, both take it.
+    let (jx, jy) = ("uq-rerun-x", "uq-rerun-y");
+    add(s, vec![keyed("x", jx, "k"), keyed("y", jy, "k")], T0).await;
+    claim(s, jx, 1, OWNER, T0).await;
+    claim(s, jy, 1, OWNER, T0).await;
+    archive_as(s, &ids(&["x", "y"]), 500, T0 + SEC).await;
+    let mut rerun = s
+        .rerun_jobs(&ids(&["x", "y"]), Duration::ZERO, T0 + 2 * SEC)
+        .await
+        .unwrap();
+    rerun.sort();
+    assert_eq!(rerun, ["x", "y"], "one key in two jobtypes is two keys");
 }
 
 /// Bad keys are `InvalidInput` and nothing of the batch is stored; the
