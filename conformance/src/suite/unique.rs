@@ -267,6 +267,12 @@ pub async fn unique_window_after_archive(c: Ctx) {
     assert_eq!(out.new, ["plain-key"]);
     claim(s, jt, 1, OWNER, T0 + 2 * SEC).await;
     archive_as(s, &ids(&["plain-key"]), 404, T0 + 3 * SEC).await;
+    // With both archives inside the window, the most recent is named.
+    let both = keyed("b0", jt, "k").unique(Unique::new("k").window(window));
+    assert_eq!(
+        add(s, vec![both], T0 + 4 * SEC).await.duplicates,
+        [dup("b0", "plain-key", false)]
+    );
     // Inside the window of the most recent archive ("plain-key", at +3 s).
     let replace = Unique::new("k")
         .window(window)
@@ -292,6 +298,23 @@ pub async fn unique_window_after_archive(c: Ctx) {
         [dup("d", "c", false)]
     );
     assert_eq!(add(s, vec![w("d")], end).await.new, ["d"]);
+    // Two jobs of one key archived at the same time: the window names the
+    // greater id, whichever was archived last.
+    let tie = "uq-window-tie";
+    for (key, first, second) in [("tie1", "t-b", "t-a"), ("tie2", "t-c", "t-d")] {
+        for id in [first, second] {
+            assert_eq!(add(s, vec![keyed(id, tie, key)], end).await.new, [id]);
+            claim(s, tie, 1, OWNER, end).await;
+            archive_as(s, &ids(&[id]), 200, end + SEC).await;
+        }
+        let late = keyed("t-late", tie, key).unique(Unique::new(key).window(window));
+        let named = first.max(second);
+        assert_eq!(
+            add(s, vec![late], end + 2 * SEC).await.duplicates,
+            [dup("t-late", named, false)],
+            "a tie on the archive time names the greater id"
+        );
+    }
 }
 
 /// `ReplaceData` gives a free holder (waiting or scheduled) the duplicate's
