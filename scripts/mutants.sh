@@ -62,6 +62,22 @@ groups=(
     "schedules-postgres|store-postgres/src/store.rs|--re store.rs:.*schedule --test-package jobstore-postgres -- --lib --tests -- schedule"
     "schedules-redis|store-redis/src/schedule.rs|--test-package jobstore-redis -- --lib --tests -- schedule"
     "schedules-mongo|store-mongo/src/schedules.rs|--test-package jobstore-mongo -- --lib --tests -- schedule"
+    # Unique keys: the contract's flow types, the keyed parts of the
+    # reference store (its add's keyed branch and the new job's key, lines
+    # 97-134; the run again's held-key check, lines 390-399; key_holder,
+    # stored_key) and the validators, picked by --re (line numbers as of
+    # 4b875c7); the journal's key field; each store's functions the change
+    # added, or its lines the change added to older ones. Tests: those
+    # whose names say unique (the suite's behaviours, the state matrix's
+    # keyed cases) or keyed, and each store's own tests of keys.
+    # cargo-mutants 27.1 lets every field-deletion mutant of a file through
+    # any --re (and any --exclude-re): a group also runs those of its files.
+    "unique-api|store-api/src/flow.rs store-api/src/memory.rs store-api/src/validate.rs|--re store-api/src/flow.rs: --re memory.rs:9[7-9]: --re memory.rs:1[0-3][0-9]: --re memory.rs:39[0-9]: --re key_holder --re stored_key --re validate.rs:.*job_flow --re validate.rs:.*in.unique$ --re validate.rs:.*replace.unique.- --test-package jobstore-api --test-package jobstore-conformance -- --lib --tests -- unique"
+    "unique-journal|daemon/src/journal/record.rs|--re decode_unique --re record.rs:179: --re record.rs:18[0-5]: --re record.rs:23[5-9]: --re record.rs:24[0-9]: --re record.rs:25[0-4]: --test-package jobstore-daemon --cargo-arg=--lib -- journal::record"
+    "unique-sqlite|store-sqlite/src/*.rs|--re add_keyed_jobs --re decide_keyed --test-package jobstore-sqlite -- --lib --tests -- unique keyed a_run_again_gives_the_key every_step_reads_as_the_reference_store"
+    "unique-redis|store-redis/src/*.rs|--re add.rs:164: --re add.rs:27[46]: --re add.rs:30[0-2]: --re Status::duplicate --re unique_flow --re store.rs:334: --test-package jobstore-redis -- --lib --tests -- unique keyed duplicate"
+    "unique-postgres|store-postgres/src/*.rs|--re add_unique_chunk --re flow_of --test-package jobstore-postgres -- --lib --tests -- unique keyed"
+    "unique-mongo|store-mongo/src/*.rs|--re convert.rs:.*ukey --re flow_from_doc --re rerun_ids --re free_key --re send_updates --re store-mongo/src/unique.rs: --test-package jobstore-mongo -- --lib --tests -- unique keyed rerun"
 )
 
 wanted=("$@")

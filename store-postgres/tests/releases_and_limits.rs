@@ -1281,3 +1281,32 @@ fn unique_keys_travel_with_their_jobs() {
         assert_eq!(out.duplicates[0].existing, "run");
     });
 }
+
+/// Of archived jobs of one key run again in one call, the first listed
+/// takes the key (as `MemoryStore` walks the ids; rerun_jobs.sql inserts
+/// in the call's order), whatever the ids' own order.
+#[test]
+fn a_run_again_gives_the_key_to_the_first_of_the_call() {
+    with_store(|store| async move {
+        use jobstore_api::Unique;
+        let lease = Duration::from_secs(60);
+        for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+            let now = T0 + i as i64;
+            let job = NewJob::new(id, "t", "x").unique(Unique::new("k"));
+            assert_eq!(store.add_jobs(&[job], now).await.unwrap().new, [id]);
+            store.claim_jobs("t", 1, "owner", lease, now).await.unwrap();
+            let how = Release::Archive(JobResult::from_status(500));
+            let done = store
+                .release_jobs(&[JobRelease::new(id, how)], "owner", now)
+                .await
+                .unwrap();
+            assert_eq!(done, [id]);
+        }
+        let ids = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let rerun = store
+            .rerun_jobs(&ids(&["b", "c", "a"]), Duration::ZERO, T0 + 10)
+            .await
+            .unwrap();
+        assert_eq!(rerun, ["b"]);
+    });
+}

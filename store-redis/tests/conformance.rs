@@ -889,9 +889,9 @@ fn unique_keys_follow_their_job() {
 }
 
 /// With two jobs of one key archived at the same time, the window names
-/// the one `MemoryStore` names (the greater id), whichever was archived
-/// last; a `uq` entry naming a job that is gone (a lost write) holds
-/// nothing.
+/// the one `MemoryStore` names (the greater id, also when one id is a
+/// prefix of the other), whichever was archived last; a `uq` entry naming
+/// a job that is gone (a lost write) or archived holds nothing.
 #[test]
 fn unique_window_names_the_memory_stores_job() {
     with_namespace(
@@ -902,20 +902,32 @@ fn unique_window_names_the_memory_stores_job() {
             let memory = jobstore_api::MemoryStore::new();
             let ok = Release::Archive(JobResult::from_status(200));
             let mut outs = Vec::new();
+            // Per key, two ids archived in this order; one a prefix of the
+            // other in the last two (the greater is the longer).
+            let pairs = [("k", ["b", "a"]), ("p", ["pa", "p"]), ("q", ["q", "qa"])];
             for store in [&s as &dyn JobStore, &memory] {
-                for id in ["b", "a"] {
-                    store.add_jobs(&[keyed(id, "k")], t0).await.unwrap();
-                    store.claim_jobs("t", 1, "w", min, t0).await.unwrap();
-                    store
-                        .release_all(&[id.to_owned()], "w", &ok, t0 + 1)
-                        .await
-                        .unwrap();
+                let mut out = Vec::new();
+                for (key, ids) in pairs {
+                    for id in ids {
+                        store.add_jobs(&[keyed(id, key)], t0).await.unwrap();
+                        store.claim_jobs("t", 1, "w", min, t0).await.unwrap();
+                        store
+                            .release_all(&[id.to_owned()], "w", &ok, t0 + 1)
+                            .await
+                            .unwrap();
+                    }
+                    let w = NewJob::new(format!("z{key}"), "t", "")
+                        .unique(Unique::new(key).window(min));
+                    out.push(store.add_jobs(&[w], t0 + 2).await.unwrap());
                 }
-                let w = NewJob::new("z", "t", "").unique(Unique::new("k").window(min));
-                outs.push(store.add_jobs(&[w], t0 + 2).await.unwrap());
+                outs.push(out);
             }
             assert_eq!(outs[0], outs[1]);
-            assert_eq!(outs[0].duplicates[0].existing, "b");
+            let named: Vec<_> = outs[0]
+                .iter()
+                .map(|o| o.duplicates[0].existing.as_str())
+                .collect();
+            assert_eq!(named, ["b", "pa", "qa"]);
             let mut c = raw::conn(&url).await;
             let _: i64 = redis::cmd("HSET")
                 .arg(format!("{{{prefix}:t}}:uq"))
@@ -926,6 +938,21 @@ fn unique_window_names_the_memory_stores_job() {
                 .unwrap();
             let out = s.add_jobs(&[keyed("x", "ghost key")], t0).await.unwrap();
             assert_eq!(out.new, ["x"]);
+            // Nor does one naming an archived job, for an add (without a
+            // window) or a run again.
+            for (key, archived) in [("p", "pa"), ("k", "b")] {
+                let _: i64 = redis::cmd("HSET")
+                    .arg(format!("{{{prefix}:t}}:uq"))
+                    .arg(key)
+                    .arg(archived)
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+            }
+            let out = s.add_jobs(&[keyed("y", "p")], t0).await.unwrap();
+            assert_eq!(out.new, ["y"]);
+            let rerun = s.rerun_jobs(&["a".to_owned()], min, t0 + 3).await.unwrap();
+            assert_eq!(rerun, ["a"]);
         },
     );
 }

@@ -267,6 +267,12 @@ pub async fn unique_window_after_archive(c: Ctx) {
     assert_eq!(out.new, ["plain-key"]);
     claim(s, jt, 1, OWNER, T0 + 2 * SEC).await;
     archive_as(s, &ids(&["plain-key"]), 404, T0 + 3 * SEC).await;
+    // With both archives inside the window, the most recent is named.
+    let both = keyed("b0", jt, "k").unique(Unique::new("k").window(window));
+    assert_eq!(
+        add(s, vec![both], T0 + 4 * SEC).await.duplicates,
+        [dup("b0", "plain-key", false)]
+    );
     // Inside the window of the most recent archive ("plain-key", at +3 s).
     let replace = Unique::new("k")
         .window(window)
@@ -292,6 +298,23 @@ pub async fn unique_window_after_archive(c: Ctx) {
         [dup("d", "c", false)]
     );
     assert_eq!(add(s, vec![w("d")], end).await.new, ["d"]);
+    // Two jobs of one key archived at the same time: the window names the
+    // greater id, whichever was archived last.
+    let tie = "uq-window-tie";
+    for (key, first, second) in [("tie1", "t-b", "t-a"), ("tie2", "t-c", "t-d")] {
+        for id in [first, second] {
+            assert_eq!(add(s, vec![keyed(id, tie, key)], end).await.new, [id]);
+            claim(s, tie, 1, OWNER, end).await;
+            archive_as(s, &ids(&[id]), 200, end + SEC).await;
+        }
+        let late = keyed("t-late", tie, key).unique(Unique::new(key).window(window));
+        let named = first.max(second);
+        assert_eq!(
+            add(s, vec![late], end + 2 * SEC).await.duplicates,
+            [dup("t-late", named, false)],
+            "a tie on the archive time names the greater id"
+        );
+    }
     // A purged archive no longer counts for the window; nor does a
     // deleted one.
     claim(s, jt, 1, OWNER, end).await;
@@ -376,6 +399,23 @@ pub async fn unique_replace_data_of_free_holder(c: Ctx) {
     // A second replace replaces again.
     add(s, vec![replace("w3", "kw", "newer w")], now).await;
     assert_eq!(get(s, "w").await.data, b"newer w");
+    // Two replaces of one holder in one batch both replace, in batch
+    // order: the last payload stays, and each is an edit of its own.
+    let before = get(s, "w").await;
+    let later = now + SEC;
+    let out = add(
+        s,
+        vec![replace("w4", "kw", "first"), replace("w5", "kw", "second")],
+        later,
+    )
+    .await;
+    assert_eq!(out.duplicates, [dup("w4", "w", true), dup("w5", "w", true)]);
+    let mut want = before;
+    want.data = b"second".to_vec();
+    let edited = JobEvent::new(later, "", 0, EventKind::Edited);
+    let want = with_event(s, want, edited.clone());
+    let want = with_event(s, want, edited);
+    assert_eq!(get(s, "w").await, want, "each replace is one edit");
 }
 
 /// The key's scope is the jobtype: one key in two jobtypes is two holders;
@@ -535,6 +575,19 @@ pub async fn unique_rerun_refused_while_key_held(c: Ctx) {
         [dup("c", "a", false)],
         "the job run again holds the key"
     );
+    // The key's scope is the jobtype, in a run again too: archived jobs of
+    // two jobtypes with one key, run again in one call, both take it.
+    let (jx, jy) = ("uq-rerun-x", "uq-rerun-y");
+    add(s, vec![keyed("x", jx, "k"), keyed("y", jy, "k")], T0).await;
+    claim(s, jx, 1, OWNER, T0).await;
+    claim(s, jy, 1, OWNER, T0).await;
+    archive_as(s, &ids(&["x", "y"]), 500, T0 + SEC).await;
+    let mut rerun = s
+        .rerun_jobs(&ids(&["x", "y"]), Duration::ZERO, T0 + 2 * SEC)
+        .await
+        .unwrap();
+    rerun.sort();
+    assert_eq!(rerun, ["x", "y"], "one key in two jobtypes is two keys");
 }
 
 /// A retry and a hand-back keep the key: the job is live all along.
