@@ -168,30 +168,9 @@ impl PgStore {
     }
 
     async fn add_chunk(&self, jobs: &[NewJob], now: Millis) -> Result<HashSet<String>> {
-        let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
-        let types: Vec<&str> = jobs.iter().map(|j| j.jobtype.as_str()).collect();
-        let data: Vec<&[u8]> = jobs.iter().map(|j| j.data.as_slice()).collect();
-        let prio: Vec<i32> = jobs.iter().map(|j| j.priority).collect();
-        let dts: Vec<i64> = jobs.iter().map(|j| j.run_at.unwrap_or(now)).collect();
-        // Validated tags never contain a space: one text per job.
-        let tags: Vec<String> = jobs.iter().map(|j| j.tags.join(" ")).collect();
-        let parents: Vec<Option<&str>> = jobs
-            .iter()
-            .map(|j| j.trace.as_ref().map(|t| t.traceparent.as_str()))
-            .collect();
-        let states: Vec<Option<&str>> = jobs
-            .iter()
-            .map(|j| j.trace.as_ref().and_then(|t| t.tracestate.as_deref()))
-            .collect();
-        let rows = sqlx::query(q::ADD_JOBS)
-            .bind(ids)
-            .bind(types)
-            .bind(data)
-            .bind(prio)
-            .bind(dts)
-            .bind(tags)
-            .bind(parents)
-            .bind(states)
+        let cols = AddColumns::of(jobs, now);
+        let rows = cols
+            .bind(sqlx::query(q::ADD_JOBS))
             .bind(now)
             .bind(&self.channel)
             .fetch_all(&self.pool)
@@ -203,20 +182,7 @@ impl PgStore {
     /// A batch with at least one unique key (`queries/add_unique_jobs.sql`):
     /// what became of each job, in batch order.
     async fn add_unique_chunk(&self, jobs: &[NewJob], now: Millis) -> Result<Vec<Added>> {
-        let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
-        let types: Vec<&str> = jobs.iter().map(|j| j.jobtype.as_str()).collect();
-        let data: Vec<&[u8]> = jobs.iter().map(|j| j.data.as_slice()).collect();
-        let prio: Vec<i32> = jobs.iter().map(|j| j.priority).collect();
-        let dts: Vec<i64> = jobs.iter().map(|j| j.run_at.unwrap_or(now)).collect();
-        let tags: Vec<String> = jobs.iter().map(|j| j.tags.join(" ")).collect();
-        let parents: Vec<Option<&str>> = jobs
-            .iter()
-            .map(|j| j.trace.as_ref().map(|t| t.traceparent.as_str()))
-            .collect();
-        let states: Vec<Option<&str>> = jobs
-            .iter()
-            .map(|j| j.trace.as_ref().and_then(|t| t.tracestate.as_deref()))
-            .collect();
+        let cols = AddColumns::of(jobs, now);
         let keys: Vec<Option<&str>> = jobs
             .iter()
             .map(|j| j.unique_key().map(|u| u.key.as_str()))
@@ -233,15 +199,7 @@ impl PgStore {
             })
             .collect();
         let rows = retry_deadlock(|| {
-            sqlx::query(q::ADD_UNIQUE_JOBS)
-                .bind(&ids)
-                .bind(&types)
-                .bind(&data)
-                .bind(&prio)
-                .bind(&dts)
-                .bind(&tags)
-                .bind(&parents)
-                .bind(&states)
+            cols.bind(sqlx::query(q::ADD_UNIQUE_JOBS))
                 .bind(&keys)
                 .bind(&windows)
                 .bind(&replace)
@@ -1415,6 +1373,58 @@ impl JobStore for PgStore {
             .await
             .map_err(|e| map("release_sysid", e))?;
         Ok(done.rows_affected() > 0)
+    }
+}
+
+/// The columns of a batch of new jobs, as both add statements take them
+/// first: ids, jobtypes, payloads, priorities, due times, tags (one text
+/// per job: validated tags never contain a space), traceparents and
+/// tracestates.
+struct AddColumns<'a> {
+    ids: Vec<&'a str>,
+    types: Vec<&'a str>,
+    data: Vec<&'a [u8]>,
+    prio: Vec<i32>,
+    dts: Vec<i64>,
+    tags: Vec<String>,
+    parents: Vec<Option<&'a str>>,
+    states: Vec<Option<&'a str>>,
+}
+
+impl<'a> AddColumns<'a> {
+    fn of(jobs: &'a [NewJob], now: Millis) -> Self {
+        AddColumns {
+            ids: jobs.iter().map(|j| j.id.as_str()).collect(),
+            types: jobs.iter().map(|j| j.jobtype.as_str()).collect(),
+            data: jobs.iter().map(|j| j.data.as_slice()).collect(),
+            prio: jobs.iter().map(|j| j.priority).collect(),
+            dts: jobs.iter().map(|j| j.run_at.unwrap_or(now)).collect(),
+            tags: jobs.iter().map(|j| j.tags.join(" ")).collect(),
+            parents: jobs
+                .iter()
+                .map(|j| j.trace.as_ref().map(|t| t.traceparent.as_str()))
+                .collect(),
+            states: jobs
+                .iter()
+                .map(|j| j.trace.as_ref().and_then(|t| t.tracestate.as_deref()))
+                .collect(),
+        }
+    }
+
+    /// `query` with the eight columns bound, in order.
+    fn bind<'q>(
+        &'q self,
+        query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        query
+            .bind(&self.ids)
+            .bind(&self.types)
+            .bind(&self.data)
+            .bind(&self.prio)
+            .bind(&self.dts)
+            .bind(&self.tags)
+            .bind(&self.parents)
+            .bind(&self.states)
     }
 }
 
