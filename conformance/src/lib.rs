@@ -330,6 +330,12 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(unique_key_kept_by_retry_and_unget);
         __jobstore_conformance_test!(unique_key_limits_rejected_nothing_stored);
         __jobstore_conformance_test!(unique_concurrent_adds_make_one_job);
+        __jobstore_conformance_test!(repeat_release_frees_with_next_time_result_data);
+        __jobstore_conformance_test!(repeat_rule_round_trips);
+        __jobstore_conformance_test!(repeat_by_non_owner_changes_nothing);
+        __jobstore_conformance_test!(repeat_keeps_unique_key);
+        __jobstore_conformance_test!(repeat_validation);
+        __jobstore_conformance_test!(repeat_races_a_takeover);
 
         #[test]
         fn unique_keys_isolated_between_namespaces() {

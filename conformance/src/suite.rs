@@ -17,12 +17,14 @@ use crate::Ctx;
 
 mod history;
 mod manage;
+mod repeat;
 mod schedules;
 mod stats;
 mod trace;
 mod unique;
 pub use history::*;
 pub use manage::*;
+pub use repeat::*;
 pub use schedules::*;
 pub use stats::*;
 pub use trace::*;
@@ -1631,6 +1633,7 @@ pub async fn release_per_job_max_batch(c: Ctx) {
                 );
             }
             Release::Delete => assert_eq!(s.get_job(&id).await.unwrap(), None, "{id}"),
+            Release::Repeat { .. } => unreachable!("the list has no repeats"),
         }
     }
     let quarter = (MAX_BATCH / 4) as u64;

@@ -1,14 +1,15 @@
-//! A store that offers neither schedules nor unique keys, as a third-party
-//! backend may declare: the reference store behind a layer that turns
-//! `Capabilities::schedules` and `Capabilities::unique_jobs` off, answers
-//! every schedule method as the trait's defaults do (`Unsupported`), and
-//! validates adds against its own capabilities (a job with a unique key is
-//! `Unsupported`). The whole suite passes, its schedule and unique-key
-//! behaviours checking those answers.
+//! A store that offers neither schedules, unique keys nor repeating jobs,
+//! as a third-party backend may declare: the reference store behind a
+//! layer that turns `Capabilities::schedules`, `unique_jobs` and `repeat`
+//! off, answers every schedule method as the trait's defaults do
+//! (`Unsupported`), and validates adds and releases against its own
+//! capabilities (a job with a unique key or a rule, a `Release::Repeat`:
+//! `Unsupported`). The whole suite passes, its schedule, unique-key and
+//! repeat behaviours checking those answers.
 
 use async_trait::async_trait;
 use jobstore_api::{
-    AddOutcome, Capabilities, Error, MemoryStore, Millis, NewJob, Result, Schedule,
+    AddOutcome, Capabilities, Error, JobRelease, MemoryStore, Millis, NewJob, Result, Schedule,
     ScheduleAdvance, ScheduleRecord,
 };
 use jobstore_conformance::TestStore;
@@ -28,12 +29,23 @@ impl jobstore_api::layer::StoreLayer for NoOptions {
         let mut caps = jobstore_api::JobStore::capabilities(&self.0);
         caps.schedules = false;
         caps.unique_jobs = false;
+        caps.repeat = false;
         caps
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
         jobstore_api::validate::new_jobs(jobs, &self.capabilities(), now)?;
         jobstore_api::JobStore::add_jobs(&self.0, jobs, now).await
+    }
+
+    async fn release_jobs(
+        &self,
+        releases: &[JobRelease],
+        owner: &str,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        jobstore_api::validate::release(releases, owner, now, &self.capabilities())?;
+        jobstore_api::JobStore::release_jobs(&self.0, releases, owner, now).await
     }
 
     async fn set_schedule(

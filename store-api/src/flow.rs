@@ -1,6 +1,7 @@
 //! What a job does beyond "run this": its flow. Today a flow is a unique
-//! key ([`Unique`]); dependencies, children and batches extend
-//! [`JobFlow`] and [`FlowState`] (see `docs/scheduling-design.md`).
+//! key ([`Unique`]) and a repeat rule ([`Repeat`]); dependencies, children
+//! and batches extend [`JobFlow`] and [`FlowState`] (see
+//! `docs/scheduling-design.md`).
 //!
 //! A plain job has no flow (`NewJob::flow` and `Job::flow` are `None`),
 //! and stores keep nothing for it: the flow is a nullable marker beside the
@@ -17,12 +18,76 @@ pub struct JobFlow {
     /// Add nothing when a live job of the same jobtype holds this key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unique: Option<Unique>,
+    /// Run again by this rule each time a run ends ok
+    /// ([`Release::Repeat`](crate::Release::Repeat)) instead of being
+    /// archived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<Repeat>,
 }
 
 impl JobFlow {
     /// Whether the flow asks for nothing (a job with it is a plain job).
     pub fn is_empty(&self) -> bool {
-        self.unique.is_none()
+        self.unique.is_none() && self.repeat.is_none()
+    }
+}
+
+/// The rule of a repeating job: when a run ends ok, the daemon computes
+/// the next time from it and releases the job with
+/// [`Release::Repeat`](crate::Release::Repeat), so the job is free again,
+/// due then, instead of archived. Stores keep it as opaque text
+/// ([`Repeat::to_text`]) and never read the rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Repeat {
+    /// Cron (5 or 6 fields) or the repeat syntax, as schedules take it:
+    /// 1..=[`MAX_RULE_LEN`](crate::limits::MAX_RULE_LEN) printable bytes.
+    pub rule: String,
+    /// The IANA time zone the rule counts in: 1..=
+    /// [`MAX_TIME_ZONE_LEN`](crate::limits::MAX_TIME_ZONE_LEN) bytes
+    /// without spaces, `UTC` by default.
+    #[serde(default = "utc")]
+    pub time_zone: String,
+}
+
+fn utc() -> String {
+    "UTC".to_owned()
+}
+
+impl Repeat {
+    /// A rule counted in UTC.
+    pub fn new(rule: impl Into<String>) -> Self {
+        Repeat {
+            rule: rule.into(),
+            time_zone: utc(),
+        }
+    }
+
+    /// Counts the rule in `time_zone`.
+    pub fn time_zone(mut self, time_zone: impl Into<String>) -> Self {
+        self.time_zone = time_zone.into();
+        self
+    }
+
+    /// The text a store keeps: the rule alone in UTC, else
+    /// `TZ=<zone> <rule>` (as cron's `CRON_TZ=` lines).
+    pub fn to_text(&self) -> String {
+        if self.time_zone == "UTC" {
+            self.rule.clone()
+        } else {
+            format!("TZ={} {}", self.time_zone, self.rule)
+        }
+    }
+
+    /// The rule of [`to_text`](Self::to_text)'s text.
+    pub fn from_text(text: &str) -> Self {
+        match text
+            .strip_prefix("TZ=")
+            .and_then(|rest| rest.split_once(' '))
+        {
+            Some((zone, rule)) => Repeat::new(rule).time_zone(zone),
+            None => Repeat::new(text),
+        }
     }
 }
 
@@ -118,6 +183,10 @@ pub struct FlowState {
     /// key is free again), so a run again takes it back if nobody holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unique_key: Option<String>,
+    /// The repeat rule it was added with; kept when it is archived, so a
+    /// run again repeats again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<Repeat>,
 }
 
 impl FlowState {
@@ -125,7 +194,27 @@ impl FlowState {
     pub fn unique(key: impl Into<String>) -> Self {
         FlowState {
             unique_key: Some(key.into()),
+            repeat: None,
         }
+    }
+
+    /// The stored flow of a job added with `flow` (`None` for a plain job).
+    pub fn of(flow: &JobFlow) -> Option<Box<FlowState>> {
+        let state = FlowState {
+            unique_key: flow.unique.as_ref().map(|u| u.key.clone()),
+            repeat: flow.repeat.clone(),
+        };
+        (state != FlowState::default()).then(|| Box::new(state))
+    }
+
+    /// The stored flow from its columns or fields (`None` when both are
+    /// absent): what every backend's read builds.
+    pub fn from_parts(unique_key: Option<String>, repeat: Option<&str>) -> Option<Box<FlowState>> {
+        let state = FlowState {
+            unique_key,
+            repeat: repeat.map(Repeat::from_text),
+        };
+        (state != FlowState::default()).then(|| Box::new(state))
     }
 }
 

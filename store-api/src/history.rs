@@ -65,6 +65,16 @@ pub enum EventKind {
     },
     /// Edited (priority, due time or payload).
     Edited,
+    /// A repeating job's run ended with this result and it is due again
+    /// at `next_ms` ([`Release::Repeat`](crate::Release::Repeat)).
+    Repeated {
+        /// The run's result code.
+        code: ResultCode,
+        /// The run's result status.
+        status: u16,
+        /// When it runs again.
+        next_ms: Millis,
+    },
 }
 
 impl JobEvent {

@@ -17,7 +17,7 @@ pub mod validate;
 mod watch;
 
 pub use error::{BoxError, Error, ErrorKind, Result};
-pub use flow::{Duplicate, FlowState, JobFlow, OnConflict, Unique};
+pub use flow::{Duplicate, FlowState, JobFlow, OnConflict, Repeat, Unique};
 pub use history::{EventKind, JobEvent, PendingClaim};
 pub use manage::*;
 pub use memory::MemoryStore;

@@ -83,6 +83,7 @@ impl JobStore for MemoryStore {
             .with_trace()
             .with_schedules()
             .with_unique_jobs()
+            .with_repeat()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -128,9 +129,7 @@ impl JobStore for MemoryStore {
                     history: vec![JobEvent::new(now, "", 0, EventKind::Added)],
                     claimed_due: None,
                     trace: job.trace.clone(),
-                    flow: job
-                        .unique_key()
-                        .map(|u| Box::new(FlowState::unique(u.key.clone()))),
+                    flow: job.flow.as_deref().and_then(FlowState::of),
                 },
             );
             outcome.new.push(job.id.clone());
@@ -236,7 +235,7 @@ impl JobStore for MemoryStore {
         owner: &str,
         now: Millis,
     ) -> Result<Vec<String>> {
-        validate::release(releases, owner, now)?;
+        validate::release(releases, owner, now, &self.capabilities())?;
         let mut inner = self.lock();
         let mut released = Vec::new();
         let mut freed_jobtypes = Vec::new();
@@ -277,6 +276,22 @@ impl JobStore for MemoryStore {
                 }
                 Release::Delete => {
                     inner.jobs.remove(id);
+                }
+                Release::Repeat { at, result, data } => {
+                    let what = EventKind::Repeated {
+                        code: result.code,
+                        status: result.status,
+                        next_ms: *at,
+                    };
+                    record(job, now, owner, what);
+                    job.lock = LOCK_FREE.to_owned();
+                    job.dt = *at;
+                    job.attempts = 0;
+                    job.result = Some(result.clone());
+                    if let Some(data) = data {
+                        job.data = data.clone();
+                    }
+                    freed_jobtypes.push(job.jobtype.clone());
                 }
             }
             released.push(id.clone());

@@ -129,6 +129,14 @@ pub trait JobStore: Send + Sync + Debug {
     /// [`delete_jobs`](JobStore::delete_jobs)); a job whose daemon crashed
     /// is archived by the next claimer after its lease, which frees it.
     /// Every read carries the key ([`Job::flow`]).
+    ///
+    /// **Repeat rules** (stores that declare [`Capabilities::repeat`];
+    /// others refuse a job with a rule as `Unsupported`): the rule is kept
+    /// as given ([`Repeat::to_text`](crate::Repeat::to_text)), never read
+    /// by the store, and carried by every read, also once the job is
+    /// archived ([`Job::flow`]); the daemon releases the job with
+    /// [`Release::Repeat`] when a run ends ok. Invalid rule text
+    /// ([`validate::repeat`](crate::validate::repeat)) is `InvalidInput`.
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome>;
 
     /// The jobtypes that have at least one eligible job (waiting or expired)
@@ -194,6 +202,15 @@ pub trait JobStore: Send + Sync + Debug {
     ///     stored (code, status and output exactly as given);
     ///   - [`Release::Delete`]: the job is removed, and its id may be added
     ///     again (under any jobtype);
+    ///   - [`Release::Repeat`]`{ at, result, data }` (a repeating job's run
+    ///     ended ok; only with [`Capabilities::repeat`]): `lock = ""`,
+    ///     `dt = at`, `attempts = 0`, `result` stored as its last result
+    ///     (code, status, output), `done_dt` stays `None`, the payload
+    ///     replaced by `data` when it is `Some`; its tags, trace and flow
+    ///     (the unique key stays held, the rule stays) are kept, and the
+    ///     history gains [`EventKind::Repeated`](crate::EventKind::Repeated)
+    ///     `{ code, status, next_ms: at }`. It counts as waiting or
+    ///     scheduled by `at`, never as archived;
     /// - otherwise (free, archived, locked by another owner, or unknown) it
     ///   is not touched. This is the fencing that keeps a daemon whose
     ///   lease expired from undoing the new owner's work; it holds per
@@ -209,14 +226,16 @@ pub trait JobStore: Send + Sync + Debug {
     /// the whole list before anything changes: more than
     /// [`MAX_BATCH`](crate::limits::MAX_BATCH) entries is `TooLarge`; an
     /// invalid id, an id listed twice, an invalid owner or `now`, a retry
-    /// delay above [`MAX_DELAY`](crate::limits::MAX_DELAY) is
-    /// `InvalidInput`; result output above
-    /// [`MAX_OUTPUT`](crate::limits::MAX_OUTPUT) in any entry is
-    /// `TooLarge`. An empty list returns an empty list.
+    /// delay above [`MAX_DELAY`](crate::limits::MAX_DELAY), a repeat time
+    /// that is not a valid time is `InvalidInput`; result output above
+    /// [`MAX_OUTPUT`](crate::limits::MAX_OUTPUT) or repeat data above
+    /// [`Capabilities::max_payload`] in any entry is `TooLarge`; a repeat
+    /// on a store without [`Capabilities::repeat`] is `Unsupported`. An
+    /// empty list returns an empty list.
     ///
     /// A backend does the whole list in one round trip (or a small fixed
     /// number, independent of its length and of how many distinct results
-    /// it holds), never one per job. Retry and unget entries are new work:
+    /// it holds), never one per job. Retry, unget and repeat entries are new work:
     /// a store that declares [`Capabilities::notifications`] wakes watchers
     /// with their jobtypes, as an add does.
     ///
@@ -561,7 +580,7 @@ pub trait JobStoreExt: JobStore {
         crate::validate::ids(ids)?;
         crate::validate::sysid(owner)?;
         crate::validate::time("now", now)?;
-        crate::validate::release_how(how)?;
+        crate::validate::release_how(how, &self.capabilities())?;
         let releases: Vec<JobRelease> = ids
             .iter()
             .map(|id| JobRelease::new(id.clone(), how.clone()))

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::flow::{Duplicate, FlowState, JobFlow, Unique};
+use crate::flow::{Duplicate, FlowState, JobFlow, Repeat, Unique};
 use crate::trace::TraceContext;
 
 /// A point in time: milliseconds since the Unix epoch, UTC.
@@ -65,9 +65,10 @@ pub struct NewJob {
     /// accepts it and keeps nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceContext>,
-    /// What the job does beyond "run this" (a unique key); `None` for a
-    /// plain job. A store without the capability a flow field needs
-    /// ([`Capabilities::unique_jobs`]) refuses the job with `Unsupported`.
+    /// What the job does beyond "run this" (a unique key, a repeat rule);
+    /// `None` for a plain job. A store without the capability a flow field
+    /// needs ([`Capabilities::unique_jobs`], [`Capabilities::repeat`])
+    /// refuses the job with `Unsupported`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow: Option<Box<JobFlow>>,
 }
@@ -129,6 +130,17 @@ impl NewJob {
     pub fn unique_key(&self) -> Option<&Unique> {
         self.flow.as_ref().and_then(|f| f.unique.as_ref())
     }
+
+    /// Makes the job repeat by `rule` ([`Repeat`]).
+    pub fn repeat(mut self, rule: Repeat) -> Self {
+        self.flow.get_or_insert_with(Default::default).repeat = Some(rule);
+        self
+    }
+
+    /// Its repeat rule, if it has one.
+    pub fn repeat_rule(&self) -> Option<&Repeat> {
+        self.flow.as_ref().and_then(|f| f.repeat.as_ref())
+    }
 }
 
 impl fmt::Debug for NewJob {
@@ -180,7 +192,9 @@ pub struct Job {
     /// When it was archived.
     pub done_dt: Option<Millis>,
     /// Set on archive; a job run again ([`JobStore::rerun_jobs`](crate::JobStore::rerun_jobs))
-    /// keeps its last result until it is archived again.
+    /// keeps its last result until it is archived again, and a repeating
+    /// job ([`Release::Repeat`]) keeps its last run's while it waits for
+    /// the next.
     pub result: Option<JobResult>,
     /// Whether the job is marked for cancelling while locked
     /// ([`JobStore::cancel_jobs`](crate::JobStore::cancel_jobs)); cleared
@@ -203,7 +217,8 @@ pub struct Job {
     /// taken again, when its lease expired). `None` in every other read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_due: Option<Millis>,
-    /// Its flow as stored (a unique key); `None` on a plain job.
+    /// Its flow as stored (a unique key, a repeat rule); `None` on a
+    /// plain job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow: Option<Box<FlowState>>,
 }
@@ -398,14 +413,27 @@ pub enum Release {
     Archive(JobResult),
     /// Removed from the store.
     Delete,
+    /// A repeating job's run ended ok and it runs again at `at`:
+    /// `lock = ""`, `dt = at`, `attempts = 0`, `result` stored as its last
+    /// result (`done_dt` stays `None`), and the payload replaced by `data`
+    /// when given. Its flow (unique key, rule) stays. Only on a store with
+    /// [`Capabilities::repeat`].
+    Repeat {
+        /// When it is due again.
+        at: Millis,
+        /// The result of the run that ended.
+        result: JobResult,
+        /// The payload of the next run; `None` keeps the current one.
+        data: Option<Vec<u8>>,
+    },
 }
 
 impl Release {
-    /// Bytes of result output this release stores: an archive's output,
-    /// 0 for the others.
+    /// Bytes of result output this release stores: an archive's or a
+    /// repeat's output, 0 for the others.
     pub fn output_len(&self) -> usize {
         match self {
-            Release::Archive(result) => result.output.len(),
+            Release::Archive(result) | Release::Repeat { result, .. } => result.output.len(),
             _ => 0,
         }
     }
@@ -628,6 +656,8 @@ pub struct Capabilities {
     /// Whether jobs may have a unique key ([`NewJob::unique`],
     /// [`AddOutcome::duplicates`]).
     pub unique_jobs: bool,
+    /// Whether jobs may repeat ([`NewJob::repeat`], [`Release::Repeat`]).
+    pub repeat: bool,
 }
 
 impl Capabilities {
@@ -647,7 +677,14 @@ impl Capabilities {
             trace: false,
             schedules: false,
             unique_jobs: false,
+            repeat: false,
         }
+    }
+
+    /// Declares repeating jobs.
+    pub const fn with_repeat(mut self) -> Self {
+        self.repeat = true;
+        self
     }
 
     /// Declares unique keys.

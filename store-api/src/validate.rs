@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::flow::{JobFlow, Unique};
+use crate::flow::{JobFlow, Repeat, Unique};
 use crate::limits::*;
 use crate::manage::{JobEdit, JobQuery, JobtypeFilter, TimeRange};
 use crate::stats::{Durations, MINUTE_MS, StatsDelta, StatsQuery};
@@ -155,6 +155,33 @@ pub fn job_flow(flow: &JobFlow, caps: &Capabilities) -> Result<()> {
         }
         unique(u)?;
     }
+    if let Some(r) = &flow.repeat {
+        if !caps.repeat {
+            return Err(Error::unsupported("repeating jobs"));
+        }
+        repeat(r)?;
+    }
+    Ok(())
+}
+
+/// A repeat rule: 1..=[`MAX_RULE_LEN`] bytes without control characters,
+/// a time zone of 1..=[`MAX_TIME_ZONE_LEN`] bytes without spaces or
+/// control characters. Only the daemon reads the rule itself.
+pub fn repeat(r: &Repeat) -> Result<()> {
+    printable("repeat.rule", &r.rule, MAX_RULE_LEN)?;
+    printable("repeat.time_zone", &r.time_zone, MAX_TIME_ZONE_LEN)?;
+    if r.rule.starts_with("TZ=") {
+        return Err(Error::invalid(format!(
+            "repeat.rule {:?} starts with TZ=: give the zone as repeat.time_zone",
+            r.rule
+        )));
+    }
+    if r.time_zone.contains(' ') {
+        return Err(Error::invalid(format!(
+            "repeat.time_zone {:?} contains a space",
+            r.time_zone
+        )));
+    }
     Ok(())
 }
 
@@ -248,7 +275,12 @@ pub fn renew(ids_: &[String], owner: &str, lease_: Duration, now: Millis) -> Res
 /// entry's [`release_how`]. Checked in that order, so the first error is the
 /// same whether a caller lists the entries itself or goes through
 /// [`JobStoreExt::release_all`](crate::JobStoreExt::release_all).
-pub fn release(releases: &[JobRelease], owner: &str, now: Millis) -> Result<()> {
+pub fn release(
+    releases: &[JobRelease],
+    owner: &str,
+    now: Millis,
+    caps: &Capabilities,
+) -> Result<()> {
     batch("list of job releases", releases.len())?;
     let mut seen = HashSet::with_capacity(releases.len());
     for r in releases {
@@ -262,24 +294,38 @@ pub fn release(releases: &[JobRelease], owner: &str, now: Millis) -> Result<()> 
     }
     sysid(owner)?;
     time("now", now)?;
-    releases.iter().try_for_each(|r| release_how(&r.how))
+    releases.iter().try_for_each(|r| release_how(&r.how, caps))
 }
 
 /// What one release asks for: a retry delay of at most [`MAX_DELAY`]
 /// (`InvalidInput`), result output of at most [`MAX_OUTPUT`] bytes
-/// (`TooLarge`).
-pub fn release_how(how: &Release) -> Result<()> {
+/// (`TooLarge`); a repeat only on a store with [`Capabilities::repeat`]
+/// (`Unsupported`), at a valid time (`InvalidInput`), with data of at most
+/// [`Capabilities::max_payload`] bytes (`TooLarge`).
+pub fn release_how(how: &Release, caps: &Capabilities) -> Result<()> {
     match how {
         Release::Retry { delay } if *delay > MAX_DELAY => Err(Error::invalid(format!(
             "retry delay {delay:?} is above the maximum of {MAX_DELAY:?}"
         ))),
-        Release::Archive(result) if result.output.len() > MAX_OUTPUT => Err(Error::too_large(
-            "result output",
-            result.output.len(),
-            MAX_OUTPUT,
-        )),
-        _ => Ok(()),
+        Release::Repeat { .. } if !caps.repeat => {
+            Err(Error::unsupported("releases that repeat a job"))
+        }
+        Release::Repeat { at, data, .. } => {
+            time("repeat time", *at)?;
+            if let Some(data) = data {
+                payload(data, caps)?;
+            }
+            output(how.output_len())
+        }
+        _ => output(how.output_len()),
     }
+}
+
+fn output(len: usize) -> Result<()> {
+    if len > MAX_OUTPUT {
+        return Err(Error::too_large("result output", len, MAX_OUTPUT));
+    }
+    Ok(())
 }
 
 /// The arguments of a data update.

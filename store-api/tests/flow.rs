@@ -44,3 +44,30 @@ fn unique_builders_set_their_field() {
     assert_eq!(u.on_conflict, OnConflict::ReplaceData);
     assert_eq!(FlowState::unique("k").unique_key.as_deref(), Some("k"));
 }
+
+/// A rule's stored text is the rule alone in UTC, `TZ=<zone> <rule>`
+/// otherwise, and reads back as the same rule.
+#[test]
+fn repeat_rules_round_trip_through_their_text() {
+    use jobstore_api::Repeat;
+    let utc = Repeat::new("0 6 * * *");
+    assert_eq!(utc.to_text(), "0 6 * * *");
+    let paris = Repeat::new("FINISHED, +1 DAY").time_zone("Europe/Paris");
+    assert_eq!(paris.to_text(), "TZ=Europe/Paris FINISHED, +1 DAY");
+    for r in [
+        utc,
+        paris,
+        Repeat::new("@daily"),
+        Repeat::new("TZ").time_zone("Etc/GMT+5"),
+    ] {
+        assert_eq!(Repeat::from_text(&r.to_text()), r, "{r:?}");
+    }
+    assert_eq!(Repeat::from_text("TZ=nospace"), Repeat::new("TZ=nospace"));
+    let job = jobstore_api::NewJob::new("a", "t", "d").repeat(Repeat::new("HOURLY"));
+    assert_eq!(job.repeat_rule(), Some(&Repeat::new("HOURLY")));
+    assert_eq!(
+        FlowState::of(job.flow.as_deref().unwrap()).and_then(|f| f.repeat),
+        Some(Repeat::new("HOURLY"))
+    );
+    assert_eq!(FlowState::from_parts(None, None), None);
+}

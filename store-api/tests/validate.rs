@@ -8,8 +8,8 @@ use jobstore_api::limits::{
 };
 use jobstore_api::stats::MINUTE_MS;
 use jobstore_api::{
-    Durations, ErrorKind, Handler, HandlerLimits, JobRelease, JobResult, JobtypeFilter, Release,
-    ResultCode, StatsDelta, validate,
+    Capabilities, Durations, ErrorKind, Handler, HandlerLimits, JobFlow, JobRelease, JobResult,
+    JobtypeFilter, Release, Repeat, ResultCode, StatsDelta, validate,
 };
 use proptest::prelude::*;
 
@@ -112,6 +112,7 @@ fn stats_may_be_added_for_the_minute_starting_now() {
 }
 
 const NOW: i64 = 1_700_000_000_000;
+const CAPS: Capabilities = Capabilities::new(1 << 20).with_repeat();
 
 fn archive(id: &str, output_len: usize) -> JobRelease {
     let mut result = JobResult::from_status(200);
@@ -131,17 +132,17 @@ fn per_job_releases_are_checked_entry_by_entry() {
         JobRelease::new("c", Release::Unget),
         JobRelease::new("d", Release::Delete),
     ];
-    assert_eq!(kind(validate::release(&ok, "owner", NOW)), None);
-    assert_eq!(kind(validate::release(&[], "owner", NOW)), None);
+    assert_eq!(kind(validate::release(&ok, "owner", NOW, &CAPS)), None);
+    assert_eq!(kind(validate::release(&[], "owner", NOW, &CAPS)), None);
 
     let twice = vec![archive("a", 0), JobRelease::new("a", Release::Delete)];
-    let err = validate::release(&twice, "owner", NOW).unwrap_err();
+    let err = validate::release(&twice, "owner", NOW, &CAPS).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     assert!(err.to_string().contains("\"a\" appears twice"), "{err}");
 
     let big = vec![archive("a", 0), archive("b", MAX_OUTPUT + 1)];
     assert_eq!(
-        kind(validate::release(&big, "owner", NOW)),
+        kind(validate::release(&big, "owner", NOW, &CAPS)),
         Some(ErrorKind::TooLarge)
     );
     let late = vec![JobRelease::new(
@@ -151,31 +152,31 @@ fn per_job_releases_are_checked_entry_by_entry() {
         },
     )];
     assert_eq!(
-        kind(validate::release(&late, "owner", NOW)),
+        kind(validate::release(&late, "owner", NOW, &CAPS)),
         Some(ErrorKind::InvalidInput)
     );
     let bad_id = vec![archive("a|b", 0)];
     assert_eq!(
-        kind(validate::release(&bad_id, "owner", NOW)),
+        kind(validate::release(&bad_id, "owner", NOW, &CAPS)),
         Some(ErrorKind::InvalidInput)
     );
     assert_eq!(
-        kind(validate::release(&ok, "__done", NOW)),
+        kind(validate::release(&ok, "__done", NOW, &CAPS)),
         Some(ErrorKind::InvalidInput)
     );
     assert_eq!(
-        kind(validate::release(&ok, "owner", -1)),
+        kind(validate::release(&ok, "owner", -1, &CAPS)),
         Some(ErrorKind::InvalidInput)
     );
     let many: Vec<JobRelease> = (0..=MAX_BATCH)
         .map(|i| JobRelease::new(format!("j{i}"), Release::Unget))
         .collect();
     assert_eq!(
-        kind(validate::release(&many, "owner", NOW)),
+        kind(validate::release(&many, "owner", NOW, &CAPS)),
         Some(ErrorKind::TooLarge)
     );
     assert_eq!(
-        kind(validate::release(&many[..MAX_BATCH], "owner", NOW)),
+        kind(validate::release(&many[..MAX_BATCH], "owner", NOW, &CAPS)),
         None
     );
 }
@@ -186,8 +187,77 @@ fn ids_are_checked_before_the_owner_and_each_entry() {
     // `release_all` and `release_jobs` fail the same way.
     let list = vec![archive("a", MAX_OUTPUT + 1), archive("b|", 0)];
     assert_eq!(
-        kind(validate::release(&list, "owner", NOW)),
+        kind(validate::release(&list, "owner", NOW, &CAPS)),
         Some(ErrorKind::InvalidInput)
+    );
+}
+
+fn repeat_entry(at: i64, data: Option<usize>, output: usize) -> Vec<JobRelease> {
+    let mut result = JobResult::from_status(200);
+    result.output = vec![b'o'; output];
+    let data = data.map(|n| vec![b'd'; n]);
+    vec![JobRelease::new("r", Release::Repeat { at, result, data })]
+}
+
+#[test]
+fn repeat_releases_need_the_capability_a_time_and_sizes_in_limits() {
+    let check = |list: Vec<JobRelease>, caps: &Capabilities| {
+        kind(validate::release(&list, "owner", NOW, caps))
+    };
+    assert_eq!(check(repeat_entry(NOW + 1, Some(10), 10), &CAPS), None);
+    assert_eq!(
+        check(repeat_entry(NOW - 1, None, 0), &CAPS),
+        None,
+        "a time in the past is a time"
+    );
+    assert_eq!(
+        check(repeat_entry(NOW, None, 0), &Capabilities::new(1 << 20)),
+        Some(ErrorKind::Unsupported)
+    );
+    assert_eq!(
+        check(repeat_entry(-1, None, 0), &CAPS),
+        Some(ErrorKind::InvalidInput)
+    );
+    assert_eq!(check(repeat_entry(NOW, Some(1 << 20), 0), &CAPS), None);
+    assert_eq!(
+        check(repeat_entry(NOW, Some((1 << 20) + 1), 0), &CAPS),
+        Some(ErrorKind::TooLarge)
+    );
+    assert_eq!(check(repeat_entry(NOW, None, MAX_OUTPUT), &CAPS), None);
+    assert_eq!(
+        check(repeat_entry(NOW, None, MAX_OUTPUT + 1), &CAPS),
+        Some(ErrorKind::TooLarge)
+    );
+}
+
+#[test]
+fn repeat_rules_are_printable_and_their_zone_has_no_space() {
+    let flow = |r: Repeat| {
+        let mut f = JobFlow::default();
+        f.repeat = Some(r);
+        kind(validate::job_flow(&f, &CAPS))
+    };
+    assert_eq!(
+        flow(Repeat::new("0 6 * * *").time_zone("Europe/Paris")),
+        None
+    );
+    assert_eq!(flow(Repeat::new("x".repeat(256))), None);
+    for bad in [
+        Repeat::new(""),
+        Repeat::new("x".repeat(257)),
+        Repeat::new("0 6 * * *\n"),
+        Repeat::new("TZ=Europe/Paris 0 6 * * *"),
+        Repeat::new("HOURLY").time_zone(""),
+        Repeat::new("HOURLY").time_zone("Europe Paris"),
+        Repeat::new("HOURLY").time_zone("x".repeat(65)),
+    ] {
+        assert_eq!(flow(bad.clone()), Some(ErrorKind::InvalidInput), "{bad:?}");
+    }
+    let mut f = JobFlow::default();
+    f.repeat = Some(Repeat::new("HOURLY"));
+    assert_eq!(
+        kind(validate::job_flow(&f, &Capabilities::new(1 << 20))),
+        Some(ErrorKind::Unsupported)
     );
 }
 

@@ -114,6 +114,16 @@ pub(crate) fn event_doc(at: Millis, by: &str, attempt: Option<u32>, what: &Event
             d.insert("delay_ms", ms(*delay_ms))
         }
         EventKind::Edited => d.insert("event", "edited"),
+        EventKind::Repeated {
+            code,
+            status,
+            next_ms,
+        } => {
+            d.insert("event", "repeated");
+            d.insert("code", code.as_str());
+            d.insert("status", i32::from(*status));
+            d.insert("next_ms", *next_ms)
+        }
     };
     d
 }
@@ -191,6 +201,13 @@ fn event_only(b: &Bson) -> Result<(JobEvent, bool)> {
                     delay_ms: get_int(d, "delay_ms", W)?,
                 },
                 "edited" => EventKind::Edited,
+                "repeated" => EventKind::Repeated {
+                    code: get_str(d, "code", W)?
+                        .parse::<ResultCode>()
+                        .map_err(|_| malformed(W, "code"))?,
+                    status: get_int(d, "status", W)?,
+                    next_ms: get_int(d, "next_ms", W)?,
+                },
                 _ => return Err(malformed(W, "event")),
             };
             let attempt = attempt

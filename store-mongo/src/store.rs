@@ -513,7 +513,8 @@ fn outcomes(releases: &[JobRelease], now: Millis) -> Vec<(Outcome<'_>, Vec<&str>
             Release::Archive(result) => {
                 Outcome::Archive(result.code, result.status, result.output.as_slice())
             }
-            Release::Delete => Outcome::Delete,
+            // Refused by validation: this store does not declare repeat.
+            Release::Delete | Release::Repeat { .. } => Outcome::Delete,
         };
         let i = *index.entry(outcome).or_insert_with(|| {
             groups.push((outcome, Vec::new()));
@@ -1302,7 +1303,7 @@ impl JobStore for MongoStore {
         owner: &str,
         now: Millis,
     ) -> Result<Vec<String>> {
-        validate::release(releases, owner, now)?;
+        validate::release(releases, owner, now, &self.capabilities())?;
         self.release_owned(releases, owner, now).await
     }
 

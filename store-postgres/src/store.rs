@@ -257,7 +257,8 @@ impl PgStore {
                 Release::Retry { delay } => ("r", Some(now + duration_ms(*delay)), None),
                 Release::Unget => ("u", Some(now), None),
                 Release::Archive(result) => ("a", None, Some(result)),
-                Release::Delete => ("d", None, None),
+                // Refused by validation: this store does not declare repeat.
+                Release::Delete | Release::Repeat { .. } => ("d", None, None),
             };
             kinds.push(kind);
             dts.push(dt);
@@ -884,7 +885,7 @@ impl JobStore for PgStore {
         owner: &str,
         now: Millis,
     ) -> Result<Vec<String>> {
-        validate::release(releases, owner, now)?;
+        validate::release(releases, owner, now, &self.capabilities())?;
         // Sorted by id, with the kinds that keep their job (retry, unget)
         // apart from those that remove it (archive, delete): each statement
         // then locks its jobs in id order (see queries/release_jobs.sql).

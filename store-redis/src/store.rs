@@ -447,7 +447,7 @@ impl JobStore for RedisStore {
         owner: &str,
         now: Millis,
     ) -> Result<Vec<String>> {
-        validate::release(releases, owner, now)?;
+        validate::release(releases, owner, now, &self.capabilities())?;
         if releases.is_empty() {
             return Ok(Vec::new());
         }
@@ -493,7 +493,9 @@ impl JobStore for RedisStore {
                                 .arg(r.status)
                                 .arg(r.output.as_slice());
                         }
-                        Some(Release::Delete) | None => {
+                        // Repeat is refused by validation: this store does
+                        // not declare it.
+                        Some(Release::Delete | Release::Repeat { .. }) | None => {
                             inv.arg("d");
                         }
                     }

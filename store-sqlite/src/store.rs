@@ -541,7 +541,8 @@ fn keep_entry(r: &JobRelease, owner: &str, now: Millis) -> Option<serde_json::Va
             "s": result.status,
             "o": hex(&result.output),
         }),
-        Release::Delete => return None,
+        // Refused by validation: this store does not declare repeat.
+        Release::Delete | Release::Repeat { .. } => return None,
     })
 }
 
@@ -1133,7 +1134,7 @@ impl JobStore for SqliteStore {
         owner: &str,
         now: Millis,
     ) -> Result<Vec<String>> {
-        validate::release(releases, owner, now)?;
+        validate::release(releases, owner, now, &self.capabilities())?;
         let keep = keep_chunks(releases, owner, now)?;
         let deletes: Vec<&str> = releases
             .iter()
@@ -1171,7 +1172,7 @@ impl JobStore for SqliteStore {
             .filter_map(|r| match &r.how {
                 Release::Archive(res) => Some((r.id.as_str(), Some(res.code.as_str()))),
                 Release::Retry { .. } | Release::Unget => Some((r.id.as_str(), None)),
-                Release::Delete => None,
+                Release::Delete | Release::Repeat { .. } => None,
             })
             .collect();
         let code_of = |id: &str| archives_code.get(id).copied().flatten();

@@ -231,6 +231,12 @@ impl ReleaseEnd {
             Release::Unget => ("unget", None, None, status),
             Release::Archive(r) => ("archive", Some(r.code.as_str()), None, Some(r.status)),
             Release::Delete => ("delete", None, None, status),
+            Release::Repeat { result, .. } => (
+                "repeat",
+                Some(result.code.as_str()),
+                None,
+                Some(result.status),
+            ),
         };
         ReleaseEnd {
             release,

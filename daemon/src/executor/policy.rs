@@ -129,7 +129,7 @@ pub fn settle(
 ) -> (Release, &'static str) {
     let how = release_for(outcome, limits, attempt, created, now, delete_ok);
     let label = match &how {
-        Release::Archive(r) => r.code.as_str(),
+        Release::Archive(r) | Release::Repeat { result: r, .. } => r.code.as_str(),
         Release::Delete => "ok",
         Release::Retry { .. } | Release::Unget => match outcome.class {
             Class::Retry => "retry",
