@@ -25,6 +25,7 @@ fn record(caller: usize, n: usize) -> Record {
         tags: Vec::new(),
         trace: None,
         unique: None,
+        repeat: None,
     }
 }
 

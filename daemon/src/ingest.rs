@@ -230,8 +230,12 @@ impl Ingest {
                     trace: r.trace.clone(),
                     flow: None,
                 };
-                jobs.push(match &r.unique {
+                let job = match &r.unique {
                     Some(u) => job.unique(u.clone()),
+                    None => job,
+                };
+                jobs.push(match &r.repeat {
+                    Some(rule) => job.repeat(rule.clone()),
                     None => job,
                 });
             }

@@ -26,6 +26,8 @@ pub(super) struct Held {
     pub limits: Limits,
     /// The run as handed out, while job events are on.
     pub run: Option<Box<RunStart>>,
+    /// Its rule and times, when it repeats.
+    pub repeat: Option<Box<super::policy::Repeating>>,
 }
 
 /// This daemon's held jobs, by id.

@@ -290,6 +290,7 @@ impl Loop {
                         claimed: now,
                         limits,
                         run,
+                        repeat: policy::Repeating::of(&job, now),
                     },
                 );
                 let to = if job.cancel_requested {
@@ -353,7 +354,7 @@ impl Loop {
         let now = now_millis();
         self.core.sched().jobs_stopped(&task.jobtype, 1, now);
         self.running = self.running.saturating_sub(1);
-        let (created, claimed, limits, aborted, cancelled, run) =
+        let (created, claimed, limits, aborted, cancelled, run, repeat) =
             match lock(&self.held).get_mut(&task.id) {
                 Some(h) => (
                     h.created,
@@ -362,6 +363,7 @@ impl Loop {
                     h.aborted,
                     h.cancelled,
                     h.run.take(),
+                    h.repeat.take(),
                 ),
                 None => {
                     // Lost and already forgotten by the renewer.
@@ -432,8 +434,16 @@ impl Loop {
                     }
                 };
                 let delete_ok = self.core.settings.retention == Some(Duration::ZERO);
-                let (how, label) =
-                    policy::settle(&outcome, &limits, task.attempt, created, now, delete_ok);
+                let repeat = repeat.as_deref().map(|r| (r, self.core.max_payload));
+                let (how, label) = policy::settle(
+                    &mut outcome,
+                    &limits,
+                    task.attempt,
+                    created,
+                    now,
+                    delete_ok,
+                    repeat,
+                );
                 (how, children, label)
             }
         };

@@ -11,6 +11,16 @@
 //!   with the last status and output.
 //! - A job of a jobtype with no handler is released as retry by the same
 //!   rules, until it times out.
+//! - A repeating job whose run ended ok is released to run again at its
+//!   rule's next time ([`Release::Repeat`]), with the run's result and the
+//!   payload the run left for the next (a `U:` line, a remote finish's
+//!   `data`), instead of being archived or deleted. The next time counts
+//!   from `now` for cron rules (missed times are not made up), and for
+//!   repeat rules from their base: the time the job was due (`SCHEDULED`,
+//!   so a late run may be due again at once), claimed (`STARTED`) or
+//!   finished (`FINISHED`). A rule that does not parse (a newer daemon's
+//!   syntax) or fires no more archives the job as any ok run, with a note
+//!   in its output. Every other outcome ends a repeating job as any job.
 //!
 //! The jobs a run asks for (`J:` lines of this daemon's runners, the
 //! `jobs` of a remote worker's finish) follow one rule too: each becomes a
@@ -21,7 +31,7 @@
 
 use std::time::Duration;
 
-use jobstore_api::{HandlerLimits, JobResult, Millis, Release, ResultCode};
+use jobstore_api::{HandlerLimits, Job, JobResult, Millis, Release, Repeat, ResultCode};
 
 use crate::journal::Record;
 use crate::runner::{Class, Outcome};
@@ -82,6 +92,51 @@ pub fn jitter(d: Duration) -> Duration {
     d.mul_f64(rand::random_range(0.5..=1.0))
 }
 
+/// What a repeating job's release needs beside its run: its rule and the
+/// times its next run may count from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repeating {
+    /// The rule it was added with.
+    pub rule: Repeat,
+    /// When it was due (its claim's `claimed_due`).
+    pub due: Millis,
+    /// When it was claimed.
+    pub claimed: Millis,
+}
+
+impl Repeating {
+    /// The repeat of a job claimed at `claimed`, if it repeats.
+    pub fn of(job: &Job, claimed: Millis) -> Option<Box<Repeating>> {
+        let rule = job.flow.as_ref()?.repeat.clone()?;
+        Some(Box::new(Repeating {
+            rule,
+            due: job.claimed_due.unwrap_or(claimed),
+            claimed,
+        }))
+    }
+
+    /// When the job runs next after a run that ends at `now`; why not,
+    /// when the rule does not parse or fires no more.
+    pub fn next(&self, now: Millis) -> Result<Millis, String> {
+        use crate::schedules::rule::{Base, Rule};
+        let rule = Rule::parse(&self.rule.rule, &self.rule.time_zone)
+            .map_err(|e| format!("its repeat rule does not parse: {e}"))?;
+        let from = match (&rule, rule.base()) {
+            (Rule::Cron { .. }, _) | (_, Base::Finished) => now,
+            (_, Base::Scheduled) => self.due,
+            (_, Base::Started) => self.claimed,
+        };
+        match rule.next(from) {
+            Some(at) if at > from => Ok(at),
+            _ => Err(format!(
+                "its repeat rule {:?} fires no more after {}",
+                self.rule.rule,
+                crate::schedules::rule::rfc3339(from)
+            )),
+        }
+    }
+}
+
 /// How to release a job whose run ended with `outcome`: its `attempt`-th
 /// hand-out, created at `created`, at `now`.
 pub fn release_for(
@@ -118,16 +173,24 @@ pub fn release_for(
 
 /// What becomes of a run: its release, and the outcome it is counted
 /// under once the store took it (`ok`, `failed`, `timeout`, `retry`,
-/// `error`).
+/// `error`). A repeating job's ok run is released with
+/// [`Release::Repeat`] (see the module docs): `repeat` is its rule and
+/// the largest payload the store takes, which the next run's data must fit.
 pub fn settle(
-    outcome: &Outcome,
+    outcome: &mut Outcome,
     limits: &Limits,
     attempt: u32,
     created: Millis,
     now: Millis,
     delete_ok: bool,
+    repeat: Option<(&Repeating, usize)>,
 ) -> (Release, &'static str) {
-    let how = release_for(outcome, limits, attempt, created, now, delete_ok);
+    let how = match repeat {
+        Some((r, max_payload)) if outcome.class == Class::Ok => {
+            repeat_ok(outcome, r, now, max_payload)
+        }
+        _ => release_for(outcome, limits, attempt, created, now, delete_ok),
+    };
     let label = match &how {
         Release::Archive(r) | Release::Repeat { result: r, .. } => r.code.as_str(),
         Release::Delete => "ok",
@@ -137,6 +200,50 @@ pub fn settle(
         },
     };
     (how, label)
+}
+
+/// The release of a repeating job's ok run: due again at the rule's next
+/// time with the data the run left, if it fits; otherwise (with a note in
+/// the output saying why) the data is kept or the job archived.
+fn repeat_ok(outcome: &mut Outcome, r: &Repeating, now: Millis, max_payload: usize) -> Release {
+    let mut data = outcome.data.take();
+    if let Some(d) = data.as_ref().filter(|d| d.len() > max_payload) {
+        note(
+            outcome,
+            &format!(
+                "the next run's payload is {} bytes, the limit is {max_payload}: the payload is kept",
+                d.len()
+            ),
+        );
+        data = None;
+    }
+    match r.next(now) {
+        Ok(at) => Release::Repeat {
+            at,
+            result: JobResult {
+                code: ResultCode::Ok,
+                status: outcome.status,
+                output: outcome.output.clone(),
+            },
+            data,
+        },
+        Err(why) => {
+            note(outcome, &format!("{why}: archived"));
+            Release::Archive(JobResult {
+                code: ResultCode::Ok,
+                status: outcome.status,
+                output: outcome.output.clone(),
+            })
+        }
+    }
+}
+
+/// Appends `[jobstore] note` to a run's output, within the output cap.
+fn note(outcome: &mut Outcome, note: &str) {
+    let line = format!("[jobstore] {note}\n");
+    if outcome.output.len() + line.len() <= jobstore_api::limits::MAX_OUTPUT {
+        outcome.output.extend_from_slice(line.as_bytes());
+    }
 }
 
 /// A job a run asked for that was dropped, and why.
@@ -219,13 +326,14 @@ pub fn follow_on_jobs(
             tags: child.tags,
             trace: child.trace.or_else(|| trace.cloned()),
             unique: None,
+            repeat: None,
         });
     }
     for d in &dropped {
-        let note = format!("[jobstore] new job {} dropped: {}\n", d.index, d.reason);
-        if outcome.output.len() + note.len() <= jobstore_api::limits::MAX_OUTPUT {
-            outcome.output.extend_from_slice(note.as_bytes());
-        }
+        note(
+            outcome,
+            &format!("new job {} dropped: {}", d.index, d.reason),
+        );
     }
     (records, dropped)
 }
@@ -315,16 +423,128 @@ mod tests {
     #[test]
     fn settled_runs_are_counted_by_what_became_of_them() {
         let l = Limits::default();
-        let label = |status: u16, attempt| settle(&outcome(status), &l, attempt, 0, 1, false).1;
+        let label =
+            |status: u16, attempt| settle(&mut outcome(status), &l, attempt, 0, 1, false, None).1;
         assert_eq!(label(200, 1), "ok");
         assert_eq!(label(404, 1), "failed");
         assert_eq!(label(102, 1), "retry");
         assert_eq!(label(500, 1), "error");
         assert_eq!(label(500, 10), "timeout");
         assert_eq!(
-            settle(&outcome(200), &l, 1, 0, 1, true),
+            settle(&mut outcome(200), &l, 1, 0, 1, true, None),
             (Release::Delete, "ok")
         );
+    }
+
+    /// 2026-11-30T10:00:00Z, a Monday.
+    const MON: Millis = 1_796_032_800_000;
+    const MIN: Millis = 60_000;
+
+    fn repeating(rule: &str, zone: &str) -> Repeating {
+        Repeating {
+            rule: Repeat::new(rule).time_zone(zone),
+            due: MON - 30 * MIN,
+            claimed: MON - 20 * MIN,
+        }
+    }
+
+    fn settled(o: &mut Outcome, r: &Repeating, delete_ok: bool) -> (Release, &'static str) {
+        settle(
+            o,
+            &Limits::default(),
+            1,
+            MON - MIN,
+            MON,
+            delete_ok,
+            Some((r, 16)),
+        )
+    }
+
+    #[test]
+    fn a_repeating_jobs_ok_run_is_due_again_at_its_rules_next_time() {
+        let at = |rule: &str, zone: &str| match settled(
+            &mut outcome(200),
+            &repeating(rule, zone),
+            false,
+        ) {
+            (Release::Repeat { at, result, data }, "ok") => {
+                assert_eq!(
+                    (result.code, result.status, result.output),
+                    (ResultCode::Ok, 200, b"out".to_vec())
+                );
+                assert_eq!(data, None, "no U: line: the payload stays");
+                at
+            }
+            other => panic!("{rule}: {other:?}"),
+        };
+        // Cron counts from now: missed times are not made up.
+        assert_eq!(at("0 * * * *", "UTC"), MON + 60 * MIN);
+        assert_eq!(at("0 6 * * *", "Europe/Paris"), MON + 19 * 60 * MIN);
+        // Repeat rules count from their base.
+        assert_eq!(at("SCHEDULED, +1 HOUR", "UTC"), MON + 30 * MIN);
+        assert_eq!(at("STARTED, +1 HOUR", "UTC"), MON + 40 * MIN);
+        assert_eq!(at("FINISHED, +1 HOUR", "UTC"), MON + 60 * MIN);
+        assert_eq!(
+            at("SCHEDULED, +10 MINUTES", "UTC"),
+            MON - 20 * MIN,
+            "late: due at once"
+        );
+        // Retention 0 deletes ok jobs, never a repeating one.
+        assert!(matches!(
+            settled(&mut outcome(200), &repeating("HOURLY", "UTC"), true).0,
+            Release::Repeat { .. }
+        ));
+    }
+
+    #[test]
+    fn a_repeating_job_takes_the_payload_its_run_left_if_it_fits() {
+        let r = repeating("HOURLY", "UTC");
+        let mut o = outcome(200);
+        o.data = Some(b"next".to_vec());
+        match settled(&mut o, &r, false).0 {
+            Release::Repeat { data, .. } => assert_eq!(data.as_deref(), Some(&b"next"[..])),
+            other => panic!("{other:?}"),
+        }
+        let mut o = outcome(200);
+        o.data = Some(vec![b'x'; 17]);
+        match settled(&mut o, &r, false).0 {
+            Release::Repeat { data, result, .. } => {
+                assert_eq!(data, None, "over the limit: the payload stays");
+                let text = String::from_utf8(result.output).unwrap();
+                assert!(
+                    text.contains("payload is 17 bytes, the limit is 16"),
+                    "{text}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_repeating_job_ends_as_any_job_when_its_run_does_not_end_ok() {
+        let r = repeating("HOURLY", "UTC");
+        let (failed, label) = settled(&mut outcome(404), &r, false);
+        assert!(matches!(&failed, Release::Archive(res) if res.code == ResultCode::Failed));
+        assert_eq!(label, "failed");
+        assert!(matches!(
+            settled(&mut outcome(500), &r, false),
+            (Release::Retry { .. }, "error")
+        ));
+        // A rule that does not parse, or fires no more: archived ok, noted.
+        for rule in ["NEVERLY", "0 0 30 2 *"] {
+            let (how, label) = settled(&mut outcome(200), &repeating(rule, "UTC"), false);
+            match how {
+                Release::Archive(res) => {
+                    assert_eq!((res.code, label), (ResultCode::Ok, "ok"));
+                    let text = String::from_utf8(res.output).unwrap();
+                    assert!(
+                        text.starts_with("out") && text.contains("archived"),
+                        "{text}"
+                    );
+                }
+                other => panic!("{rule}: {other:?}"),
+            }
+        }
     }
 
     #[test]

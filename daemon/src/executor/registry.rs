@@ -82,6 +82,8 @@ pub struct RemoteJob {
     /// The trace context its run continues ([`crate::trace::run_trace`]),
     /// given to the jobs its finish adds.
     pub trace: Option<jobstore_api::TraceContext>,
+    /// Its rule and times, when it repeats.
+    pub repeat: Option<Box<super::policy::Repeating>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -348,6 +350,7 @@ mod tests {
                     limits: Limits::default(),
                     run: None,
                     trace: None,
+                    repeat: None,
                 },
             )
         };

@@ -245,6 +245,7 @@ impl Executor {
                             attempt: j.attempts,
                             created: j.create_dt,
                             claimed: Some(now),
+                            repeat: policy::Repeating::of(j, now),
                             trace,
                             limits: limits_of
                                 .get(&j.jobtype)
@@ -345,8 +346,16 @@ impl Executor {
             let ran = known
                 .get(&r.id)
                 .and_then(|j| Some((j.jobtype.clone(), j.claimed?)));
-            let (how, outcome) =
-                policy::settle(&r.outcome, &limits, attempt, created_at, now, delete_ok);
+            let repeat = known.get(&r.id).and_then(|j| j.repeat.as_deref());
+            let (how, outcome) = policy::settle(
+                &mut r.outcome,
+                &limits,
+                attempt,
+                created_at,
+                now,
+                delete_ok,
+                repeat.map(|rp| (rp, core.max_payload)),
+            );
             let meta = match (core.events.on(), known.get(&r.id)) {
                 (Some(_), Some(j)) => {
                     let run = j.run.as_deref();
@@ -464,6 +473,9 @@ impl Executor {
                         run: None,
                     })
                 });
+                // Its due time is not kept past its claim: a SCHEDULED
+                // rule counts from the claim.
+                let repeat = policy::Repeating::of(&job, claimed.unwrap_or_else(now_millis));
                 known.insert(
                     r.id.clone(),
                     RemoteJob {
@@ -475,6 +487,7 @@ impl Executor {
                         expires: job.dt,
                         attempt: job.attempts,
                         created: job.create_dt,
+                        repeat,
                         claimed,
                         run,
                     },

@@ -48,6 +48,25 @@ pub struct AddQuery {
     pub unique_window_ms: Option<u64>,
     /// With `unique_key`: `keep` (default) or `replace_data`.
     pub on_conflict: Option<String>,
+    /// A repeat rule for every job (see the JSON item's `repeat`).
+    pub repeat: Option<String>,
+    /// With `repeat`: the rule's IANA time zone (default `UTC`).
+    pub repeat_tz: Option<String>,
+}
+
+/// A job's repeat rule in a JSON add.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RepeatItem {
+    /// Cron (5 or 6 fields, or `@daily` and the like) or the repeat
+    /// syntax (`SCHEDULED|STARTED|FINISHED, +1 HOUR, ...`, `HOURLY`,
+    /// `DAILY`, `WEEKLY`): each time a run ends ok, the job is due again
+    /// at the rule's next time instead of being archived.
+    #[schema(min_length = 1, max_length = 256, example = "0 6 * * *")]
+    pub rule: String,
+    /// The IANA time zone the rule counts in; default `UTC`.
+    #[schema(max_length = 64, example = "Europe/Paris")]
+    pub time_zone: Option<String>,
 }
 
 /// A job's unique key in a JSON add.
@@ -119,6 +138,11 @@ pub struct AddItem {
     pub tracestate: Option<String>,
     /// A unique key: at most one job of the jobtype holds it while live.
     pub unique: Option<UniqueItem>,
+    /// Makes the job repeat: each run that ends ok makes it due again at
+    /// the rule's next time (its result kept as the last one, and the
+    /// payload the run left for the next: a `U:` line, or a remote
+    /// finish's `data`); a run that fails or times out archives it.
+    pub repeat: Option<RepeatItem>,
 }
 
 /// A time: epoch milliseconds or RFC 3339.
@@ -217,9 +241,11 @@ pub async fn add(
             || query.unique_key.is_some()
             || query.unique_window_ms.is_some()
             || query.on_conflict.is_some()
+            || query.repeat.is_some()
+            || query.repeat_tz.is_some()
         {
             return Err(ApiError::invalid(
-                "with a JSON body, give priority, delay_ms, run_at, tags and unique per item, not in the query",
+                "with a JSON body, give priority, delay_ms, run_at, tags, unique and repeat per item, not in the query",
             ));
         }
         let items = parse_json_items(&body)?;
@@ -259,6 +285,19 @@ pub async fn add(
                     .map_err(place)?,
                 ),
             };
+            let repeat = match &item.repeat {
+                None => None,
+                Some(r) => Some(
+                    check_repeat(
+                        &state,
+                        &r.rule,
+                        r.time_zone.as_deref(),
+                        now,
+                        JSON_REPEAT_FIELDS,
+                    )
+                    .map_err(place)?,
+                ),
+            };
             records.push(Record {
                 id,
                 jobtype: jobtype.clone(),
@@ -268,6 +307,7 @@ pub async fn add(
                 tags,
                 trace,
                 unique,
+                repeat,
             });
         }
         records
@@ -297,6 +337,19 @@ pub async fn add(
             }
             None => None,
         };
+        let repeat = match &query.repeat {
+            Some(rule) => Some(check_repeat(
+                &state,
+                rule,
+                query.repeat_tz.as_deref(),
+                now,
+                QUERY_REPEAT_FIELDS,
+            )?),
+            None if query.repeat_tz.is_some() => {
+                return Err(ApiError::invalid("repeat_tz goes with repeat").field("repeat"));
+            }
+            None => None,
+        };
         let mut records = Vec::new();
         for (i, line) in body.split(|b| *b == b'\n').enumerate() {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -314,6 +367,7 @@ pub async fn add(
                 tags: tags.clone(),
                 trace: trace.clone(),
                 unique: unique.clone(),
+                repeat: repeat.clone(),
             });
         }
         records
@@ -503,6 +557,51 @@ fn check_unique(
     Ok(unique)
 }
 
+/// A repeat rule of an add, checked: it parses in its zone and fires
+/// (counting from `now`), and the store keeps rules. `fields` names the
+/// rule's and the zone's fields in errors.
+fn check_repeat(
+    state: &AppState,
+    rule: &str,
+    time_zone: Option<&str>,
+    now: jobstore_api::Millis,
+    [rule_field, zone_field]: [&'static str; 2],
+) -> ApiResult<jobstore_api::Repeat> {
+    let repeat = jobstore_api::Repeat::new(rule).time_zone(time_zone.unwrap_or("UTC"));
+    let field = |f: &str| {
+        if f == "time_zone" {
+            zone_field
+        } else {
+            rule_field
+        }
+    };
+    jobstore_api::validate::repeat(&repeat).map_err(|e| {
+        let text = e.to_string();
+        let at = if text.contains("repeat.time_zone") {
+            zone_field
+        } else {
+            rule_field
+        };
+        let text =
+            text.replacen("repeat.time_zone", zone_field, 1)
+                .replacen("repeat.rule", rule_field, 1);
+        ApiError::invalid(text).field(at)
+    })?;
+    crate::schedules::rule::Rule::parse_checked(&repeat.rule, &repeat.time_zone, now)
+        .map_err(|e| ApiError::invalid(e.to_string()).field(field(e.field())))?;
+    if !state.store.capabilities().repeat {
+        return Err(
+            ApiError::from(jobstore_api::Error::unsupported("repeating jobs")).field(rule_field),
+        );
+    }
+    Ok(repeat)
+}
+
+/// The repeat rule's fields in a JSON item.
+const JSON_REPEAT_FIELDS: [&str; 2] = ["repeat.rule", "repeat.time_zone"];
+/// The repeat rule's fields in the query of a line-form add.
+const QUERY_REPEAT_FIELDS: [&str; 2] = ["repeat", "repeat_tz"];
+
 /// The unique key's fields in a JSON item.
 const JSON_UNIQUE_FIELDS: [&str; 3] = ["unique.key", "unique.window_ms", "unique.on_conflict"];
 /// The unique key's fields in the query of a line-form add.
@@ -607,7 +706,7 @@ pub struct JobView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_base64: Option<String>,
     /// The result once archived; a job run again keeps its last result
-    /// until it is archived again.
+    /// until it is archived again, a repeating job its last run's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<ResultView>,
     /// Cancelled while running: its run is stopped at its holder's next
@@ -619,7 +718,8 @@ pub struct JobView {
     pub tags: Vec<String>,
     /// What happened to it, oldest first (the newest 20 events): `added`,
     /// `claimed`, `retried`, `handed_back`, `archived`, `cancel_requested`,
-    /// `cancelled`, `rerun`, `edited`, each with its time (`at`), who
+    /// `cancelled`, `rerun`, `edited`, `repeated` (a repeating job's run
+    /// ended: `code`, `status`, and `next_ms`, when it runs again), each with its time (`at`), who
     /// (`by`: a sysid or a remote worker's lease) and the attempts after it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = Vec<Object>)]
@@ -635,6 +735,19 @@ pub struct JobView {
     /// again once it is archived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unique_key: Option<String>,
+    /// The repeat rule it was added with: each run that ends ok makes it
+    /// due again at the rule's next time, `result` holding the last run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<RepeatView>,
+}
+
+/// A repeating job's rule.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RepeatView {
+    /// Cron or the repeat syntax.
+    pub rule: String,
+    /// The IANA time zone it counts in.
+    pub time_zone: String,
 }
 
 /// An archived job's result.
@@ -683,6 +796,14 @@ pub fn job_view(job: &Job, now: Millis) -> JobView {
         traceparent: job.trace.as_ref().map(|t| t.traceparent.clone()),
         tracestate: job.trace.as_ref().and_then(|t| t.tracestate.clone()),
         unique_key: job.flow.as_ref().and_then(|f| f.unique_key.clone()),
+        repeat: job
+            .flow
+            .as_ref()
+            .and_then(|f| f.repeat.as_ref())
+            .map(|r| RepeatView {
+                rule: r.rule.clone(),
+                time_zone: r.time_zone.clone(),
+            }),
         result: job.result.as_ref().map(|r| {
             let (output, output_base64) = if r.output.is_empty() {
                 (None, None)

@@ -142,6 +142,11 @@ pub struct Record {
     /// the window empty when none; `%` and `|` in the key written `%25`
     /// and `%7C`); records without one read as `None`.
     pub unique: Option<jobstore_api::Unique>,
+    /// The job's repeat rule, written after the run time as
+    /// `run_at@<rule text>` (the text of [`jobstore_api::Repeat::to_text`],
+    /// `%` and `|` written `%25` and `%7C`); records without one read as
+    /// `None`.
+    pub repeat: Option<jobstore_api::Repeat>,
 }
 
 /// Where the journal lives and how it writes.

@@ -648,6 +648,7 @@ mod tests {
             tags: Vec::new(),
             trace: None,
             unique: None,
+            repeat: None,
         };
         let mut file = vec![0u8; 19];
         let mut plan = Vec::new();

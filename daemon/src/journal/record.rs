@@ -15,16 +15,18 @@
 //! written `%25`, `%7C` and `%09`). A job with a unique key writes its
 //! priority field as `priority!<k|r><window ms>:<key>` (`k` keeps the
 //! holder, `r` replaces its data; the window is empty when there is none;
-//! `%` and `|` in the key are written `%25` and `%7C`). Records written
-//! before tags, trace contexts or unique keys existed have none of them
-//! and read as they always did. The payload is escaped so that the line holds any bytes:
+//! `%` and `|` in the key are written `%25` and `%7C`). A repeating job
+//! writes its run-at field as `run_at@<rule text>` (`run_at` empty when
+//! `None`; the text of `Repeat::to_text`, with `%` and `|` written `%25`
+//! and `%7C`). Records written before tags, trace contexts, unique keys or
+//! repeat rules existed have none of them and read as they always did. The payload is escaped so that the line holds any bytes:
 //! `\` → `\\`, newline → `\n`, CR → `\r`, every byte that is not part of
 //! valid UTF-8 → `\xHH` (lowercase hex); everything else is copied verbatim,
 //! so text payloads stay readable.
 
 use std::io::Write as _;
 
-use jobstore_api::{OnConflict, TraceContext, Unique};
+use jobstore_api::{OnConflict, Repeat, TraceContext, Unique};
 
 use super::{JournalError, Record};
 
@@ -183,6 +185,13 @@ pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, J
             message: format!("unique key {:?} cannot be journaled", u.key),
         });
     }
+    if let Some(r) = &record.repeat
+        && (r.rule.is_empty() || r.to_text().contains(char::is_control))
+    {
+        return Err(JournalError::InvalidRecord {
+            message: format!("repeat rule {:?} cannot be journaled", r.rule),
+        });
+    }
     if let Some(t) = &record.trace {
         let parent_ok = t
             .traceparent
@@ -243,17 +252,15 @@ pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, J
             let _ = write!(out, "{}", w.as_millis());
         }
         out.push(b':');
-        for b in u.key.bytes() {
-            match b {
-                b'%' => out.extend_from_slice(b"%25"),
-                b'|' => out.extend_from_slice(b"%7C"),
-                b => out.push(b),
-            }
-        }
+        push_escaped(out, &u.key);
     }
     out.push(b'|');
     if let Some(run_at) = record.run_at {
         let _ = write!(out, "{run_at}");
+    }
+    if let Some(r) = &record.repeat {
+        out.push(b'@');
+        push_escaped(out, &r.to_text());
     }
     out.push(b'|');
     out.reserve(payload_len + 1);
@@ -343,6 +350,7 @@ pub(crate) struct Fields<'a> {
     priority: i32,
     unique: Option<Unique>,
     run_at: Option<i64>,
+    repeat: Option<Repeat>,
 }
 
 /// Verifies a line (without its trailing newline): length, checksum, and
@@ -390,15 +398,21 @@ pub(crate) fn parse_line<'a>(line: &'a [u8], scratch: &mut Vec<u8>) -> Result<Fi
         Some((priority, unique)) => (priority, Some(decode_unique(unique)?)),
     };
     let priority = priority.parse::<i32>().map_err(|_| "bad priority")?;
+    let run_at = std::str::from_utf8(run_at).map_err(|_| "run_at is not UTF-8")?;
+    let (run_at, repeat) = match run_at.split_once('@') {
+        None => (run_at, None),
+        Some((run_at, text)) => {
+            let text = percent_decoded(text, "bad escape in the repeat rule")?;
+            if text.is_empty() || text.contains(char::is_control) {
+                return Err("bad repeat rule");
+            }
+            (run_at, Some(Repeat::from_text(&text)))
+        }
+    };
     let run_at = if run_at.is_empty() {
         None
     } else {
-        Some(
-            std::str::from_utf8(run_at)
-                .ok()
-                .and_then(|r| r.parse::<i64>().ok())
-                .ok_or("bad run_at")?,
-        )
+        Some(run_at.parse::<i64>().map_err(|_| "bad run_at")?)
     };
     scratch.clear();
     unescape_into(payload, scratch)?;
@@ -410,6 +424,7 @@ pub(crate) fn parse_line<'a>(line: &'a [u8], scratch: &mut Vec<u8>) -> Result<Fi
         priority,
         unique,
         run_at,
+        repeat,
     })
 }
 
@@ -428,24 +443,41 @@ fn decode_unique(field: &str) -> Result<Unique, Damage> {
         let ms: u64 = window.parse().map_err(|_| "bad unique key window")?;
         Some(std::time::Duration::from_millis(ms))
     };
-    let mut key = String::with_capacity(escaped.len());
-    let mut rest = escaped;
-    while let Some(at) = rest.find('%') {
-        key.push_str(&rest[..at]);
-        key.push(match rest.get(at + 1..at + 3) {
-            Some("25") => '%',
-            Some("7C") => '|',
-            _ => return Err("bad escape in the unique key"),
-        });
-        rest = &rest[at + 3..];
-    }
-    key.push_str(rest);
+    let key = percent_decoded(escaped, "bad escape in the unique key")?;
     if key.is_empty() || key.contains(char::is_control) {
         return Err("bad unique key");
     }
     let mut unique = Unique::new(key).on_conflict(on_conflict);
     unique.window = window;
     Ok(unique)
+}
+
+/// Appends `s` with `%` and `|` written `%25` and `%7C`.
+fn push_escaped(out: &mut Vec<u8>, s: &str) {
+    for b in s.bytes() {
+        match b {
+            b'%' => out.extend_from_slice(b"%25"),
+            b'|' => out.extend_from_slice(b"%7C"),
+            b => out.push(b),
+        }
+    }
+}
+
+/// The text [`push_escaped`] wrote; any other `%` escape is `damage`.
+fn percent_decoded(escaped: &str, damage: Damage) -> Result<String, Damage> {
+    let mut text = String::with_capacity(escaped.len());
+    let mut rest = escaped;
+    while let Some(at) = rest.find('%') {
+        text.push_str(&rest[..at]);
+        text.push(match rest.get(at + 1..at + 3) {
+            Some("25") => '%',
+            Some("7C") => '|',
+            _ => return Err(damage),
+        });
+        rest = &rest[at + 3..];
+    }
+    text.push_str(rest);
+    Ok(text)
 }
 
 /// The trace context of a jobtype field, after its first `~`:
@@ -493,6 +525,7 @@ pub(crate) fn decode_line(line: &[u8]) -> Result<Record, Damage> {
         },
         trace: fields.trace,
         unique: fields.unique,
+        repeat: fields.repeat,
     })
 }
 
@@ -522,6 +555,7 @@ mod tests {
             tags: Vec::new(),
             trace: None,
             unique: None,
+            repeat: None,
         }
     }
 
@@ -560,6 +594,7 @@ mod tests {
             tags: Vec::new(),
             trace: None,
             unique: None,
+            repeat: None,
         };
         let line = line_of(&r);
         let body = b"j1|mail|-3|1700000000000|a\\\\b\\nc\\rd\\xffe|f";
@@ -723,6 +758,7 @@ mod tests {
                 tags: Vec::new(),
                 trace: None,
                 unique: None,
+                repeat: None,
             });
         }
     }
@@ -777,6 +813,51 @@ mod tests {
     }
 
     #[test]
+    fn repeat_rules_round_trip_and_bad_ones_are_damage() {
+        let repeating = |rule: Repeat, run_at: Option<i64>| Record {
+            repeat: Some(rule),
+            run_at,
+            ..rec("r", b"payload|with|bars")
+        };
+        for r in [
+            repeating(Repeat::new("0 6 * * *"), None),
+            repeating(Repeat::new("@daily").time_zone("Europe/Paris"), Some(17)),
+            repeating(Repeat::new("a|b%7C%25c @ x"), Some(-5)),
+            repeating(Repeat::new("FINISHED, +1 DAY, WEEKDAY 1"), None),
+        ] {
+            round_trip(&r);
+        }
+        let line = line_of(&repeating(
+            Repeat::new("* | %").time_zone("Etc/GMT+5"),
+            Some(9),
+        ));
+        let text = String::from_utf8(line).unwrap();
+        assert!(text.contains("|9@TZ=Etc/GMT+5 * %7C %25|"), "{text}");
+        // Damaged repeat fields are damage, never another rule or time.
+        for field in ["@", "x@HOURLY", "5@a%7", "5@a%41", "5@a\u{1}b", "5@@"] {
+            let body = format!("id|t|0|{field}|data");
+            let line = format!(
+                "{:08x} {} {body}",
+                crc32c::crc32c(body.as_bytes()),
+                body.len()
+            );
+            let got = decode_line(line.as_bytes());
+            if field == "5@@" {
+                // A rule may hold an `@` (`@daily`): this one is "@".
+                assert_eq!(got.unwrap().repeat, Some(Repeat::new("@")));
+            } else {
+                assert!(got.is_err(), "{field:?} decoded");
+            }
+        }
+        // A rule the journal cannot hold is refused before writing.
+        for rule in ["", "a\nb"] {
+            let mut out = b"keep".to_vec();
+            assert!(encode_into(&repeating(Repeat::new(rule), None), &mut out).is_err());
+            assert_eq!(out, b"keep");
+        }
+    }
+
+    #[test]
     fn invalid_names_are_refused() {
         for (id, jobtype) in [
             ("", "t"),
@@ -798,6 +879,7 @@ mod tests {
                 tags: Vec::new(),
                 trace: None,
                 unique: None,
+                repeat: None,
             };
             let mut out = b"keep".to_vec();
             let err = encode_into(&r, &mut out).unwrap_err();
@@ -961,6 +1043,16 @@ mod tests {
         )
     }
 
+    fn repeat() -> impl Strategy<Value = Option<Repeat>> {
+        proptest::option::of(
+            ("[^\\p{Cc}]{1,40}|[|%@ ,*]{1,6}", "UTC|[A-Za-z/_+-]{1,20}")
+                .prop_filter("a rule naming its zone is refused", |(rule, _)| {
+                    !rule.starts_with("TZ=")
+                })
+                .prop_map(|(rule, zone)| Repeat::new(rule).time_zone(zone)),
+        )
+    }
+
     fn tag_list() -> impl Strategy<Value = Vec<String>> {
         proptest::collection::vec("[A-Za-z0-9_.:-]{1,64}", 0..9)
     }
@@ -982,8 +1074,9 @@ mod tests {
             tags in tag_list(),
             trace in trace(),
             unique in unique(),
+            repeat in repeat(),
         ) {
-            let r = Record { id, jobtype, priority, run_at, data, tags, trace, unique };
+            let r = Record { id, jobtype, priority, run_at, data, tags, trace, unique, repeat };
             let line = line_of(&r);
             prop_assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
             prop_assert!(!line.contains(&b'\r'));

@@ -481,6 +481,7 @@ mod tests {
                 tags: Vec::new(),
                 trace: None,
                 unique: None,
+                repeat: None,
             };
             let mut out = Vec::new();
             record::encode_into(&r, &mut out).unwrap();

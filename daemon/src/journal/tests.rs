@@ -24,6 +24,7 @@ fn rec(i: usize) -> Record {
         tags: Vec::new(),
         trace: trace_of(i),
         unique: None,
+        repeat: None,
     }
 }
 
@@ -285,6 +286,7 @@ async fn concurrent_appends_are_all_durable_and_read_exactly_once() {
                         tags: Vec::new(),
                         trace: None,
                         unique: None,
+                        repeat: None,
                     })
                     .collect();
                 j.append(batch).await.unwrap();
@@ -597,6 +599,7 @@ async fn payloads_of_every_kind_round_trip() {
             tags: Vec::new(),
             trace: None,
             unique: None,
+            repeat: None,
         })
         .collect();
     j.append(records.clone()).await.unwrap();
@@ -627,6 +630,7 @@ async fn invalid_records_are_refused_whole() {
             tags: Vec::new(),
             trace: None,
             unique: None,
+            repeat: None,
         };
         let err = j.append(vec![rec(0), bad]).await.unwrap_err();
         assert!(matches!(err, JournalError::InvalidRecord { .. }), "{err}");
@@ -739,6 +743,7 @@ async fn a_journal_of_the_previous_version_replays() {
             tags: Vec::new(),
             trace: None,
             unique: None,
+            repeat: None,
         },
         Record {
             id: "job-b".into(),
@@ -749,6 +754,7 @@ async fn a_journal_of_the_previous_version_replays() {
             tags: vec!["eu".into(), "vip".into()],
             trace: None,
             unique: None,
+            repeat: None,
         },
         rec(3),
     ];
@@ -803,6 +809,7 @@ fn tricky(i: usize) -> Record {
         tags: Vec::new(),
         trace: trace_of(i),
         unique: None,
+        repeat: None,
     }
 }
 
@@ -880,6 +887,7 @@ fn check_recovers(rt: &tokio::runtime::Runtime, dir: &Path, expected: &[Record],
             tags: Vec::new(),
             trace: None,
             unique: None,
+            repeat: None,
         };
         j.append(vec![marker.clone()]).await.unwrap();
         let t = j.reserve(10, LONG).await.unwrap().unwrap();
@@ -1130,7 +1138,7 @@ proptest! {
         let dir = TempDir::new().unwrap();
         let records: Vec<Record> = batch
             .into_iter()
-            .map(|(id, jobtype, priority, run_at, data)| Record { id, jobtype, priority, run_at, data, tags: Vec::new(), trace: None, unique: None })
+            .map(|(id, jobtype, priority, run_at, data)| Record { id, jobtype, priority, run_at, data, tags: Vec::new(), trace: None, unique: None, repeat: None })
             .collect();
         rt.block_on(async {
             let j = open_nosync(dir.path());

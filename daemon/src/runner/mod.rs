@@ -168,6 +168,9 @@ pub struct Outcome {
     pub children: Vec<Child>,
     /// The runner's wish for the retry delay (HTTP `Retry-After`).
     pub retry_after: Option<Duration>,
+    /// The payload of the job's next run when it repeats (the last `U:`
+    /// line, a remote finish's `data`).
+    pub data: Option<Vec<u8>>,
 }
 
 impl Outcome {
@@ -179,6 +182,7 @@ impl Outcome {
             output: parsed.output,
             children: parsed.children,
             retry_after: None,
+            data: parsed.data,
         }
     }
 

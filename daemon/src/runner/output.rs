@@ -5,6 +5,9 @@
 //! - `J: type|payload` asks for a new job of the same client: `type` is the
 //!   client's jobtype (no client prefix: a runner cannot add jobs for
 //!   another client), `payload` the rest of the line;
+//! - `U: payload` sets the payload of the job's next run when it repeats
+//!   (the last one wins), with `\\`, `\n`, `\r`, `\t` and `\xHH` escapes so
+//!   that it can hold any bytes; a job that does not repeat ignores it;
 //! - every other line is a log line, kept as the job's output up to a cap
 //!   (the start is kept; a note says how much was cut).
 
@@ -37,6 +40,7 @@ pub struct OutputParser {
     dropped: u64,
     status: Option<u16>,
     children: Vec<Child>,
+    data: Option<Vec<u8>>,
     errors: Vec<String>,
 }
 
@@ -55,7 +59,9 @@ pub struct Parsed {
     pub output: Vec<u8>,
     /// The `J:` lines.
     pub children: Vec<Child>,
-    /// Malformed `S:`/`J:` lines (also kept in the output).
+    /// The payload of the last `U:` line, unescaped.
+    pub data: Option<Vec<u8>>,
+    /// Malformed `S:`/`J:`/`U:` lines (also kept in the output).
     pub errors: Vec<String>,
 }
 
@@ -68,6 +74,7 @@ impl OutputParser {
             dropped: 0,
             status: None,
             children: Vec::new(),
+            data: None,
             errors: Vec::new(),
         }
     }
@@ -109,6 +116,17 @@ impl OutputParser {
                 )),
                 None => self.error(format!(
                     "malformed job line {:?}: want J: type|payload",
+                    String::from_utf8_lossy(line)
+                )),
+            }
+            return;
+        }
+        if let Some(rest) = line.strip_prefix(b"U:") {
+            let rest = rest.strip_prefix(b" ").unwrap_or(rest);
+            match unescape(rest) {
+                Some(data) => self.data = Some(data),
+                None => self.error(format!(
+                    "malformed payload line {:?}: want U: payload, with \\\\, \\n, \\r, \\t or \\xHH escapes",
                     String::from_utf8_lossy(line)
                 )),
             }
@@ -160,9 +178,38 @@ impl OutputParser {
             status: self.status,
             output: self.output,
             children: self.children,
+            data: self.data,
             errors: self.errors,
         }
     }
+}
+
+/// A `U:` line's payload: `\\`, `\n`, `\r`, `\t` and `\xHH` (any byte)
+/// unescaped, every other byte as it is; `None` for any other escape.
+fn unescape(escaped: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(escaped.len());
+    let mut bytes = escaped.iter().copied();
+    while let Some(b) = bytes.next() {
+        if b != b'\\' {
+            out.push(b);
+            continue;
+        }
+        out.push(match bytes.next()? {
+            b'\\' => b'\\',
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'x' => {
+                let hex = [bytes.next()?, bytes.next()?];
+                if !hex.iter().all(u8::is_ascii_hexdigit) {
+                    return None;
+                }
+                u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?
+            }
+            _ => return None,
+        });
+    }
+    Some(out)
 }
 
 fn parse_status(rest: &[u8]) -> Option<u16> {
@@ -220,6 +267,37 @@ mod tests {
         let text = String::from_utf8(out.output).unwrap();
         assert!(text.starts_with("hello\n"), "{text}");
         assert!(text.contains("malformed job line"));
+    }
+
+    #[test]
+    fn payload_lines_set_the_next_runs_payload_the_last_one_wins() {
+        let mut p = OutputParser::new(1000);
+        for line in [
+            &b"U: first"[..],
+            b"log",
+            b"U:{\"n\":2}\\n\\\\x\\x00\\xff\\t\\r",
+            b"U: bad \\q escape",
+            b"U: short \\x4",
+            b"U: sign \\x+1",
+        ] {
+            p.line(line);
+        }
+        let parsed = p.finish();
+        assert_eq!(
+            parsed.data.as_deref(),
+            Some(&b"{\"n\":2}\n\\x\x00\xff\t\r"[..])
+        );
+        assert_eq!(parsed.errors.len(), 3, "{:?}", parsed.errors);
+        let out = String::from_utf8(parsed.output).unwrap();
+        assert!(out.starts_with("log\nmalformed payload line"), "{out}");
+        assert_eq!(OutputParser::new(10).finish().data, None);
+        let mut p = OutputParser::new(10);
+        p.line(b"U:");
+        assert_eq!(
+            p.finish().data.as_deref(),
+            Some(&b""[..]),
+            "an empty payload"
+        );
     }
 
     #[test]

@@ -425,6 +425,7 @@ function describe(e) {
     case "rerun": return "run again" + (e.delay_ms ? " in " + e.delay_ms + " ms" : "");
     case "handed_back": return "handed back";
     case "cancel_requested": return "cancel requested";
+    case "repeated": return "ran: " + e.code + " " + e.status + "; runs again " + when(e.next_ms);
     default: return e.event;
   }
 }
@@ -473,12 +474,15 @@ async function job(p) {
       j.done ? [h("dt", {}, "Archived"), h("dd", {}, when(j.done))] : null,
       h("dt", {}, "Tags"), h("dd", {}, (j.tags || []).join(", ") || "none"),
       j.unique_key ? [h("dt", {}, "Unique key"), h("dd", {}, h("code", {}, j.unique_key),
-        j.state === "archived" ? " (free again)" : " (held)")] : null),
+        j.state === "archived" ? " (free again)" : " (held)")] : null,
+      j.repeat ? [h("dt", {}, "Repeats"), h("dd", {}, h("code", {}, j.repeat.rule),
+        j.repeat.time_zone && j.repeat.time_zone !== "UTC" ? " in " + j.repeat.time_zone : " (UTC)",
+        j.state === "archived" ? ", stopped: archived" : "")] : null),
     h("div", { class: "actions" }, buttons),
     edit,
     h("h2", {}, "Payload"),
     payload(j.data, j.data_base64),
-    r ? [h("h2", {}, "Result"), h("p", {}, r.code + ", status " + r.status), h("h3", {}, "Output"), payload(r.output, r.output_base64)] : null,
+    r ? [h("h2", {}, j.state === "archived" ? "Result" : "Last result"), h("p", {}, r.code + ", status " + r.status), h("h3", {}, "Output"), payload(r.output, r.output_base64)] : null,
     h("h2", {}, "History"),
     table("What happened to " + j.id + ", oldest first", ["When", "Attempt", "Event", "By"],
       (j.history || []).map((e) => [when(e.at), e.attempt, describe(e), e.by || ""]), "No events."));
