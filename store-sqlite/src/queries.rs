@@ -91,13 +91,14 @@ pub(crate) fn add_jobs(rows: usize) -> String {
 }
 
 /// One row of the multi-row insert in [`ADD_KEYED_JOBS`]: the columns of
-/// [`ADD_JOBS_ROW`], then unique_key.
-pub(crate) const ADD_KEYED_JOBS_ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+/// [`ADD_JOBS_ROW`], then unique_key and repeat.
+pub(crate) const ADD_KEYED_JOBS_ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// Parameters bound per row of [`ADD_KEYED_JOBS`].
-pub(crate) const ADD_KEYED_JOBS_PARAMS_PER_ROW: usize = 10;
+pub(crate) const ADD_KEYED_JOBS_PARAMS_PER_ROW: usize = 11;
 
-/// The insert for `rows` jobs of a batch with keyed jobs.
+/// The insert for `rows` jobs of a batch with a flow (keyed or repeating
+/// jobs).
 pub(crate) fn add_keyed_jobs(rows: usize) -> String {
     let values = vec![ADD_KEYED_JOBS_ROW; rows].join(", ");
     ADD_KEYED_JOBS.replace("{rows}", &values)
@@ -121,7 +122,8 @@ fn list_columns(with_data: bool) -> String {
     format!(
         "j.id, j.jobtype, j.priority, j.dt, j.lock, j.attempts, j.create_dt, j.done_dt, \
          j.result_code, j.result_status, j.result_output, j.cancel_requested, j.tags, j.history, \
-         j.claimed_at, j.claimed_by, j.traceparent, j.tracestate, j.unique_key, {data}"
+         j.claimed_at, j.claimed_by, j.traceparent, j.tracestate, j.unique_key, j.repeat, \
+         {data}"
     )
 }
 

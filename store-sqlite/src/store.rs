@@ -16,8 +16,8 @@ use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Duplicate, Error, EventKind, FlowState, Handler,
     HandlerLimits, HandlerVersion, Job, JobCounts, JobEvent, JobRelease, JobResult, JobStore,
-    LOCK_DONE, Millis, NewJob, OnConflict, Release, Result, ResultCode, SysidLease, TraceContext,
-    WaitingJobtype, WorkNotice, WorkWatcher, duration_ms, validate,
+    LOCK_DONE, Millis, NewJob, OnConflict, Release, Repeat, Result, ResultCode, SysidLease,
+    TraceContext, WaitingJobtype, WorkNotice, WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -52,10 +52,12 @@ fn event(now: Millis, by: &str, what: EventKind) -> String {
     JobEvent::new(now, by, 0, what).to_json()
 }
 
-/// Most result output (raw bytes; twice as much as hex) in one release
-/// `UPDATE`: a longer list is split into several statements in one
-/// transaction, keeping each JSON parameter far below SQLite's 1 GB limit.
-/// Ordinary lists (up to 256 outputs of the 64 KiB maximum) never split.
+/// Most result output and repeat payload (raw bytes; twice as much as
+/// hex) in one release `UPDATE`: a longer list is split into several
+/// statements in one transaction, keeping each JSON parameter far below
+/// SQLite's 1 GB limit. Ordinary lists (up to 256 outputs of the 64 KiB
+/// maximum) never split; one repeat payload of up to 64 MiB is a
+/// statement alone.
 const RELEASE_CHUNK_OUTPUT: usize = 16 << 20;
 
 /// The SQLite job store. Cheap to clone: clones share the connection pools
@@ -214,11 +216,13 @@ impl SqliteStore {
         }
     }
 
-    /// `add_jobs` of a batch with at least one keyed job (README, "Unique
-    /// keys"): one `BEGIN IMMEDIATE` transaction, the keys looked up, the
-    /// batch decided here in batch order as `MemoryStore` decides it, the
-    /// jobs decided new inserted, the replaced holders edited.
-    async fn add_keyed_jobs(
+    /// `add_jobs` of a batch with at least one job with a flow, a unique
+    /// key or a repeat rule (README, "Unique keys", "Repeating jobs"): one
+    /// `BEGIN IMMEDIATE` transaction, the keys looked up (only when the
+    /// batch has one), the batch decided here in batch order as
+    /// `MemoryStore` decides it, the jobs decided new inserted with their
+    /// keys and rules, the replaced holders edited.
+    async fn add_flow_jobs(
         &self,
         jobs: &[NewJob],
         tags: &[String],
@@ -233,24 +237,28 @@ impl SqliteStore {
                 Some(serde_json::json!([j.id, j.jobtype, u.key, since]))
             })
             .collect();
-        let lookups = serde_json::to_string(&lookups)
-            .map_err(|e| Error::backend("encoding unique keys as JSON", e))?;
         let mut tx = self.begin_write("add_jobs").await?;
-        type Row = (String, bool, Option<String>, Option<bool>, Option<String>);
-        let rows: Vec<KeyLookup> = sqlx::query_as::<_, Row>(queries::UNIQUE_LOOKUP)
-            .bind(lookups)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(m)?
-            .into_iter()
-            .map(|(id, known, live, live_free, recent)| KeyLookup {
-                id,
-                known,
-                live,
-                live_free,
-                recent,
-            })
-            .collect();
+        let rows: Vec<KeyLookup> = if lookups.is_empty() {
+            Vec::new()
+        } else {
+            let lookups = serde_json::to_string(&lookups)
+                .map_err(|e| Error::backend("encoding unique keys as JSON", e))?;
+            type Row = (String, bool, Option<String>, Option<bool>, Option<String>);
+            sqlx::query_as::<_, Row>(queries::UNIQUE_LOOKUP)
+                .bind(lookups)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(m)?
+                .into_iter()
+                .map(|(id, known, live, live_free, recent)| KeyLookup {
+                    id,
+                    known,
+                    live,
+                    live_free,
+                    recent,
+                })
+                .collect()
+        };
         let found: HashMap<&str, &KeyLookup> = rows.iter().map(|r| (r.id.as_str(), r)).collect();
         let plan = decide_keyed(jobs, &found)?;
         let mut inserted: HashSet<String> = HashSet::with_capacity(jobs.len());
@@ -276,7 +284,8 @@ impl SqliteStore {
                     .bind(tags.as_str())
                     .bind(job.trace.as_ref().map(|t| t.traceparent.as_str()))
                     .bind(job.trace.as_ref().and_then(|t| t.tracestate.as_deref()))
-                    .bind(job.unique_key().map(|u| u.key.as_str()));
+                    .bind(job.unique_key().map(|u| u.key.as_str()))
+                    .bind(job.repeat_rule().map(Repeat::to_text));
             }
             inserted.extend(q.fetch_all(&mut *tx).await.map_err(m)?);
         }
@@ -517,7 +526,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The JSON object of one release entry that keeps its job (see
-/// `queries/release_keep.sql`), a retry or unget with its event by
+/// `queries/release_keep.sql`), a retry, unget or repeat with its event by
 /// `owner` (an archive's event, when the statement appends one, is built
 /// there from the entry's code and status); `None` for a delete.
 fn keep_entry(r: &JobRelease, owner: &str, now: Millis) -> Option<serde_json::Value> {
@@ -541,16 +550,44 @@ fn keep_entry(r: &JobRelease, owner: &str, now: Millis) -> Option<serde_json::Va
             "s": result.status,
             "o": hex(&result.output),
         }),
-        // Refused by validation: this store does not declare repeat.
-        Release::Delete | Release::Repeat { .. } => return None,
+        Release::Repeat { at, result, data } => {
+            let what = EventKind::Repeated {
+                code: result.code,
+                status: result.status,
+                next_ms: *at,
+            };
+            json!({
+                "id": r.id,
+                "k": "p",
+                "dt": at,
+                "c": result.code.as_str(),
+                "s": result.status,
+                "o": hex(&result.output),
+                "d": data.as_deref().map(hex),
+                "e": event(what),
+            })
+        }
+        Release::Delete => return None,
     })
 }
 
+/// Bytes an entry puts in a release statement's JSON (before hex): its
+/// result output, and a repeat's new payload.
+fn entry_bytes(r: &JobRelease) -> usize {
+    let data = match &r.how {
+        Release::Repeat {
+            data: Some(data), ..
+        } => data.len(),
+        _ => 0,
+    };
+    r.how.output_len().saturating_add(data)
+}
+
 /// Splits the entries that keep their job into JSON arrays of at most
-/// [`RELEASE_CHUNK_OUTPUT`] bytes of output each (one for any ordinary
-/// list).
+/// [`RELEASE_CHUNK_OUTPUT`] bytes of output and repeat payloads each (one
+/// for any ordinary list; an entry larger than that alone).
 fn keep_chunks(releases: &[JobRelease], owner: &str, now: Millis) -> Result<Vec<String>> {
-    split_by_size(releases, RELEASE_CHUNK_OUTPUT, |r| r.how.output_len())
+    split_by_size(releases, RELEASE_CHUNK_OUTPUT, entry_bytes)
         .into_iter()
         .map(|run| {
             run.iter()
@@ -781,10 +818,12 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         tags: tags_from_json(&row.try_get::<String, _>("tags").map_err(d)?)?,
         history: complete_history(with_added(stored, create_dt), claim, ended),
         claimed_due: None,
-        flow: row
-            .try_get::<Option<String>, _>("unique_key")
-            .map_err(d)?
-            .map(|key| Box::new(FlowState::unique(key))),
+        flow: FlowState::from_parts(
+            row.try_get("unique_key").map_err(d)?,
+            row.try_get::<Option<String>, _>("repeat")
+                .map_err(d)?
+                .as_deref(),
+        ),
         trace: row
             .try_get::<Option<String>, _>("traceparent")
             .map_err(d)?
@@ -833,13 +872,14 @@ impl Claimed<'_> {
             Option<String>,
             Option<String>,
             Option<String>,
+            Option<String>,
         );
         let d = |e| error::map("decoding a claimed job", e);
         let attempts: i64 = row.try_get(2).map_err(d)?;
         let attempts = u32::try_from(attempts).map_err(|e| Error::backend("stored attempts", e))?;
         let create_dt: Millis = row.try_get(3).map_err(d)?;
         let rest: Option<String> = row.try_get(5).map_err(d)?;
-        let (code, status, output, cancel, tags, stored, traceparent, tracestate, key): Rest =
+        let (code, status, output, cancel, tags, stored, traceparent, tracestate, key, rule): Rest =
             match rest {
                 None => (
                     None,
@@ -848,6 +888,7 @@ impl Claimed<'_> {
                     0,
                     Vec::new(),
                     Vec::new(),
+                    None,
                     None,
                     None,
                     None,
@@ -886,7 +927,7 @@ impl Claimed<'_> {
             tags,
             history: complete_history(with_added(stored, create_dt), Some(claim), None),
             claimed_due: None,
-            flow: key.map(|key| Box::new(FlowState::unique(key))),
+            flow: FlowState::from_parts(key, rule.as_deref()),
             trace: traceparent.map(|traceparent| TraceContext {
                 traceparent,
                 tracestate,
@@ -957,6 +998,7 @@ impl JobStore for SqliteStore {
             .with_trace()
             .with_schedules()
             .with_unique_jobs()
+            .with_repeat()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -968,8 +1010,11 @@ impl JobStore for SqliteStore {
             .iter()
             .map(|j| serde_json::to_string(&j.tags).map_err(|e| Error::backend("encoding tags", e)))
             .collect::<Result<Vec<_>>>()?;
-        if jobs.iter().any(|j| j.unique_key().is_some()) {
-            return self.add_keyed_jobs(jobs, &tags, now).await;
+        if jobs
+            .iter()
+            .any(|j| j.unique_key().is_some() || j.repeat_rule().is_some())
+        {
+            return self.add_flow_jobs(jobs, &tags, now).await;
         }
         let mut tx = self.begin_write("add_jobs").await?;
         let mut inserted: HashSet<String> = HashSet::with_capacity(jobs.len());
@@ -1171,8 +1216,10 @@ impl JobStore for SqliteStore {
             .iter()
             .filter_map(|r| match &r.how {
                 Release::Archive(res) => Some((r.id.as_str(), Some(res.code.as_str()))),
-                Release::Retry { .. } | Release::Unget => Some((r.id.as_str(), None)),
-                Release::Delete | Release::Repeat { .. } => None,
+                Release::Retry { .. } | Release::Unget | Release::Repeat { .. } => {
+                    Some((r.id.as_str(), None))
+                }
+                Release::Delete => None,
             })
             .collect();
         let code_of = |id: &str| archives_code.get(id).copied().flatten();
@@ -1758,6 +1805,54 @@ mod tests {
         assert_eq!(keep_chunks(&archived(256, max), "o", 0).unwrap().len(), 1);
         assert_eq!(keep_chunks(&archived(257, max), "o", 0).unwrap().len(), 2);
         assert_eq!(keep_chunks(&archived(1, 0), "o", 0).unwrap().len(), 1);
+    }
+
+    /// A repeat's new payload counts towards a statement's bytes beside the
+    /// outputs: a list with a large one is split, the payload's entry
+    /// alone when it is past the chunk by itself; an entry keeps its hex
+    /// payload, or null to keep the job's.
+    #[test]
+    fn repeat_payloads_count_towards_the_chunk() {
+        let repeat = |id: &str, data: Option<usize>| {
+            JobRelease::new(
+                id,
+                Release::Repeat {
+                    at: 5,
+                    result: JobResult::from_status(200).with_output(b"o".to_vec()),
+                    data: data.map(|n| vec![b'd'; n]),
+                },
+            )
+        };
+        let small = [repeat("a", Some(2)), repeat("b", None)];
+        let chunks = keep_chunks(&small, "o", 0).unwrap();
+        assert_eq!(chunks.len(), 1);
+        let entries: serde_json::Value = serde_json::from_str(&chunks[0]).unwrap();
+        assert_eq!(
+            (
+                &entries[0]["k"],
+                &entries[0]["dt"],
+                &entries[0]["o"],
+                &entries[0]["d"]
+            ),
+            (
+                &serde_json::json!("p"),
+                &serde_json::json!(5),
+                &serde_json::json!("6f"),
+                &serde_json::json!("6464")
+            )
+        );
+        assert_eq!(entries[1]["d"], serde_json::Value::Null);
+        assert_eq!(
+            entries[0]["e"],
+            serde_json::json!({"at": 0, "by": "o", "attempt": 0, "event": "repeated",
+                               "code": "ok", "status": 200, "next_ms": 5})
+        );
+        let mut big = archived(2, 10);
+        big.insert(1, repeat("big", Some(RELEASE_CHUNK_OUTPUT)));
+        assert_eq!(keep_chunks(&big, "o", 0).unwrap().len(), 3);
+        let mut fits = archived(2, 10);
+        fits.push(repeat("fits", Some(RELEASE_CHUNK_OUTPUT - 30)));
+        assert_eq!(keep_chunks(&fits, "o", 0).unwrap().len(), 1);
     }
 
     /// Every listing shape reads the jobs through an index, in ranges

@@ -4,20 +4,24 @@
 //! store keeps a job's current claim in its row and shows it as events,
 //! which must read exactly as the reference's stored events, at the limit
 //! of 20 too) and the job counts (kept by grouped updates of `counts`)
-//! must be the same after each step.
+//! must be the same after each step. Some jobs repeat: they are added
+//! with a rule, and releases repeat jobs (with and without a new payload,
+//! due in the past or the future).
 
 use std::time::Duration;
 
 use jobstore_api::{
     EventKind, Job, JobEdit, JobRelease, JobResult, JobStore, LOCK_DONE, MemoryStore, Millis,
-    NewJob, OnConflict, Release, ResultCode, Unique,
+    NewJob, OnConflict, Release, Repeat, ResultCode, Unique,
 };
 use jobstore_sqlite::SqliteStore;
 
 const T0: Millis = 1_700_000_000_000;
 const LEASE: Duration = Duration::from_secs(60);
 const IDS: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
-/// The ids plain adds use; the others are only ever added with a key.
+/// The ids plain adds use (the first two of them with a repeat rule in
+/// one of the two batches that add them); the others are only ever added
+/// with a key (some with a rule too).
 const PLAIN: usize = 5;
 const OWNERS: [&str; 2] = ["sys-a", "sys-b"];
 /// Unique keys: few, so that keyed jobs meet holders (live, archived in a
@@ -68,6 +72,20 @@ struct Seen {
     archived_holders: usize,
     /// Runs again of archived keyed jobs refused because the key was taken.
     rerun_refused: usize,
+    /// Repeat releases that applied, those that stored a pending claim
+    /// with 18 or more events stored, and claims of jobs carrying a
+    /// repeated run's result.
+    repeated: usize,
+    repeated_full: usize,
+    claimed_after_repeat: usize,
+}
+
+/// The rules jobs repeat by: one in UTC, one in a time zone.
+fn rules() -> [Repeat; 2] {
+    [
+        Repeat::new("HOURLY"),
+        Repeat::new("0 6 * * *").time_zone("Europe/Paris"),
+    ]
 }
 
 /// Whether `job`'s last claim is pending in the SQLite store: its newest
@@ -139,7 +157,18 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
         .iter()
         .map(|id| NewJob::new(*id, "t", *id))
         .collect();
-    both!(0, sqlite, memory, |s| s.add_jobs(&jobs, now), |o| o);
+    // The same ids, the first two repeating (a batch with a flow, the
+    // keyed jobs' insert, beside plain jobs).
+    let repeating: Vec<NewJob> = jobs
+        .iter()
+        .cloned()
+        .zip(rules().into_iter().map(Some).chain(std::iter::repeat(None)))
+        .map(|(job, rule)| match rule {
+            Some(rule) => job.repeat(rule),
+            None => job,
+        })
+        .collect();
+    both!(0, sqlite, memory, |s| s.add_jobs(&repeating, now), |o| o);
     for step in 1..=steps {
         // Up to 80 s a step: leases of 60 s run out now and then.
         now += (rng.below(80) as Millis) * 1_000 + 1;
@@ -155,13 +184,24 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                     |s| s.claim_jobs("t", limit, owner, LEASE, now),
                     |jobs| jobs
                 );
+                for id in &all {
+                    let Some(job) = memory.get_job(id).await.unwrap() else {
+                        continue;
+                    };
+                    let h = &job.history;
+                    let repeated_then_claimed = h.len() >= 2
+                        && h[h.len() - 1].at == now
+                        && h[h.len() - 1].what == EventKind::Claimed
+                        && matches!(h[h.len() - 2].what, EventKind::Repeated { .. });
+                    seen.claimed_after_repeat += usize::from(repeated_then_claimed);
+                }
             }
             12..=21 => {
                 let releases: Vec<JobRelease> = rng
                     .ids()
                     .into_iter()
                     .map(|id| {
-                        let how = match rng.below(8) {
+                        let how = match rng.below(10) {
                             0 => Release::Retry {
                                 delay: Duration::from_secs(rng.below(30) as u64),
                             },
@@ -170,6 +210,14 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                             3 => Release::Archive(JobResult::cancelled()),
                             4 => Release::Archive(JobResult::from_status(404)),
                             5 => Release::Archive(JobResult::from_status(500)),
+                            // Due again up to 30 s ago or 90 s ahead.
+                            6 | 7 => Release::Repeat {
+                                at: now - 30_000 + (rng.below(120) as Millis) * 1_000,
+                                result: JobResult::from_status(200 + rng.below(3) as u16)
+                                    .with_output(format!("run at {now}").into_bytes()),
+                                data: (rng.below(2) == 0)
+                                    .then(|| format!("state at step {step}").into_bytes()),
+                            },
                             _ => Release::Archive(
                                 JobResult::from_status(200).with_output(b"done".to_vec()),
                             ),
@@ -179,10 +227,26 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                     .collect();
                 let freed: Vec<String> = releases
                     .iter()
-                    .filter(|r| matches!(r.how, Release::Retry { .. } | Release::Unget))
+                    .filter(|r| {
+                        matches!(
+                            r.how,
+                            Release::Retry { .. } | Release::Unget | Release::Repeat { .. }
+                        )
+                    })
                     .map(|r| r.id.clone())
                     .collect();
                 count(memory, &freed, now, &mut seen, false).await;
+                let mut repeats = Vec::new();
+                for r in &releases {
+                    if let Release::Repeat { .. } = r.how {
+                        let job = memory.get_job(&r.id).await.unwrap();
+                        if let Some(job) = job.filter(|j| j.lock == owner) {
+                            repeats.push(pending(&job) && job.history.len() >= 18);
+                        }
+                    }
+                }
+                seen.repeated += repeats.len();
+                seen.repeated_full += repeats.iter().filter(|full| **full).count();
                 both!(
                     step,
                     sqlite,
@@ -213,7 +277,8 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                 let mut keyed_archived = Vec::new();
                 for id in &ids {
                     let job = memory.get_job(id).await.unwrap();
-                    if job.is_some_and(|j| j.lock == LOCK_DONE && j.flow.is_some()) {
+                    let keyed = |j: &Job| j.flow.as_ref().is_some_and(|f| f.unique_key.is_some());
+                    if job.is_some_and(|j| j.lock == LOCK_DONE && keyed(&j)) {
                         keyed_archived.push(id.clone());
                     }
                 }
@@ -298,7 +363,11 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                             u = u.on_conflict(OnConflict::ReplaceData);
                         }
                         let data = format!("{id} at step {step}");
-                        NewJob::new(id, "t", data).unique(u)
+                        let job = NewJob::new(id, "t", data).unique(u);
+                        match rng.below(3) {
+                            0 => job.repeat(rules()[rng.below(2)].clone()),
+                            _ => job,
+                        }
                     })
                     .collect();
                 let got = sqlite.add_jobs(&batch, now).await.unwrap();
@@ -313,8 +382,10 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                 }
             }
             _ => {
-                // Deleted or purged jobs come back (as new jobs).
-                both!(step, sqlite, memory, |s| s.add_jobs(&jobs, now), |o| o);
+                // Deleted or purged jobs come back (as new jobs), plain or
+                // the first two repeating.
+                let batch = if rng.below(2) == 0 { &jobs } else { &repeating };
+                both!(step, sqlite, memory, |s| s.add_jobs(batch, now), |o| o);
             }
         }
         for id in IDS {
@@ -337,6 +408,9 @@ async fn every_step_reads_as_the_reference_store() {
         seen.replaced += s.replaced;
         seen.archived_holders += s.archived_holders;
         seen.rerun_refused += s.rerun_refused;
+        seen.repeated += s.repeated;
+        seen.repeated_full += s.repeated_full;
+        seen.claimed_after_repeat += s.claimed_after_repeat;
         store.close().await;
     }
     println!("{seen:?}");
@@ -346,6 +420,10 @@ async fn every_step_reads_as_the_reference_store() {
             && seen.replaced > 0
             && seen.archived_holders > 0
             && seen.rerun_refused > 0,
+        "{seen:?}"
+    );
+    assert!(
+        seen.repeated > 0 && seen.repeated_full > 0 && seen.claimed_after_repeat > 0,
         "{seen:?}"
     );
 }

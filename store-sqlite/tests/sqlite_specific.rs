@@ -572,6 +572,7 @@ column jobs.claimed_by TEXT
 column jobs.traceparent TEXT
 column jobs.tracestate TEXT
 column jobs.unique_key TEXT
+column jobs.repeat TEXT
 column paused.jobtype TEXT not null primary key
 column paused.dt INTEGER not null
 column schedules.name TEXT not null primary key
@@ -1301,5 +1302,247 @@ async fn a_run_again_gives_the_key_to_the_first_of_the_call() {
         .await
         .unwrap();
     assert!(rerun.is_empty(), "{rerun:?}");
+    store.close().await;
+}
+
+/// A database of migrations 1 to 11 opens with repeating jobs: its jobs
+/// read as plain (no flow, `repeat` NULL), repeating jobs are added beside
+/// them (with and without a key, in one batch with a plain one), their rows
+/// store the rule's text, and a repeat release of an old job and of a new
+/// one leaves the rows as the README says: free, due at the repeat time,
+/// attempts 0, the run's result with no `done_dt`, no pending claim (the
+/// `Claimed` event stored, then `Repeated` with the run's attempt), the
+/// rule as added, nothing counted as archived.
+#[tokio::test]
+async fn a_database_from_before_repeat_takes_repeating_jobs() {
+    use jobstore_api::{EventKind, FlowState, JobEvent, Repeat, Unique};
+
+    let db = TempDb::new();
+    let mut conn = db.migrated_before("20261208000012").await;
+    sqlx::query(
+        "INSERT INTO jobs (id, jobtype, priority, dt, lock, attempts, create_dt, data, unique_key)
+         VALUES ('old', 't', 9, ?1, '', 0, ?1, x'', 'ok')",
+    )
+    .bind(T0)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    assert!(store.capabilities().repeat);
+    assert_eq!(
+        store.get_job("old").await.unwrap().unwrap().flow,
+        Some(Box::new(FlowState::unique("ok")))
+    );
+    let paris = Repeat::new("0 6 * * *").time_zone("Europe/Paris");
+    let out = store
+        .add_jobs(
+            &[
+                NewJob::new("r", "t", "x").repeat(Repeat::new("HOURLY")),
+                NewJob::new("plain", "t", "x"),
+                NewJob::new("rk", "t", "x")
+                    .repeat(paris.clone())
+                    .unique(Unique::new("key")),
+                NewJob::new("old", "t", "x").repeat(Repeat::new("HOURLY")),
+            ],
+            T0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.new, ["r", "plain", "rk"]);
+    assert_eq!(out.existing, ["old"]);
+    let mut conn = db.connect().await;
+    let rows: Vec<(String, Option<String>, Option<String>)> =
+        sqlx::query_as("SELECT id, unique_key, repeat FROM jobs ORDER BY id")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    conn.close().await.unwrap();
+    let s = |v: &str| Some(v.to_owned());
+    assert_eq!(
+        rows,
+        [
+            ("old".to_owned(), s("ok"), None),
+            ("plain".to_owned(), None, None),
+            ("r".to_owned(), None, s("HOURLY")),
+            ("rk".to_owned(), s("key"), s("TZ=Europe/Paris 0 6 * * *")),
+        ]
+    );
+    let claimed = store.claim_jobs("t", 10, "owner", MIN, T0).await.unwrap();
+    let flows: Vec<_> = claimed
+        .iter()
+        .map(|j| {
+            (
+                j.id.as_str(),
+                j.flow.as_ref().and_then(|f| f.repeat.clone()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        flows,
+        [
+            ("old", None),
+            ("plain", None),
+            ("r", Some(Repeat::new("HOURLY"))),
+            ("rk", Some(paris.clone()))
+        ]
+    );
+    let at = T0 + 3_600_000;
+    let repeat = |id: &str, data: Option<&[u8]>| {
+        JobRelease::new(
+            id,
+            Release::Repeat {
+                at,
+                result: JobResult::from_status(201).with_output(b"out".to_vec()),
+                data: data.map(<[u8]>::to_vec),
+            },
+        )
+    };
+    let mut released = store
+        .release_jobs(
+            &[
+                repeat("old", None),
+                repeat("rk", Some(b"next")),
+                JobRelease::new("plain", Release::Archive(JobResult::from_status(200))),
+            ],
+            "owner",
+            T0 + 5,
+        )
+        .await
+        .unwrap();
+    released.sort();
+    assert_eq!(released, ["old", "plain", "rk"]);
+    let mut conn = db.connect().await;
+    type Stored = (
+        String,
+        i64,
+        i64,
+        Option<i64>,
+        Option<String>,
+        Option<i64>,
+        Option<Vec<u8>>,
+        Vec<u8>,
+        Option<i64>,
+        String,
+    );
+    let stored: Vec<Stored> = sqlx::query_as(
+        "SELECT lock, dt, attempts, done_dt, result_code, result_status, result_output, data,
+                claimed_at, history
+         FROM jobs WHERE id IN ('old', 'rk') ORDER BY id",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let counts: Vec<(String, String, i64)> =
+        sqlx::query_as("SELECT jobtype, code, n FROM counts WHERE n <> 0")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    conn.close().await.unwrap();
+    assert_eq!(counts, [("t".to_owned(), "ok".to_owned(), 1)]);
+    for ((lock, dt, attempts, done_dt, code, status, output, data, claimed_at, history), want) in
+        stored.into_iter().zip([b"".as_slice(), b"next"])
+    {
+        assert_eq!(
+            (lock.as_str(), dt, attempts, done_dt, claimed_at),
+            ("", at, 0, None, None)
+        );
+        assert_eq!(
+            (code.as_deref(), status, output.as_deref(), data.as_slice()),
+            (Some("ok"), Some(201), Some(b"out".as_slice()), want)
+        );
+        let events = jobstore_api::history::history_from_json(&history).unwrap();
+        assert_eq!(
+            events,
+            [
+                JobEvent::new(T0, "owner", 1, EventKind::Claimed),
+                JobEvent::new(
+                    T0 + 5,
+                    "owner",
+                    1,
+                    EventKind::Repeated {
+                        code: ResultCode::Ok,
+                        status: 201,
+                        next_ms: at
+                    }
+                ),
+            ]
+        );
+    }
+    let counts = store.job_counts(at).await.unwrap();
+    assert_eq!(
+        counts
+            .iter()
+            .map(|c| (c.waiting, c.scheduled))
+            .collect::<Vec<_>>(),
+        [(3, 0)],
+        "the two repeated, due, and r, its lease expired"
+    );
+    store.close().await;
+}
+
+/// A release list whose repeat payloads add up to more than one
+/// statement's share is split over several statements in one transaction,
+/// beside archives and a retry: every entry applies, the payloads land
+/// whole, the archive is counted once.
+#[tokio::test]
+async fn a_release_with_large_repeat_payloads_is_split() {
+    use jobstore_api::Repeat;
+
+    let db = TempDb::new();
+    let store = SqliteStore::connect(&db.url("")).await.unwrap();
+    let jobs: Vec<NewJob> = (0..5)
+        .map(|i| NewJob::new(format!("j{i}"), "t", "x").repeat(Repeat::new("HOURLY")))
+        .collect();
+    store.add_jobs(&jobs, T0).await.unwrap();
+    assert_eq!(
+        store
+            .claim_jobs("t", 5, "owner", MIN, T0)
+            .await
+            .unwrap()
+            .len(),
+        5
+    );
+    let payload = |i: u8| vec![i; 12 << 20]; // two of them: 24 MiB, past 16
+    let repeat = |i: u8| {
+        JobRelease::new(
+            format!("j{i}"),
+            Release::Repeat {
+                at: T0 + 60_000,
+                result: JobResult::from_status(200),
+                data: Some(payload(i)),
+            },
+        )
+    };
+    let releases = [
+        JobRelease::new("j0", Release::Archive(JobResult::from_status(200))),
+        repeat(1),
+        JobRelease::new(
+            "j2",
+            Release::Retry {
+                delay: Duration::from_secs(1),
+            },
+        ),
+        repeat(3),
+        JobRelease::new("j4", Release::Archive(JobResult::from_status(500))),
+    ];
+    let released = store
+        .release_jobs(&releases, "owner", T0 + 1)
+        .await
+        .unwrap();
+    assert_eq!(released.len(), 5);
+    for i in [1, 3] {
+        let job = store.get_job(&format!("j{i}")).await.unwrap().unwrap();
+        assert_eq!((job.lock.as_str(), job.dt), ("", T0 + 60_000));
+        assert!(job.data == payload(i), "j{i}'s payload");
+    }
+    let counts = store.job_counts(T0 + 60_000).await.unwrap();
+    assert_eq!(counts.len(), 1);
+    assert_eq!(
+        (counts[0].waiting, counts[0].archived.values().sum::<u64>()),
+        (3, 2),
+        "{counts:?}"
+    );
     store.close().await;
 }
