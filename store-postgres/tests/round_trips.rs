@@ -159,7 +159,7 @@ async fn count(store: &PgStore) -> Result<(), String> {
         _ => Release::Repeat {
             at: T0 + 3_600_000,
             result: JobResult::from_status(200),
-            data: (i % 3 == 0).then(|| b"next".to_vec()),
+            data: i.is_multiple_of(3).then(|| b"next".to_vec()),
         },
     };
     let list: Vec<JobRelease> = got[..60]
