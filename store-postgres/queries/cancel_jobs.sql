@@ -12,7 +12,7 @@
 -- receives) or `cancel_requested` (every marking), after its pending claim
 -- (if any: a locked job's first marking) is stored as a `claimed` event
 -- and cleared (jobstore_push_claim_event). An archived job keeps its unique
--- key (the delete from `jobs` frees it).
+-- key (the delete from `jobs` frees it) and its repeat rule.
 WITH l AS (
     SELECT id, lock FROM jobs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE
 ), done AS (
@@ -20,7 +20,8 @@ WITH l AS (
     USING l
     WHERE j.id = l.id AND l.lock = ''
     RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt, j.tags, j.history,
-              j.claimed_at, j.lock, j.traceparent, j.tracestate, j.unique_key
+              j.claimed_at, j.lock, j.traceparent, j.tracestate, j.unique_key,
+              j.repeat_rule
 ), marked AS (
     UPDATE jobs j
     SET cancel_requested = true,
@@ -33,11 +34,12 @@ WITH l AS (
 ), archived AS (
     INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt,
                          done_dt, code, status, output, tags, history,
-                         claimed_at, claimed_by, traceparent, tracestate, unique_key)
+                         claimed_at, claimed_by, traceparent, tracestate, unique_key,
+                         repeat_rule)
     SELECT id, jobtype, data, priority, $3, attempts, create_dt, $2, 'cancelled', 0, '',
            tags, jobstore_push_claim_event(history, claimed_at, lock, attempts,
                jsonb_build_object('at', $2::int8, 'attempt', attempts, 'event', 'cancelled')),
-           NULL, NULL, traceparent, tracestate, unique_key
+           NULL, NULL, traceparent, tracestate, unique_key, repeat_rule
     FROM done
     -- add_jobs never lets an archived id back into jobs; should one get
     -- there anyway, the newer result replaces the older instead of failing.
@@ -50,7 +52,7 @@ WITH l AS (
         tags = EXCLUDED.tags, history = EXCLUDED.history,
         claimed_at = EXCLUDED.claimed_at, claimed_by = EXCLUDED.claimed_by,
         traceparent = EXCLUDED.traceparent, tracestate = EXCLUDED.tracestate,
-        unique_key = EXCLUDED.unique_key
+        unique_key = EXCLUDED.unique_key, repeat_rule = EXCLUDED.repeat_rule
 )
 SELECT id, 'c' AS what FROM done
 UNION ALL

@@ -26,8 +26,9 @@
 -- (no result, no cancel mark, no tags, no stored history, no trace
 -- context), else one record of the eight columns that hold them (code,
 -- status, output, cancel_requested, tags, history as JSON text,
--- traceparent, tracestate; a job run again keeps its last result), and
--- its unique key (NULL for a plain job: a bit in the null bitmap). What
+-- traceparent, tracestate; a job run again or repeated keeps its last
+-- result), its unique key and its repeat rule (NULL for a plain job: a
+-- bit in the null bitmap each). What
 -- the claim set (jobtype, dt, lock, claimed_at, so the pending claim) the
 -- caller knows and is not sent back: every column of a claimed row costs
 -- the CTE's tuplestore, the wire and the reader, for every job.
@@ -64,8 +65,8 @@ WITH picked AS (
                         AND j.history = '[]' AND j.traceparent IS NULL THEN NULL
                    ELSE ROW(j.code, j.status, j.output, j.cancel_requested, j.tags,
                             j.history::text, j.traceparent, j.tracestate) END AS rare,
-              j.unique_key
+              j.unique_key, j.repeat_rule
 )
-SELECT id, data, priority, attempts, create_dt, was_dt, rare, unique_key
+SELECT id, data, priority, attempts, create_dt, was_dt, rare, unique_key, repeat_rule
 FROM claimed
 ORDER BY priority DESC, was_dt, id

@@ -30,12 +30,12 @@ WITH RECURSIVE skip (jobtype) AS (
 SELECT p.id, p.jobtype, p.data, p.priority, p.dt, p.lock, p.attempts, p.create_dt,
        NULL::int8 AS done_dt, p.code, p.status, p.output, p.cancel_requested,
        p.tags, p.history::text, p.claimed_at, p.lock AS claimed_by,
-       p.traceparent, p.tracestate, p.unique_key
+       p.traceparent, p.tracestate, p.unique_key, p.repeat_rule
 FROM types t
 CROSS JOIN LATERAL (
     SELECT id, jobtype, CASE WHEN $9 THEN data ELSE '' END AS data, priority, dt, lock,
            attempts, create_dt, code, status, output, cancel_requested,
-           tags, history, claimed_at, traceparent, tracestate, unique_key
+           tags, history, claimed_at, traceparent, tracestate, unique_key, repeat_rule
     FROM jobs
     WHERE jobtype = t.jobtype AND lock <> '' AND (dt, id) > ($5, $6)
       AND create_dt >= $7 AND create_dt < $8

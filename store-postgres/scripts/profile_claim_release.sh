@@ -42,6 +42,9 @@ SELECT count(*) FROM add_jobs(
 VACUUM $analyze jobs;
 VACUUM $analyze archive;
 SQL
+# the release's parameters after the channel: repeat payloads (migration
+# 16), NULL for a list of archives
+more=""; grep -q '\$11' "$dir"/queries/release_jobs.sql && more=", NULL"
 {
   echo "PREPARE claim AS $(cat "$dir"/queries/claim_jobs.sql);"
   echo "PREPARE rel AS $(cat "$dir"/queries/release_jobs.sql);"
@@ -60,7 +63,7 @@ SQL
       array_agg(NULL::int8) AS dts, array_agg('ok'::text) AS codes, array_agg(200) AS statuses,
       array_agg(''::bytea) AS outputs FROM jobs WHERE lock = 'sys-bench-1' \\gset"
     echo "\\warn MARK release"
-    echo "$run EXECUTE rel(:'ids', 'sys-bench-1', :'kinds', :'dts', :'codes', :'statuses', :'outputs', $now, $((now + 31536000000000)), 'chan') $sink"
+    echo "$run EXECUTE rel(:'ids', 'sys-bench-1', :'kinds', :'dts', :'codes', :'statuses', :'outputs', $now, $((now + 31536000000000)), 'chan'$more) $sink"
     echo "\\warn MARK other"
   done
 } > "$out/run.sql"

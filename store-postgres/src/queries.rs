@@ -2,6 +2,7 @@
 //! `queries/`.
 
 pub(crate) const ADD_JOBS: &str = include_str!("../queries/add_jobs.sql");
+pub(crate) const ADD_REPEAT_JOBS: &str = include_str!("../queries/add_repeat_jobs.sql");
 pub(crate) const ADD_UNIQUE_JOBS: &str = include_str!("../queries/add_unique_jobs.sql");
 pub(crate) const CLAIM_JOBS: &str = include_str!("../queries/claim_jobs.sql");
 pub(crate) const RENEW_LOCKS: &str = include_str!("../queries/renew_locks.sql");

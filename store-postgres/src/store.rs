@@ -161,16 +161,23 @@ impl PgStore {
     }
 
     /// The release statements for `releases`: one per
-    /// [`Self::RELEASE_CHUNK_BYTES`] of result output, at least one entry
-    /// each.
+    /// [`Self::RELEASE_CHUNK_BYTES`] of result output and repeat payload,
+    /// at least one entry each.
     fn release_chunks<'r>(releases: &'r [&'r JobRelease]) -> Vec<&'r [&'r JobRelease]> {
-        split_by_size(releases, Self::RELEASE_CHUNK_BYTES, |r| r.how.output_len())
+        split_by_size(releases, Self::RELEASE_CHUNK_BYTES, |r| {
+            r.how.output_len() + repeat_data(&r.how).map_or(0, <[u8]>::len)
+        })
     }
 
+    /// A batch without a unique key: `queries/add_jobs.sql`, or
+    /// `queries/add_repeat_jobs.sql` when a job of it has a repeat rule.
     async fn add_chunk(&self, jobs: &[NewJob], now: Millis) -> Result<HashSet<String>> {
         let cols = AddColumns::of(jobs, now);
-        let rows = cols
-            .bind(sqlx::query(q::ADD_JOBS))
+        let query = match &cols.repeats {
+            None => cols.bind(sqlx::query(q::ADD_JOBS)),
+            Some(repeats) => cols.bind(sqlx::query(q::ADD_REPEAT_JOBS)).bind(repeats),
+        };
+        let rows = query
             .bind(now)
             .bind(&self.channel)
             .fetch_all(&self.pool)
@@ -200,6 +207,7 @@ impl PgStore {
             .collect();
         let rows = retry_deadlock(|| {
             cols.bind(sqlx::query(q::ADD_UNIQUE_JOBS))
+                .bind(&cols.repeats)
                 .bind(&keys)
                 .bind(&windows)
                 .bind(&replace)
@@ -251,20 +259,25 @@ impl PgStore {
         let mut codes: Vec<Option<&str>> = Vec::with_capacity(n);
         let mut statuses: Vec<Option<i32>> = Vec::with_capacity(n);
         let mut outputs: Vec<Option<&[u8]>> = Vec::with_capacity(n);
+        // Repeat payloads: the whole array NULL for a list without a repeat.
+        let datas: Option<Vec<Option<&[u8]>>> = releases
+            .iter()
+            .any(|r| matches!(r.how, Release::Repeat { .. }))
+            .then(|| releases.iter().map(|r| repeat_data(&r.how)).collect());
         for r in releases {
             ids.push(&r.id);
             let (kind, dt, result) = match &r.how {
                 Release::Retry { delay } => ("r", Some(now + duration_ms(*delay)), None),
                 Release::Unget => ("u", Some(now), None),
+                Release::Repeat { at, result, .. } => ("p", Some(*at), Some(result)),
                 Release::Archive(result) => ("a", None, Some(result)),
-                // Refused by validation: this store does not declare repeat.
-                Release::Delete | Release::Repeat { .. } => ("d", None, None),
+                Release::Delete => ("d", None, None),
             };
             kinds.push(kind);
             dts.push(dt);
             codes.push(result.map(|r| r.code.as_str()));
-            // An archive's status is its result's; a retry's is the run's
-            // (for its history event).
+            // An archive's or a repeat's status is its result's; a retry's
+            // is the run's (for its history event).
             let status = match result {
                 Some(result) => Some(result.status),
                 None => r.status,
@@ -283,6 +296,7 @@ impl PgStore {
             .bind(now)
             .bind(now + ARCHIVE_HORIZON_MS)
             .bind(&self.channel)
+            .bind(datas)
     }
 
     /// The list statement of `query` (see `queries/list_*.sql`), its
@@ -416,6 +430,17 @@ impl PgStore {
     }
 }
 
+/// The payload a repeat release brings (`None`: it keeps the job's; any
+/// other release brings none).
+fn repeat_data(how: &Release) -> Option<&[u8]> {
+    match how {
+        Release::Repeat {
+            data: Some(data), ..
+        } => Some(data),
+        _ => None,
+    }
+}
+
 /// What became of one job of a keyed add (`add_unique_jobs`).
 #[derive(Debug, Clone)]
 enum Added {
@@ -506,8 +531,8 @@ where
 /// `queries/get_job.sql`): id, jobtype, data, priority, dt, lock, attempts,
 /// create_dt, done_dt, code, status, output, cancel_requested, tags,
 /// history (JSON text), claimed_at, claimed_by, traceparent, tracestate,
-/// unique_key. A result is read when
-/// `code` is set: an archived job's, or a live job's last one. The history
+/// unique_key, repeat_rule. A result is read when `code` is set: an
+/// archived job's, or a live job's last one (run again, or repeated). The history
 /// is the stored one completed with the pending claim (`claimed_at` set:
 /// claimed then by `claimed_by`, with the job's attempts) and, for an
 /// archived job, its archival ([`complete_history`]).
@@ -545,7 +570,7 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         tags: get(row, 13)?,
         history: complete_history(with_added(stored, create_dt), claim, archived),
         claimed_due: None,
-        flow: flow_of(get(row, 19)?),
+        flow: flow_of(get(row, 19)?, get(row, 20)?),
         trace: match get::<Option<String>>(row, 17)? {
             None => None,
             Some(traceparent) => Some(TraceContext {
@@ -556,9 +581,10 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
     })
 }
 
-/// A job's stored flow from its `unique_key` column: `None` for a plain job.
-fn flow_of(unique_key: Option<String>) -> Option<Box<FlowState>> {
-    unique_key.map(|k| Box::new(FlowState::unique(k)))
+/// A job's stored flow from its `unique_key` and `repeat_rule` columns:
+/// `None` for a plain job.
+fn flow_of(unique_key: Option<String>, repeat_rule: Option<String>) -> Option<Box<FlowState>> {
+    FlowState::from_parts(unique_key, repeat_rule.as_deref())
 }
 
 /// Column `i`, a job's attempts: never negative but by a row edited by
@@ -603,7 +629,8 @@ type Rare = (
 );
 
 /// A job just claimed (`queries/claim_jobs.sql`: id, data, priority,
-/// attempts, create_dt, the dt before the claim, `rare`, unique_key), with what the
+/// attempts, create_dt, the dt before the claim, `rare`, unique_key,
+/// repeat_rule), with what the
 /// claim set: its jobtype, lease expiry, lock and pending claim (at `now`
 /// by `owner`).
 fn claimed_from_row(
@@ -648,7 +675,7 @@ fn claimed_from_row(
         tags,
         history: complete_history(with_added(stored, create_dt), Some(claim), None),
         claimed_due: Some(get(row, 5)?),
-        flow: flow_of(get(row, 7)?),
+        flow: flow_of(get(row, 7)?, get(row, 8)?),
         trace,
     })
 }
@@ -758,6 +785,7 @@ impl JobStore for PgStore {
             .with_trace()
             .with_schedules()
             .with_unique_jobs()
+            .with_repeat()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -886,17 +914,20 @@ impl JobStore for PgStore {
         now: Millis,
     ) -> Result<Vec<String>> {
         validate::release(releases, owner, now, &self.capabilities())?;
-        // Sorted by id, with the kinds that keep their job (retry, unget)
-        // apart from those that remove it (archive, delete): each statement
+        // Sorted by id, with the kinds that keep their job (retry, unget,
+        // repeat) apart from those that remove it (archive, delete): each statement
         // then locks its jobs in id order (see queries/release_jobs.sql).
         // One statement per kind present and RELEASE_CHUNK_BYTES of result
-        // output, each its own transaction: one for an ordinary list of
+        // output and repeat payload, each its own transaction: one for an ordinary list of
         // one kind, two when it mixes them.
         let mut sorted: Vec<&JobRelease> = releases.iter().collect();
         sorted.sort_unstable_by(|a, b| a.id.cmp(&b.id));
-        let (stay, go): (Vec<&JobRelease>, Vec<&JobRelease>) = sorted
-            .into_iter()
-            .partition(|r| matches!(r.how, Release::Retry { .. } | Release::Unget));
+        let (stay, go): (Vec<&JobRelease>, Vec<&JobRelease>) = sorted.into_iter().partition(|r| {
+            matches!(
+                r.how,
+                Release::Retry { .. } | Release::Unget | Release::Repeat { .. }
+            )
+        });
         let mut released = Vec::with_capacity(releases.len());
         for group in [stay, go] {
             for chunk in Self::release_chunks(&group) {
@@ -1377,10 +1408,11 @@ impl JobStore for PgStore {
     }
 }
 
-/// The columns of a batch of new jobs, as both add statements take them
+/// The columns of a batch of new jobs, as the add statements take them
 /// first: ids, jobtypes, payloads, priorities, due times, tags (one text
 /// per job: validated tags never contain a space), traceparents and
-/// tracestates.
+/// tracestates; then, bound by the statements that take them, the repeat
+/// rules.
 struct AddColumns<'a> {
     ids: Vec<&'a str>,
     types: Vec<&'a str>,
@@ -1390,6 +1422,10 @@ struct AddColumns<'a> {
     tags: Vec<String>,
     parents: Vec<Option<&'a str>>,
     states: Vec<Option<&'a str>>,
+    /// The rules as stored ([`Repeat::to_text`](jobstore_api::Repeat::to_text)),
+    /// `None` where a job has none; `None` for a batch without a rule
+    /// (bound as a NULL array, or not at all: `queries/add_jobs.sql`).
+    repeats: Option<Vec<Option<String>>>,
 }
 
 impl<'a> AddColumns<'a> {
@@ -1409,6 +1445,11 @@ impl<'a> AddColumns<'a> {
                 .iter()
                 .map(|j| j.trace.as_ref().and_then(|t| t.tracestate.as_deref()))
                 .collect(),
+            repeats: jobs.iter().any(|j| j.repeat_rule().is_some()).then(|| {
+                jobs.iter()
+                    .map(|j| j.repeat_rule().map(|r| r.to_text()))
+                    .collect()
+            }),
         }
     }
 
@@ -1470,5 +1511,32 @@ mod tests {
         assert_eq!(chunks(&archived(512)), 1);
         assert_eq!(chunks(&archived(513)), 2);
         assert_eq!(chunks(&[JobRelease::new("a", Release::Delete)]), 1);
+    }
+
+    /// A repeat's payload counts toward the split as its output does.
+    #[test]
+    fn repeat_payloads_count_toward_the_split() {
+        let mib = 1 << 20;
+        let repeats = |n: usize, data: usize, output: usize| -> Vec<JobRelease> {
+            (0..n)
+                .map(|i| {
+                    let how = Release::Repeat {
+                        at: 0,
+                        result: JobResult::from_status(200).with_output(vec![0; output]),
+                        data: Some(vec![0; data]),
+                    };
+                    JobRelease::new(format!("j{i}"), how)
+                })
+                .collect()
+        };
+        let chunks = |list: &[JobRelease]| {
+            let refs: Vec<&JobRelease> = list.iter().collect();
+            PgStore::release_chunks(&refs).len()
+        };
+        assert_eq!(chunks(&repeats(32, mib, 0)), 1);
+        assert_eq!(chunks(&repeats(33, mib, 0)), 2);
+        assert_eq!(chunks(&repeats(16, mib - MAX_OUTPUT, MAX_OUTPUT)), 1);
+        assert_eq!(chunks(&repeats(3, 20 * mib, 0)), 3);
+        assert_eq!(chunks(&repeats(1, PgStore::MAX_PAYLOAD, MAX_OUTPUT)), 1);
     }
 }

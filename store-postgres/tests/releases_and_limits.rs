@@ -705,6 +705,7 @@ column archive.claimed_by text null collate C
 column archive.traceparent text null
 column archive.tracestate text null
 column archive.unique_key text null collate C
+column archive.repeat_rule text null
 column archive_counts.jobtype text not null collate C
 column archive_counts.code text not null
 column archive_counts.n bigint not null
@@ -742,6 +743,7 @@ column jobs.claimed_at bigint null
 column jobs.traceparent text null
 column jobs.tracestate text null
 column jobs.unique_key text null collate C
+column jobs.repeat_rule text null
 column paused.jobtype text not null collate C
 column paused.dt bigint not null
 column schedules.name text not null collate C

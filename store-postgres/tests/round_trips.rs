@@ -2,13 +2,18 @@
 //! `sqlx::query`, one per statement sent) by a subscriber of this test
 //! binary: a batch with unique keys, duplicates and replaces included, is
 //! one statement (`add_unique_jobs`), and a batch without a key is the one
-//! statement it always was (`add_jobs`). One test in this binary, so the
+//! statement it always was (`add_jobs`); a batch with repeat rules is one
+//! statement (`add_repeat_jobs.sql`, or `add_unique_jobs` with keys); a
+//! release list of repeats, retries and ungets is one statement, and with
+//! archives two, as without repeats. One test in this binary, so the
 //! global subscriber counts only its statements.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use jobstore_api::{JobStore, NewJob, OnConflict, Unique};
+use std::time::Duration;
+
+use jobstore_api::{JobRelease, JobResult, JobStore, NewJob, OnConflict, Release, Repeat, Unique};
 use jobstore_conformance::services::{postgres_url, unique_namespace};
 use jobstore_postgres::{PgStore, PgStoreOptions};
 use tracing::field::{Field, Visit};
@@ -111,8 +116,80 @@ async fn count(store: &PgStore) -> Result<(), String> {
         .collect();
     store.add_jobs(&plain, T0 + 2).await.map_err(e)?;
     let sent = taken();
-    if sent.len() != 1 || sent[0].contains("add_unique_jobs") || !sent[0].contains("add_jobs") {
+    if sent.len() != 1
+        || sent[0].contains("add_unique_jobs")
+        || sent[0].contains("repeat")
+        || !sent[0].contains("add_jobs")
+    {
         return Err(format!("a plain batch sent {sent:#?}"));
+    }
+
+    // Repeat rules: a batch with some is one statement, keyed or not.
+    let rule = Repeat::new("HOURLY");
+    let mut repeating: Vec<NewJob> = (0..50)
+        .map(|i| NewJob::new(format!("r{i}"), "r", "x").repeat(rule.clone()))
+        .collect();
+    repeating.extend((0..50).map(|i| NewJob::new(format!("rp{i}"), "r", "plain")));
+    let out = store.add_jobs(&repeating, T0 + 3).await.map_err(e)?;
+    let sent = taken();
+    if out.new.len() != 100 || sent.len() != 1 || !sent[0].contains("$9::text[], $10, $11") {
+        return Err(format!("a batch with rules: {out:?}, sent {sent:#?}"));
+    }
+    let keyed = [
+        NewJob::new("rk", "r", "x")
+            .repeat(rule.clone())
+            .unique(Unique::new("rk")),
+        NewJob::new("rk2", "r", "x").repeat(rule.clone()),
+    ];
+    let out = store.add_jobs(&keyed, T0 + 3).await.map_err(e)?;
+    let sent = taken();
+    if out.new.len() != 2 || sent.len() != 1 || !sent[0].contains("add_unique_jobs") {
+        return Err(format!("a keyed batch with rules: {out:?}, sent {sent:#?}"));
+    }
+    let got = store
+        .claim_jobs("r", 102, "sys-a", Duration::from_secs(60), T0 + 3)
+        .await
+        .map_err(e)?;
+    taken();
+    let how = |i: usize| match i % 4 {
+        0 => Release::Retry {
+            delay: Duration::ZERO,
+        },
+        1 => Release::Unget,
+        _ => Release::Repeat {
+            at: T0 + 3_600_000,
+            result: JobResult::from_status(200),
+            data: i.is_multiple_of(3).then(|| b"next".to_vec()),
+        },
+    };
+    let list: Vec<JobRelease> = got[..60]
+        .iter()
+        .enumerate()
+        .map(|(i, j)| JobRelease::new(j.id.clone(), how(i)))
+        .collect();
+    let released = store
+        .release_jobs(&list, "sys-a", T0 + 4)
+        .await
+        .map_err(e)?;
+    let sent = taken();
+    if released.len() != 60 || sent.len() != 1 {
+        return Err(format!("repeats, retries and ungets sent {sent:#?}"));
+    }
+    let list: Vec<JobRelease> = got[60..]
+        .iter()
+        .enumerate()
+        .map(|(i, j)| match i % 2 {
+            0 => JobRelease::new(j.id.clone(), how(2)),
+            _ => JobRelease::new(j.id.clone(), Release::Archive(JobResult::from_status(200))),
+        })
+        .collect();
+    let released = store
+        .release_jobs(&list, "sys-a", T0 + 4)
+        .await
+        .map_err(e)?;
+    let sent = taken();
+    if released.len() != 42 || sent.len() != 2 {
+        return Err(format!("repeats and archives sent {sent:#?}"));
     }
     Ok(())
 }
