@@ -15,12 +15,17 @@
 -- the reservation over, so the add that made it can no longer create the
 -- job, however late its add.lua arrives.
 -- mode "k": a job with a unique key (see README, "Unique keys"): its group
--- has 3 more values, 11 in all: the key, now - window in ms ('' for no
+-- has 4 more values, 12 in all: the key, now - window in ms ('' for no
 -- window) and "1" for on_conflict ReplaceData ("0" keep). Created as in
 -- mode "c" (plus its key in uk, and uq naming it) unless a live job holds
 -- the key in uq, or the job archived last with it (uqd) is inside the
 -- window: then nothing is created and the reply names that job. A batch
 -- without keys sends no group of mode "k", and takes none of this.
+-- A job with a repeat rule (see README, "Repeating jobs") carries it as
+-- one more value: mode "p" is a group of 9 (the 8 of mode "c", then the
+-- rule's text), and a keyed group has a 12th value, the rule's text or ''
+-- for none. The rule goes into the created job's field rp; a batch
+-- without rules sends no group of mode "p".
 -- Returns per job 1 created, 2 missing (mode "r"), 3 refused (fenced; a
 -- fenced keyed job whose key is held is a duplicate instead), {holder id,
 -- 1 if its payload was replaced else 0} for a duplicate, or,
@@ -34,11 +39,17 @@ local pre, nowp, token = ARGV[1], ARGV[2], ARGV[5]
 local out, tokens, starts = {}, {}, {}
 local created = 0
 local fenced = redis.call('EXISTS', KEYS[3]) == 1
+-- values per group, by mode
+local WIDTH = { c = 8, r = 8, p = 9, k = 12 }
 local i = 6
 while i <= #ARGV do
+  local width = WIDTH[ARGV[i + 1]]
+  if width == nil or i + width - 1 > #ARGV then
+    return redis.error_reply('JSBAD malformed add group')
+  end
   starts[#starts + 1] = i
   tokens[#tokens + 1] = redis.call('HGET', pre .. ARGV[i], 'g')
-  i = i + (ARGV[i + 1] == 'k' and 11 or 8)
+  i = i + width
 end
 -- The live holder of a keyed job's key, or the job archived last with it
 -- inside the window: its id, and whether it is a free live job (whose
@@ -116,6 +127,11 @@ for n = 1, #starts do
       if mode == 'k' then
         redis.call('HSET', pre .. id, 'uk', ARGV[i + 8])
         redis.call('HSET', uq, ARGV[i + 8], id)
+        if ARGV[i + 11] ~= '' then
+          redis.call('HSET', pre .. id, 'rp', ARGV[i + 11])
+        end
+      elseif mode == 'p' then
+        redis.call('HSET', pre .. id, 'rp', ARGV[i + 8])
       end
       if dtp <= nowp then
         redis.call('ZADD', KEYS[1], ARGV[i + 4], dtp .. id)

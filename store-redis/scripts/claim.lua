@@ -7,8 +7,9 @@
 -- Returns groups of 7: id, data, priority, create_dt, attempts, the
 -- fields a job claimed usually lacks as one array [cancel mark (x),
 -- stored history (h, without this claim's event, which the client adds),
--- tags (t), trace context (tc), unique key (uk)], each false when absent,
--- or false when all five are (every value returned is one more for the server to encode
+-- tags (t), trace context (tc), unique key (uk), repeat rule (rp), last
+-- result (r, read only for a repeating job: see README, "Repeating
+-- jobs")], each false when absent, or false when all are (every value returned is one more for the server to encode
 -- and the client to decode), due time (the job's dt before the claim, as
 -- 15 digits: the dt part of its ready member).
 local pre, now, limit, owner, exp = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
@@ -41,19 +42,21 @@ while got < limit and putback <= slice do
     break
   end
   -- A free job (l == '') has no cancel mark and no pending claim: x and
-  -- ca are read only for a locked one (an expired lease): fields 10 and
-  -- 11 of its f, false for a free job.
+  -- ca are read only for a locked one (an expired lease): fields 11 and
+  -- 12 of its f, false for a free job.
   local fields = {}
   for i = 1, #members do
     local key = pre .. string.sub(members[i], 16)
-    local f = redis.call('HMGET', key, 'l', 'd', 'p', 'c', 'a', 'h', 't', 'tc', 'uk')
+    local f = redis.call('HMGET', key, 'l', 'd', 'p', 'c', 'a', 'h', 't', 'tc', 'uk', 'rp')
     if f[1] and f[1] ~= '' and f[1] ~= DONE then
       local more = redis.call('HMGET', key, 'x', 'ca')
-      f[10], f[11] = more[1], more[2]
+      f[11], f[12] = more[1], more[2]
     else
       -- false, not nil: a nil would end the reply array built from f
-      f[10], f[11] = false, false
+      f[11], f[12] = false, false
     end
+    -- a repeating job's last result (a plain job pays nothing for it)
+    f[13] = f[10] and redis.call('HGET', key, 'r') or false
     fields[i] = f
   end
   local locked, sched_back, lock_back = {}, {}, {}
@@ -76,7 +79,7 @@ while got < limit and putback <= slice do
       putback = putback + 1
     else
       local a = tonumber(f[5]) + 1
-      local h, stored = store_claim(f[6], f[11], f[1], f[5])
+      local h, stored = store_claim(f[6], f[12], f[1], f[5])
       -- a Lua number goes to Redis as its shortest decimal form
       if stored then
         redis.call('HSET', pre .. id, 'l', owner, 'dt', exp, 'a', a, 'ca', ARGV[2], 'h', h)
@@ -90,8 +93,8 @@ while got < limit and putback <= slice do
       out[#out + 1] = f[3]
       out[#out + 1] = f[4]
       out[#out + 1] = a
-      if f[10] or h or f[7] or f[8] or f[9] then
-        out[#out + 1] = { f[10], h, f[7], f[8], f[9] }
+      if f[11] or h or f[7] or f[8] or f[9] or f[10] then
+        out[#out + 1] = { f[11], h, f[7], f[8], f[9], f[10], f[13] }
       else
         out[#out + 1] = false
       end

@@ -20,8 +20,8 @@
 -- With a tag, jobs without it (field t, the JSON array of the job's tags)
 -- are passed over like those of another state.
 -- Returns {1} when promotion is not finished (call again), else 0 and
--- groups of 19 per job: id, data ('' without payloads), p, dt, l, a, c,
--- dd, rc, rs, ro, x, h, t, ca, cb, tc, r, uk (false where missing; dd, rc,
+-- groups of 20 per job: id, data ('' without payloads), p, dt, l, a, c,
+-- dd, rc, rs, ro, x, h, t, ca, cb, tc, r, uk, rp (false where missing; dd, rc,
 -- rs, ro and cb are those of hashes archived before r). Only the sentinel of
 -- rank_after is written besides the promotion, and removed at once.
 local pre, state, now, nowp = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -38,7 +38,7 @@ local cfrom, cto, afrom, ato = bound(ARGV[12]), bound(ARGV[13]), bound(ARGV[14])
 local READY, SCHED, LOCK = KEYS[1], KEYS[2], KEYS[3]
 local DONES = done_sets(4)
 local OLD = KEYS[10]
-local FIELDS = { 'p', 'dt', 'l', 'a', 'c', 'dd', 'rc', 'rs', 'ro', 'x', 'h', 't', 'ca', 'cb', 'tc', 'r', 'uk' }
+local FIELDS = { 'p', 'dt', 'l', 'a', 'c', 'dd', 'rc', 'rs', 'ro', 'x', 'h', 't', 'ca', 'cb', 'tc', 'r', 'uk', 'rp' }
 -- tags are [A-Za-z0-9_.:-]: the quoted tag occurs in the JSON array text
 -- exactly when the job carries it
 local tag = ARGV[16] ~= '' and ('"' .. ARGV[16] .. '"') or nil

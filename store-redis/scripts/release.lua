@@ -7,6 +7,8 @@
 --   'u' unget:   -
 --   'a' archive: result code, status, output
 --   'd' delete:  -
+--   'p' repeat:  new dt (15 digits), result code, status, output, '1' when
+--                the payload is replaced else '0', the payload ('' for none)
 -- Only jobs with l == owner are touched; each loses its cancel mark (x).
 -- An archive writes the job's result as one field (r, see result_field)
 -- with the owner of its claim when pending (ca): h stays as it is, ca
@@ -16,13 +18,19 @@
 -- pending claim's event, then its own, in h, and clears ca.
 -- An archived or deleted job with a unique key (uk) frees it, and an
 -- archive records it for windows (free_key, see README, "Unique keys").
+-- A repeat frees the job as a retry does (the pending claim's event, then
+-- its repeated event, in h; ca cleared), with a 0, its result in r (no
+-- owner: its claim is stored in h; the done_dt written is now, which a free
+-- job's reader leaves out) and the payload when one is given; uk and rp
+-- stay (the key stays held), codes counts nothing (see README,
+-- "Repeating jobs").
 -- Returns pairs: id, reservation token (for deletes, '' otherwise), for
 -- every job released.
 local pre, owner, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local READY, SCHED, LOCK, CODES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local DONES = done_sets(5)
 -- how many values follow id and kind, per kind
-local VALUES = { r = 3, u = 0, a = 3, d = 0 }
+local VALUES = { r = 3, u = 0, a = 3, d = 0, p = 6 }
 local head = event_head(fmt(now), owner)
 -- per released job: id, kind, ARGV index of its values, and (but for
 -- archives, which need only the owner check) dt, priority, attempts; the
@@ -39,7 +47,7 @@ while i <= n do
   if values == nil then
     return redis.error_reply('JSBAD unknown release kind')
   end
-  if kind == 'a' and DONES[ARGV[i + 2]] == nil then
+  if (kind == 'a' and DONES[ARGV[i + 2]] == nil) or (kind == 'p' and DONES[ARGV[i + 3]] == nil) then
     return redis.error_reply('JSBAD unknown result code')
   end
   if kind == 'a' then
@@ -110,6 +118,27 @@ for k = 1, #ids do
     redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[3], 'a', fmt(left), 'h', h, 'ca', '')
     ready[#ready + 1] = fmt(-prios[k])
     ready[#ready + 1] = rmember(now, id)
+    freed = true
+  elseif kind == 'p' then
+    local dt = tonumber(ARGV[a])
+    local e = ',"event":"repeated","code":"' .. ARGV[a + 1] .. '","status":' .. ARGV[a + 2]
+      .. ',"next_ms":' .. fmt(dt) .. '}'
+    local h = store_claim(hists[k], cas[k], owner, fmt(atts[k]))
+    h = push_event(h, head .. fmt(atts[k]) .. e)
+    local r = result_field(ARGV[a + 1], ARGV[a + 2], ARGV[3], '', ARGV[a + 3])
+    if ARGV[a + 4] == '1' then
+      redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[a], 'a', '0', 'h', h, 'ca', '', 'r', r,
+        'd', ARGV[a + 5])
+    else
+      redis.call('HSET', pre .. id, 'l', '', 'dt', ARGV[a], 'a', '0', 'h', h, 'ca', '', 'r', r)
+    end
+    if dt <= now then
+      ready[#ready + 1] = fmt(-prios[k])
+      ready[#ready + 1] = rmember(dt, id)
+    else
+      sched[#sched + 1] = ARGV[a]
+      sched[#sched + 1] = id
+    end
     freed = true
   elseif kind == 'a' then
     -- the whole result in r, which replaces a run-again job's last one

@@ -252,14 +252,20 @@ impl RedisStore {
                 let job = &jobs[*i];
                 inv.arg(&job.id);
                 // mode k: a job with a unique key, created only if its key
-                // is free (its group has 3 more values, below)
+                // is free (its group has 4 more values, below); mode p: a
+                // job with a repeat rule and no key (1 more value)
                 let unique = job.unique_key().filter(|_| old.is_none());
-                match (old, unique) {
+                let rule = job
+                    .repeat_rule()
+                    .filter(|_| old.is_none())
+                    .map(|r| r.to_text());
+                match (old, unique, &rule) {
                     // mode r: the token of the reservation found, fenced if
                     // the job is missing (see add.lua); no data needed
-                    (Some(old), _) => inv.arg("r").arg(index_token(old)),
-                    (None, None) => inv.arg("c").arg(&job.data[..]),
-                    (None, Some(_)) => inv.arg("k").arg(&job.data[..]),
+                    (Some(old), _, _) => inv.arg("r").arg(index_token(old)),
+                    (None, None, None) => inv.arg("c").arg(&job.data[..]),
+                    (None, None, Some(_)) => inv.arg("p").arg(&job.data[..]),
+                    (None, Some(_), _) => inv.arg("k").arg(&job.data[..]),
                 };
                 inv.arg(job.priority)
                     .arg(-i64::from(job.priority))
@@ -276,7 +282,10 @@ impl RedisStore {
                     let replace = u.on_conflict == OnConflict::ReplaceData;
                     inv.arg(&u.key)
                         .arg(since)
-                        .arg(if replace { "1" } else { "0" });
+                        .arg(if replace { "1" } else { "0" })
+                        .arg(rule.as_deref().unwrap_or(""));
+                } else if let Some(rule) = &rule {
+                    inv.arg(rule.as_str());
                 }
             }
             let n = entries.len();

@@ -206,7 +206,7 @@ pub(crate) fn job_from_hash(
     let tags = tags(take("t").as_deref())?;
     let trace = trace(take("tc").as_deref())?;
     let claimed_at = take("ca");
-    let flow = unique_flow(take("uk"))?;
+    let flow = job_flow(take("uk"), take("rp"))?;
     let attempts = u32::try_from(attempts).map_err(|_| malformed("attempts"))?;
     let archived = lock == LOCK_DONE;
     // The result in one field, or in the fields of a hash archived before
@@ -261,16 +261,21 @@ pub(crate) fn job_from_hash(
     })
 }
 
-/// A job's flow from its hash field `uk` (its unique key, only on a keyed
-/// job; see README, "Unique keys"); absent is a plain job.
-pub(crate) fn unique_flow(uk: Option<Vec<u8>>) -> Result<Option<Box<FlowState>>> {
-    match uk {
-        None => Ok(None),
-        Some(uk) => {
-            let key = String::from_utf8(uk).map_err(|_| malformed("unique key"))?;
-            Ok(Some(Box::new(FlowState::unique(key))))
-        }
+/// A job's flow from its hash fields `uk` (its unique key, only on a
+/// keyed job; see README, "Unique keys") and `rp` (its repeat rule's
+/// text, only on a repeating job; see README, "Repeating jobs"); both
+/// absent is a plain job.
+pub(crate) fn job_flow(uk: Option<Vec<u8>>, rp: Option<Vec<u8>>) -> Result<Option<Box<FlowState>>> {
+    if uk.is_none() && rp.is_none() {
+        return Ok(None);
     }
+    let key = uk
+        .map(|uk| String::from_utf8(uk).map_err(|_| malformed("unique key")))
+        .transpose()?;
+    let rule = rp
+        .map(|rp| String::from_utf8(rp).map_err(|_| malformed("repeat rule")))
+        .transpose()?;
+    Ok(FlowState::from_parts(key, rule.as_deref()))
 }
 
 pub(crate) fn handler_version(

@@ -22,9 +22,9 @@ use crate::scripts::{SCRIPTS, padded};
 use crate::store::RedisStore;
 
 /// The job hash fields `list.lua` returns after each id, in its order.
-const LIST_FIELDS: [&str; 18] = [
+const LIST_FIELDS: [&str; 19] = [
     "d", "p", "dt", "l", "a", "c", "dd", "rc", "rs", "ro", "x", "h", "t", "ca", "cb", "tc", "r",
-    "uk",
+    "uk", "rp",
 ];
 
 /// The keys of the scripts that touch every set of archived jobs: ready,

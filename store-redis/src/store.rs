@@ -15,8 +15,8 @@ use redis::Value;
 use crate::add::{ADD_ROUNDS, Status};
 use crate::conn::Conn;
 use crate::decode::{
-    MARK, bytes, handler_version, history, int, is_marked, job_from_hash, pairs, string, tags,
-    trace, unique_flow,
+    MARK, ResultField, bytes, handler_version, history, int, is_marked, job_flow, job_from_hash,
+    pairs, string, tags, trace,
 };
 use crate::error::{malformed, map};
 use crate::index::{CACHE_MAX, in_order};
@@ -217,6 +217,7 @@ impl JobStore for RedisStore {
             .with_trace()
             .with_schedules()
             .with_unique_jobs()
+            .with_repeat()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -329,17 +330,27 @@ impl JobStore for RedisStore {
             it.next(),
             it.next(),
         ) {
-            // x, h, t, tc, uk: one nil when the job has none of them
-            let [x, h, t, tc, uk] = match rest {
-                Value::Nil => [Value::Nil, Value::Nil, Value::Nil, Value::Nil, Value::Nil],
+            // x, h, t, tc, uk, rp, r (r only for a repeating job): one nil
+            // when the job has none of them
+            let [x, h, t, tc, uk, rp, r] = match rest {
+                Value::Nil => std::array::from_fn(|_| Value::Nil),
                 Value::Array(v) => {
-                    <[Value; 5]>::try_from(v).map_err(|_| malformed("claimed fields"))?
+                    <[Value; 7]>::try_from(v).map_err(|_| malformed("claimed fields"))?
                 }
                 _ => return Err(malformed("claimed fields")),
             };
             let uk = match uk {
                 Value::Nil => None,
                 uk => Some(bytes(uk, "claimed unique key")?),
+            };
+            let rp = match rp {
+                Value::Nil => None,
+                rp => Some(bytes(rp, "claimed repeat rule")?),
+            };
+            // a repeating job's last result (a live job has no done_dt)
+            let result = match r {
+                Value::Nil => None,
+                r => Some(ResultField::parse(bytes(r, "claimed result")?)?.result),
             };
             let h = match h {
                 Value::Nil => None,
@@ -372,7 +383,7 @@ impl JobStore for RedisStore {
                 attempts,
                 create_dt,
                 done_dt: None,
-                result: None,
+                result,
                 cancel_requested: is_marked(&x),
                 tags: tags(t.as_deref())?,
                 history: complete_history(
@@ -381,7 +392,7 @@ impl JobStore for RedisStore {
                     None,
                 ),
                 claimed_due: Some(int(&due, "due time")?),
-                flow: unique_flow(uk)?,
+                flow: job_flow(uk, rp)?,
                 trace: trace(tc.as_deref())?,
             });
         }
@@ -493,9 +504,18 @@ impl JobStore for RedisStore {
                                 .arg(r.status)
                                 .arg(r.output.as_slice());
                         }
-                        // Repeat is refused by validation: this store does
-                        // not declare it.
-                        Some(Release::Delete | Release::Repeat { .. }) | None => {
+                        Some(Release::Repeat { at, result, data }) => {
+                            inv.arg("p")
+                                .arg(padded(*at))
+                                .arg(result.code.as_str())
+                                .arg(result.status)
+                                .arg(result.output.as_slice());
+                            match data {
+                                Some(d) => inv.arg("1").arg(d.as_slice()),
+                                None => inv.arg("0").arg(""),
+                            };
+                        }
+                        Some(Release::Delete) | None => {
                             inv.arg("d");
                         }
                     }

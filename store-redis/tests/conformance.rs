@@ -12,7 +12,7 @@ use futures::FutureExt;
 use jobstore_api::limits::MAX_PAGE;
 use jobstore_api::{
     Duplicate, EventKind, Handler, JobEvent, JobQuery, JobRelease, JobResult, JobState, JobStore,
-    JobStoreExt, LOCK_DONE, NewJob, Release, ResultCode, Unique,
+    JobStoreExt, LOCK_DONE, NewJob, Release, Repeat, ResultCode, Unique,
 };
 use jobstore_redis::{RedisOptions, RedisStore};
 
@@ -289,7 +289,7 @@ mod raw {
         Script::new(include_str!("../scripts/unreserve.lua"))
     }
     /// One `add.lua` call for one job of jobtype `t` with unique key `key`
-    /// (mode `k`, no window, keep), as the store sends it.
+    /// (mode `k`, no window, keep, no repeat rule), as the store sends it.
     pub async fn add_keyed(
         c: &mut redis::aio::MultiplexedConnection,
         prefix: &str,
@@ -319,6 +319,7 @@ mod raw {
             .arg(key)
             .arg("")
             .arg("0")
+            .arg("")
             .invoke_async(c)
             .await
             .unwrap()
@@ -604,11 +605,12 @@ fn release_failing_midway_changes_nothing() {
         |o| o,
         |s, url, prefix| async move {
             let now = 1_700_000_000_000_i64;
-            let ids = ["a", "b", "c", "d", "e"];
-            let jobs: Vec<NewJob> = ids.map(|id| NewJob::new(id, "t", "")).into();
-            assert_eq!(s.add_jobs(&jobs, now).await.unwrap().new.len(), 5);
+            let ids = ["a", "b", "c", "d", "e", "f"];
+            let mut jobs: Vec<NewJob> = ids.map(|id| NewJob::new(id, "t", "")).into();
+            jobs[5] = NewJob::new("f", "t", "").repeat(Repeat::new("@hourly"));
+            assert_eq!(s.add_jobs(&jobs, now).await.unwrap().new.len(), 6);
             let min = Duration::from_secs(60);
-            assert_eq!(s.claim_jobs("t", 5, "w1", min, now).await.unwrap().len(), 5);
+            assert_eq!(s.claim_jobs("t", 6, "w1", min, now).await.unwrap().len(), 6);
             break_key(&url, &format!("{{{prefix}:t}}:j:c")).await;
             let releases = vec![
                 JobRelease::new("a", Release::Archive(JobResult::from_status(200))),
@@ -616,10 +618,18 @@ fn release_failing_midway_changes_nothing() {
                 JobRelease::new("c", Release::Unget),
                 JobRelease::new("d", Release::Delete),
                 JobRelease::new("e", Release::Unget),
+                JobRelease::new(
+                    "f",
+                    Release::Repeat {
+                        at: now + 1,
+                        result: JobResult::from_status(200),
+                        data: Some(b"next".to_vec()),
+                    },
+                ),
             ];
             assert!(s.release_jobs(&releases, "w1", now + 1).await.is_err());
             let mut c = raw::conn(&url).await;
-            for id in ["a", "b", "d", "e"] {
+            for id in ["a", "b", "d", "e", "f"] {
                 let (sets, lock) = whereabouts(&mut c, &prefix, id).await;
                 assert_eq!(
                     (sets, lock.as_deref()),
@@ -627,6 +637,164 @@ fn release_failing_midway_changes_nothing() {
                     "{id} is untouched"
                 );
             }
+        },
+    );
+}
+
+/// The layout of "Repeating jobs": `rp` holds `Repeat::to_text` only on a
+/// job added with a rule (mode `p`, and the 12th value of a keyed group);
+/// one release call mixing an archive with repeats (with and without a
+/// payload, due now and later) puts each repeat back in `ready` or
+/// `sched` with `a = 0`, no pending claim, its result in `r` (no owner),
+/// the claimed and repeated events stored as `JobEvent::to_json`'s text,
+/// its key still held in `uq`, and counts only the archive in `codes`.
+#[test]
+fn repeating_jobs_keep_their_layout() {
+    with_namespace(
+        |o| o,
+        |s, url, prefix| async move {
+            let t0 = 1_700_000_000_000_i64;
+            let min = Duration::from_secs(60);
+            let job = |id: &str| format!("{{{prefix}:t}}:j:{id}");
+            let mut c = raw::conn(&url).await;
+            let hourly = Repeat::new("0 * * * *");
+            let paris = Repeat::new("0 9 * * 1-5").time_zone("Europe/Paris");
+            let jobs = vec![
+                NewJob::new("plain", "t", "p"),
+                NewJob::new("r", "t", "r0").repeat(hourly.clone()),
+                NewJob::new("k", "t", "k0")
+                    .unique(Unique::new("key"))
+                    .repeat(paris.clone()),
+                NewJob::new("konly", "t", "").unique(Unique::new("other")),
+            ];
+            assert_eq!(s.add_jobs(&jobs, t0).await.unwrap().new.len(), 4);
+            assert_eq!(hget(&mut c, &job("plain"), "rp").await, None);
+            assert_eq!(hget(&mut c, &job("konly"), "rp").await, None);
+            assert_eq!(
+                hget(&mut c, &job("r"), "rp").await.as_deref(),
+                Some("0 * * * *")
+            );
+            assert_eq!(
+                hget(&mut c, &job("k"), "rp").await.as_deref(),
+                Some("TZ=Europe/Paris 0 9 * * 1-5")
+            );
+            let got = s.claim_jobs("t", 4, "w1", min, t0).await.unwrap();
+            assert_eq!(got.len(), 4);
+            let t1 = t0 + 10;
+            let later = t1 + 3_600_000;
+            let res = |status: u16, out: &str| JobResult {
+                output: out.as_bytes().to_vec(),
+                ..JobResult::from_status(status)
+            };
+            let releases = vec![
+                JobRelease::new("plain", Release::Archive(res(200, "done"))),
+                JobRelease::new(
+                    "r",
+                    Release::Repeat {
+                        at: t1,
+                        result: res(200, "line 1\nline 2"),
+                        data: Some(b"r1".to_vec()),
+                    },
+                ),
+                JobRelease::new(
+                    "k",
+                    Release::Repeat {
+                        at: later,
+                        result: res(204, ""),
+                        data: None,
+                    },
+                ),
+            ];
+            let mut released = s.release_jobs(&releases, "w1", t1).await.unwrap();
+            released.sort();
+            assert_eq!(released, ["k", "plain", "r"]);
+            let (sets, _) = whereabouts(&mut c, &prefix, "r").await;
+            assert_eq!(sets, ["ready"], "due now");
+            let (sets, _) = whereabouts(&mut c, &prefix, "k").await;
+            assert_eq!(sets, ["sched"], "due later");
+            let score: Option<f64> = redis::cmd("ZSCORE")
+                .arg(format!("{{{prefix}:t}}:sched"))
+                .arg("k")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(score, Some(later as f64));
+            let t1p = format!("{t1:015}");
+            for (id, data, r, dt) in [
+                (
+                    "r",
+                    "r1",
+                    format!("ok 200 {t1p} \nline 1\nline 2"),
+                    t1p.clone(),
+                ),
+                (
+                    "k",
+                    "k0",
+                    format!("ok 204 {t1p} \n"),
+                    format!("{later:015}"),
+                ),
+            ] {
+                let f: Vec<Option<String>> = redis::cmd("HMGET")
+                    .arg(job(id))
+                    .arg(&["l", "a", "ca", "d", "r", "dt", "x"])
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                let want = [
+                    Some(""),
+                    Some("0"),
+                    Some(""),
+                    Some(data),
+                    Some(&r),
+                    Some(&dt),
+                    None,
+                ];
+                assert_eq!(f, want.map(|v| v.map(str::to_owned)), "{id}");
+                let h = hget(&mut c, &job(id), "h").await.unwrap();
+                let (at, status) = if id == "r" { (t1, 200) } else { (later, 204) };
+                let stored = [
+                    JobEvent::new(t0, "w1", 1, EventKind::Claimed),
+                    JobEvent::new(
+                        t1,
+                        "w1",
+                        1,
+                        EventKind::Repeated {
+                            code: ResultCode::Ok,
+                            status,
+                            next_ms: at,
+                        },
+                    ),
+                ];
+                let text: Vec<String> = stored.iter().map(JobEvent::to_json).collect();
+                assert_eq!(h, format!("02\n{}", text.join("\n")), "{id}");
+            }
+            assert_eq!(
+                hget(&mut c, &format!("{{{prefix}:t}}:uq"), "key")
+                    .await
+                    .as_deref(),
+                Some("k"),
+                "the key stays held"
+            );
+            let codes: Vec<(String, String)> = redis::cmd("HGETALL")
+                .arg(format!("{{{prefix}:t}}:codes"))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(
+                codes,
+                [("ok".to_owned(), "1".to_owned())],
+                "only the archive"
+            );
+            let r = s.get_job("r").await.unwrap().unwrap();
+            assert_eq!((r.done_dt, r.lock.as_str(), r.attempts), (None, "", 0));
+            assert_eq!(r.result, Some(res(200, "line 1\nline 2")));
+            assert_eq!(r.flow.unwrap().repeat, Some(hourly));
+            let k = s.get_job("k").await.unwrap().unwrap();
+            let flow = k.flow.unwrap();
+            assert_eq!(
+                (flow.unique_key.as_deref(), flow.repeat),
+                (Some("key"), Some(paris))
+            );
         },
     );
 }

@@ -3,15 +3,18 @@
 //! calls): a batch of keyed jobs without duplicates makes exactly the
 //! calls of a plain batch (one `reserve.lua` per index bucket, one
 //! `SADD`, one `add.lua` per jobtype); duplicates add one `unreserve.lua`
-//! per bucket of their ids, and nothing else.
+//! per bucket of their ids, and nothing else. Jobs with repeat rules are
+//! added with the calls of plain ones, and a release mixing repeats with
+//! archives and retries is one `release.lua` call, as a plain one.
 
 mod support;
 
 use std::collections::BTreeSet;
 
-use jobstore_api::{JobStore, NewJob, Unique};
+use jobstore_api::{JobRelease, JobResult, JobStore, NewJob, Release, Repeat, Unique};
 use jobstore_conformance::services::skip;
 use jobstore_redis::{RedisOptions, RedisStore};
+use std::time::Duration;
 
 /// Calls of `cmd` the server counted so far.
 fn calls(port: u16, cmd: &str) -> u64 {
@@ -83,6 +86,66 @@ fn keyed_adds_make_the_calls_of_plain_ones_plus_unreserve_of_duplicates() {
             2 * buckets(&ds) + 2,
             "duplicates: one unreserve per bucket more"
         );
+    });
+    support::shutdown(port);
+}
+
+#[test]
+fn repeating_jobs_make_the_calls_of_plain_ones() {
+    if let Err(why) = support::redis_binaries() {
+        skip::<()>(
+            "redis",
+            &format!("no private redis-server can be started: {why}"),
+        );
+        return;
+    }
+    let dir = support::temp_dir("redis-round-trips-repeat");
+    support::watchdog(&dir);
+    let port = support::free_port(false);
+    support::start_server(&dir, port, &[]);
+    jobstore_conformance::block_on(async {
+        let url = format!("redis://127.0.0.1:{port}");
+        let s = RedisStore::connect_with(&url, RedisOptions::new().prefix("rt"))
+            .await
+            .unwrap();
+        let t0 = 1_700_000_000_000;
+        let min = Duration::from_secs(60);
+        let repeating = |id: &str| NewJob::new(id, "t", "").repeat(Repeat::new("@hourly"));
+        let ok = || Release::Archive(JobResult::from_status(200));
+        // Every script loaded once (a first EVALSHA may meet NOSCRIPT).
+        s.add_jobs(&[repeating("w1"), NewJob::new("w2", "t", "")], t0)
+            .await
+            .unwrap();
+        s.claim_jobs("t", 2, "o", min, t0).await.unwrap();
+        let warm = [JobRelease::new("w1", ok()), JobRelease::new("w2", ok())];
+        s.release_jobs(&warm, "o", t0).await.unwrap();
+        let count = || calls(port, "evalsha") + calls(port, "eval") + calls(port, "sadd");
+        let plain = ["p1", "p2", "p3", "p4"];
+        let before = count();
+        let jobs: Vec<NewJob> = plain.iter().map(|id| NewJob::new(*id, "t", "")).collect();
+        assert_eq!(s.add_jobs(&jobs, t0).await.unwrap().new.len(), 4);
+        assert_eq!(count() - before, buckets(&plain) + 2, "plain batch");
+        let rs = ["r1", "r2", "r3", "r4"];
+        let before = count();
+        let jobs: Vec<NewJob> = rs.iter().map(|id| repeating(id)).collect();
+        assert_eq!(s.add_jobs(&jobs, t0).await.unwrap().new.len(), 4);
+        assert_eq!(count() - before, buckets(&rs) + 2, "batch with rules");
+        // This handle claims them, so the release needs no index lookup.
+        assert_eq!(s.claim_jobs("t", 8, "o", min, t0).await.unwrap().len(), 8);
+        let mut releases: Vec<JobRelease> =
+            plain.iter().map(|id| JobRelease::new(*id, ok())).collect();
+        releases[1] = JobRelease::new("p2", Release::Retry { delay: min });
+        releases.extend(rs.iter().enumerate().map(|(i, id)| {
+            let how = Release::Repeat {
+                at: t0 + 1_000 * i as i64,
+                result: JobResult::from_status(200),
+                data: (i % 2 == 0).then(|| b"next".to_vec()),
+            };
+            JobRelease::new(*id, how)
+        }));
+        let before = count();
+        assert_eq!(s.release_jobs(&releases, "o", t0).await.unwrap().len(), 8);
+        assert_eq!(count() - before, 1, "one release.lua call for the list");
     });
     support::shutdown(port);
 }
