@@ -37,6 +37,7 @@ pub(crate) mod f {
     pub const TRACESTATE: &str = "tracestate";
     pub const UKEY: &str = "ukey";
     pub const UKEY_DONE: &str = "ukey_done";
+    pub const REPEAT: &str = "repeat";
 }
 
 /// Bytes as BSON binary, subtype 0 (generic).
@@ -67,6 +68,9 @@ pub(crate) fn new_job_doc(job: &NewJob, now: Millis) -> Document {
     }
     if let Some(u) = job.unique_key() {
         d.insert(f::UKEY, ukey(&job.jobtype, &u.key));
+    }
+    if let Some(r) = job.repeat_rule() {
+        d.insert(f::REPEAT, r.to_text());
     }
     if let Some(t) = &job.trace {
         d.insert(f::TRACEPARENT, &t.traceparent);
@@ -241,11 +245,16 @@ fn event_only(b: &Bson) -> Result<(JobEvent, bool)> {
 /// attempts after a claim are one more than before it, after a hand-back
 /// one less, after any other event the same as before it; an event
 /// written with its attempt (an add, a run again) fixes the count from
-/// there on, and the events after the last such one end at the job's
-/// `attempts`, which no change leaves without an event. Events before the
-/// first fixed one count back from it: from the attempts a run again
-/// reset, which its event keeps, once `added` has left the newest
-/// [`MAX_HISTORY`](jobstore_api::limits::MAX_HISTORY).
+/// there on, and a repeat (`repeated`, whose own attempt is its run's)
+/// starts it again at 0 after it; the events after the last of these end
+/// at the job's `attempts`, which no change leaves without an event.
+/// Events before the first of them count back from it: from the attempts
+/// a run again reset, which its event keeps, once `added` has left the
+/// newest [`MAX_HISTORY`](jobstore_api::limits::MAX_HISTORY); from a
+/// repeat, whose writer does not know its run's attempt, by the claims
+/// and hand-backs of that run still kept (at least one: a repeat ends a
+/// claimed run), which is exact unless the run's first claims have left
+/// the newest events.
 pub(crate) fn history_from_doc(d: &Document, attempts: u32) -> Result<Vec<jobstore_api::JobEvent>> {
     let items = match d.get(f::HISTORY) {
         None | Some(Bson::Null) => return Ok(Vec::new()),
@@ -256,34 +265,63 @@ pub(crate) fn history_from_doc(d: &Document, attempts: u32) -> Result<Vec<jobsto
         .iter()
         .map(event_from_bson)
         .collect::<Result<Vec<(JobEvent, bool, Option<u32>)>>>()?;
-    let first_fixed = events.iter().position(|(_, fixed, _)| *fixed);
-    // Forward from the first fixed event.
-    if let Some(start) = first_fixed {
-        let mut cur = events[start].0.attempt;
+    // The first event that anchors the count: written with its attempt,
+    // or a repeat (0 after it).
+    let anchor = events
+        .iter()
+        .position(|(e, fixed, _)| *fixed || resets(&e.what));
+    // Forward from it.
+    if let Some(start) = anchor {
+        let first = &events[start].0;
+        let mut cur = if resets(&first.what) {
+            0
+        } else {
+            first.attempt
+        };
         for (e, fixed, _) in events.iter_mut().skip(start + 1) {
             if *fixed {
                 cur = e.attempt;
             } else {
-                cur = match e.what {
-                    EventKind::Claimed => cur.saturating_add(1),
-                    EventKind::HandedBack => cur.saturating_sub(1),
-                    _ => cur,
-                };
+                cur = after(cur, &e.what);
                 e.attempt = cur;
+            }
+            if resets(&e.what) {
+                cur = 0;
             }
         }
     }
-    // Backward before it (or over the whole history): from the job's
-    // attempts, or from the count before the first fixed event.
-    let end = first_fixed.unwrap_or(events.len());
-    let mut cur = match first_fixed {
-        None => attempts,
-        Some(i) => match (events[i].2, &events[i].0.what) {
+    // Backward before it (or over the whole history; with a repeat that
+    // is not written with its attempt, from that repeat on): from the
+    // job's attempts, or from the count before the first anchor.
+    let (end, mut cur) = match anchor {
+        None => (events.len(), attempts),
+        Some(i) => match (&events[i], events[i].2) {
             // a run again that kept the attempts it reset
-            (Some(before), _) => before,
-            (None, EventKind::Claimed) => events[i].0.attempt.saturating_sub(1),
-            (None, EventKind::HandedBack) => events[i].0.attempt.saturating_add(1),
-            (None, _) => events[i].0.attempt,
+            ((_, true, _), Some(before)) => (i, before),
+            ((e, true, _), None) => (
+                i,
+                match e.what {
+                    EventKind::Claimed => e.attempt.saturating_sub(1),
+                    EventKind::HandedBack => e.attempt.saturating_add(1),
+                    _ => e.attempt,
+                },
+            ),
+            // a repeat: its run's claims and hand-backs kept before it,
+            // counted from the least start that keeps every count at 0
+            // or more, and at least 1
+            ((_, false, _), _) => {
+                let (mut net, mut least) = (0_i64, 0_i64);
+                for (e, _, _) in &events[..i] {
+                    net = match e.what {
+                        EventKind::Claimed => net + 1,
+                        EventKind::HandedBack => net - 1,
+                        _ => net,
+                    };
+                    least = least.min(net);
+                }
+                let run = (net - least).max(1);
+                (i + 1, u32::try_from(run).unwrap_or(u32::MAX))
+            }
         },
     };
     for (e, _, _) in events[..end].iter_mut().rev() {
@@ -295,6 +333,22 @@ pub(crate) fn history_from_doc(d: &Document, attempts: u32) -> Result<Vec<jobsto
         };
     }
     Ok(events.into_iter().map(|(e, _, _)| e).collect())
+}
+
+/// Whether the count of attempts starts again at 0 after `what`: a
+/// repeat sets the job's attempts back to 0.
+fn resets(what: &EventKind) -> bool {
+    matches!(what, EventKind::Repeated { .. })
+}
+
+/// The attempts after an event `what` written without its attempt, from
+/// those before it.
+fn after(cur: u32, what: &EventKind) -> u32 {
+    match what {
+        EventKind::Claimed => cur.saturating_add(1),
+        EventKind::HandedBack => cur.saturating_sub(1),
+        _ => cur,
+    }
 }
 
 /// The job's trace context from its document: `traceparent` and, if
@@ -437,7 +491,8 @@ pub(crate) fn ukey(jobtype: &str, key: &str) -> String {
 }
 
 /// A job's flow: its unique key, from `ukey` (live) or `ukey_done`
-/// (archived); none when it has neither (or a null one).
+/// (archived), and its repeat rule, from `repeat` (`Repeat::to_text`);
+/// none when it has neither (or null ones).
 fn flow_from_doc(d: &Document) -> Result<Option<Box<FlowState>>> {
     let stored = [f::UKEY, f::UKEY_DONE]
         .into_iter()
@@ -445,15 +500,17 @@ fn flow_from_doc(d: &Document) -> Result<Option<Box<FlowState>>> {
             None | Some(Bson::Null) => None,
             Some(v) => Some((field, v)),
         });
-    let Some((field, value)) = stored else {
-        return Ok(None);
-    };
-    let key = value
-        .as_str()
-        .and_then(|s| s.split_once(UKEY_SEP))
-        .map(|(_, key)| key)
-        .ok_or_else(|| malformed("job", field))?;
-    Ok(Some(Box::new(FlowState::unique(key))))
+    let key = stored
+        .map(|(field, value)| {
+            value
+                .as_str()
+                .and_then(|s| s.split_once(UKEY_SEP))
+                .map(|(_, key)| key.to_owned())
+                .ok_or_else(|| malformed("job", field))
+        })
+        .transpose()?;
+    let repeat = opt_str(d, f::REPEAT, "job")?;
+    Ok(FlowState::from_parts(key, repeat.as_deref()))
 }
 
 /// A flag: absent (or null) is `false`; a boolean, or an integer (what
@@ -691,5 +748,99 @@ mod tests {
         );
         d.insert("limits", doc! { "concurrency": -1_i64 });
         assert!(handler_from_doc(&d).is_err());
+    }
+
+    #[test]
+    fn repeat_rules_are_stored_as_text_and_read_into_the_flow() {
+        use jobstore_api::{Repeat, Unique};
+        let plain = new_job_doc(&NewJob::new("a", "t", ""), 1);
+        assert!(!plain.contains_key(f::REPEAT), "plain jobs carry no rule");
+        let rule = Repeat::new("0 6 * * *").time_zone("Europe/Paris");
+        let mut d = new_job_doc(&NewJob::new("a", "t", "").repeat(rule.clone()), 1);
+        assert_eq!(d.get_str(f::REPEAT), Ok("TZ=Europe/Paris 0 6 * * *"));
+        let flow = job_from_doc(&d).unwrap().flow.unwrap();
+        assert_eq!(
+            (flow.repeat.as_ref(), flow.unique_key.as_deref()),
+            (Some(&rule), None)
+        );
+        let keyed = NewJob::new("a", "t", "")
+            .repeat(Repeat::new("@daily"))
+            .unique(Unique::new("k"));
+        let mut both = new_job_doc(&keyed, 1);
+        let flow = job_from_doc(&both).unwrap().flow.unwrap();
+        assert_eq!(flow.unique_key.as_deref(), Some("k"));
+        assert_eq!(flow.repeat, Some(Repeat::new("@daily")));
+        // Archived: the key under `ukey_done`, the rule where it was.
+        let key = both.remove(f::UKEY).unwrap();
+        both.insert(f::UKEY_DONE, key);
+        let flow = job_from_doc(&both).unwrap().flow.unwrap();
+        assert_eq!(flow.unique_key.as_deref(), Some("k"));
+        assert_eq!(flow.repeat, Some(Repeat::new("@daily")));
+        d.insert(f::REPEAT, Bson::Null);
+        assert_eq!(job_from_doc(&d).unwrap().flow, None);
+        d.insert(f::REPEAT, 5_i64);
+        let err = job_from_doc(&d).unwrap_err();
+        assert_eq!(err.kind(), jobstore_api::ErrorKind::Backend);
+    }
+
+    /// The attempts read for `events` (each a kind and whether it was
+    /// written with an attempt, 0 for `added`) of a job with `attempts`.
+    fn attempts_read(events: &[EventKind], attempts: u32) -> Vec<u32> {
+        let history: Vec<Document> = events
+            .iter()
+            .map(|what| {
+                let fixed = matches!(what, EventKind::Added).then_some(0);
+                event_doc(1, "o", fixed, what)
+            })
+            .collect();
+        let d = doc! { f::HISTORY: history };
+        history_from_doc(&d, attempts)
+            .unwrap()
+            .iter()
+            .map(|e| e.attempt)
+            .collect()
+    }
+
+    #[test]
+    fn a_repeat_keeps_its_runs_attempt_and_counting_starts_again_after_it() {
+        use EventKind::{Added, Claimed, HandedBack};
+        let repeated = EventKind::Repeated {
+            code: ResultCode::Ok,
+            status: 200,
+            next_ms: 5,
+        };
+        let retried = EventKind::Retried {
+            delay_ms: 1,
+            status: None,
+        };
+        let r = || repeated.clone();
+        let t = || retried.clone();
+        // From `added`, forward.
+        assert_eq!(attempts_read(&[Added, Claimed, r()], 0), [0, 1, 1]);
+        assert_eq!(
+            attempts_read(&[Added, Claimed, t(), Claimed, r(), Claimed, HandedBack], 0),
+            [0, 1, 1, 2, 2, 1, 0]
+        );
+        assert_eq!(
+            attempts_read(
+                &[Added, Claimed, r(), Claimed, t(), Claimed, r(), Claimed],
+                1
+            ),
+            [0, 1, 1, 1, 1, 2, 2, 1]
+        );
+        // `added` gone: runs of one claim read exactly.
+        assert_eq!(
+            attempts_read(&[Claimed, r(), Claimed, r(), Claimed], 1),
+            [1, 1, 1, 1, 1]
+        );
+        assert_eq!(attempts_read(&[r(), Claimed, r()], 0), [1, 1, 1]);
+        // A run of two claims whose first left the history: its oldest
+        // events read one short (1, 2, 2 as they happened).
+        assert_eq!(
+            attempts_read(&[t(), Claimed, r(), Claimed], 1),
+            [0, 1, 1, 1]
+        );
+        // Without a repeat, as before: back from the job's attempts.
+        assert_eq!(attempts_read(&[t(), Claimed, t()], 2), [1, 2, 2]);
     }
 }

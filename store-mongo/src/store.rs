@@ -409,6 +409,9 @@ enum Outcome<'a> {
     Archive(ResultCode, u16, &'a [u8]),
     /// A tombstone (archived, no result), deleted after.
     Delete,
+    /// Free again, due at this `dt`, attempts back to 0, with this result
+    /// as its last (code, status, output) and, when given, this payload.
+    Repeat(Millis, ResultCode, u16, &'a [u8], Option<&'a [u8]>),
 }
 
 impl Outcome<'_> {
@@ -441,6 +444,25 @@ impl Outcome<'_> {
                 None,
             ),
             Outcome::Delete => (archived(None), None),
+            // The last result goes to `prev_result` (as a run again's),
+            // never `result`: the job is not archived, so it stays out of
+            // the indexes and counts of archived jobs.
+            Outcome::Repeat(at, code, status, output, data) => {
+                let mut set = doc! {
+                    f::LOCK: LOCK_FREE,
+                    f::DT: at,
+                    f::ATTEMPTS: 0_i64,
+                    f::PREV_RESULT: {
+                        "code": code.as_str(),
+                        "status": i32::from(status),
+                        "output": convert::binary(output),
+                    },
+                };
+                if let Some(data) = data {
+                    set.insert(f::DATA, convert::binary(data));
+                }
+                (set, None)
+            }
         };
         let mut inc = inc.unwrap_or_default();
         inc.insert(f::VER, 1_i64);
@@ -451,7 +473,7 @@ impl Outcome<'_> {
         // job counts for no window). On a plain job both name a missing
         // field: MongoDB leaves the document as it is.
         let unset = match self {
-            Outcome::Retry(..) | Outcome::Unget => doc! { f::CANCEL: "" },
+            Outcome::Retry(..) | Outcome::Unget | Outcome::Repeat(..) => doc! { f::CANCEL: "" },
             Outcome::Archive(..) => doc! { f::CANCEL: "", f::PREV_RESULT: "" },
             Outcome::Delete => doc! { f::CANCEL: "", f::PREV_RESULT: "", f::UKEY: "" },
         };
@@ -463,6 +485,11 @@ impl Outcome<'_> {
             Outcome::Unget => Some(EventKind::HandedBack),
             Outcome::Archive(code, status, _) => Some(EventKind::Archived { code, status }),
             Outcome::Delete => None,
+            Outcome::Repeat(at, code, status, ..) => Some(EventKind::Repeated {
+                code,
+                status,
+                next_ms: at,
+            }),
         };
         let mut push = push_op_token(token);
         if let Some(what) = event {
@@ -495,6 +522,7 @@ impl Outcome<'_> {
     fn size(&self, ids: &[&str], owner: &str) -> usize {
         let output = match self {
             Outcome::Archive(_, _, output) => output.len(),
+            Outcome::Repeat(_, _, _, output, data) => output.len() + data.map_or(0, <[u8]>::len),
             _ => 0,
         };
         ids.iter().map(|id| id.len() + 16).sum::<usize>() + output + 2 * owner.len() + 640
@@ -513,8 +541,14 @@ fn outcomes(releases: &[JobRelease], now: Millis) -> Vec<(Outcome<'_>, Vec<&str>
             Release::Archive(result) => {
                 Outcome::Archive(result.code, result.status, result.output.as_slice())
             }
-            // Refused by validation: this store does not declare repeat.
-            Release::Delete | Release::Repeat { .. } => Outcome::Delete,
+            Release::Delete => Outcome::Delete,
+            Release::Repeat { at, result, data } => Outcome::Repeat(
+                *at,
+                result.code,
+                result.status,
+                result.output.as_slice(),
+                data.as_deref(),
+            ),
         };
         let i = *index.entry(outcome).or_insert_with(|| {
             groups.push((outcome, Vec::new()));
@@ -1121,7 +1155,8 @@ impl JobStore for MongoStore {
             .with_tags_and_history()
             .with_stats()
             .with_trace()
-            .with_schedules();
+            .with_schedules()
+            .with_repeat();
         let caps = if self.unique_jobs {
             caps.with_unique_jobs()
         } else {

@@ -8,7 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
-use jobstore_api::{Error, Job, JobResult, JobStore, JobStoreExt, NewJob, Release, Unique};
+use jobstore_api::{
+    Error, EventKind, Job, JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release, Repeat,
+    Unique,
+};
 use jobstore_conformance::services;
 use jobstore_mongo::{MongoOptions, MongoStore, RoundTripHook};
 
@@ -597,6 +600,64 @@ async fn release_failed_after_applying_reports_what_it_released() {
             ("", 0),
             "ungot once, not twice"
         );
+    })
+    .await;
+}
+
+/// A release with repeats whose command applied but failed is sent again
+/// (the repeated jobs are free: it matches nothing the second time) and
+/// reports every job: each repeated once (one `repeated` event, attempts
+/// 0), beside an archive of the same list; a repeat of a job another
+/// claimer took over in between is fenced off.
+#[tokio::test]
+async fn repeat_failed_after_applying_is_applied_once() {
+    with_two_stores(|a, b| async move {
+        let rule = Repeat::new("HOURLY");
+        let jobs = [
+            NewJob::new("x", "t", "x").repeat(rule.clone()),
+            NewJob::new("y", "t", "y").repeat(rule.clone()).priority(5),
+            NewJob::new("z", "t", "z"),
+        ];
+        a.add_jobs(&jobs, T0).await.unwrap();
+        let short = Duration::from_secs(1);
+        assert_eq!(a.claim_jobs("t", 3, "A", short, T0).await.unwrap().len(), 3);
+        let failing = a.clone().with_round_trip_hook(fail_once_after("release"));
+        let at = T0 + 3_600_000;
+        let repeat = |id: &str| {
+            JobRelease::new(
+                id,
+                Release::Repeat {
+                    at,
+                    result: JobResult::from_status(200),
+                    data: Some(b"next".to_vec()),
+                },
+            )
+        };
+        // y's lease runs out and B takes it.
+        let late = T0 + 2_000;
+        let taken = b.claim_jobs("t", 1, "B", MIN, late).await.unwrap();
+        assert_eq!(taken[0].id, "y");
+        let list = [
+            repeat("x"),
+            repeat("y"),
+            JobRelease::new("z", Release::Archive(JobResult::from_status(200))),
+        ];
+        let mut released = failing.release_jobs(&list, "A", late).await.unwrap();
+        released.sort();
+        assert_eq!(released, ids(&["x", "z"]), "y was taken over");
+        let x = a.get_job("x").await.unwrap().unwrap();
+        assert_eq!(
+            (x.lock.as_str(), x.dt, x.attempts, x.data.as_slice()),
+            ("", at, 0, b"next".as_slice())
+        );
+        let repeats = x
+            .history
+            .iter()
+            .filter(|e| matches!(e.what, EventKind::Repeated { .. }))
+            .count();
+        assert_eq!(repeats, 1, "repeated once: {:?}", x.history);
+        let y = a.get_job("y").await.unwrap().unwrap();
+        assert_eq!((y.lock.as_str(), y.attempts), ("B", 2));
     })
     .await;
 }

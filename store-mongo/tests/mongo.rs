@@ -9,7 +9,7 @@ use std::time::Duration;
 use jobstore_api::limits::{MAX_ID_LEN, MAX_JOBTYPE_LEN, MAX_OUTPUT};
 use jobstore_api::{
     ErrorKind, JobQuery, JobRelease, JobResult, JobState, JobStore, JobStoreExt, NewJob,
-    OnConflict, Release, ResultCode, Schedule, ScheduleAdvance, StatsDelta, StatsQuery,
+    OnConflict, Release, Repeat, ResultCode, Schedule, ScheduleAdvance, StatsDelta, StatsQuery,
     StatsResolution, Unique,
 };
 use jobstore_conformance::services;
@@ -1375,6 +1375,208 @@ async fn schedule_operations_are_one_command_each() {
             sent_names(&sent),
             ["update", "update", "update", "find", "delete"]
         );
+    };
+    then_drop(&s, outcome).await;
+}
+
+/// Repeating jobs: a release list mixing repeats with an archive and a
+/// retry is one `update` command, the repeats of one outcome one
+/// statement that sets `prev_result` (never `result`), attempts 0 and the
+/// payload, keeps `ukey` (no `$rename`, no `$unset` of it) and pushes a
+/// `repeated` event; documents with a rule carry `repeat`, plain ones do
+/// not; job counts see repeated jobs as scheduled, never archived; two
+/// repeats with 5 MiB payloads each go in two commands of at most 8 MiB.
+#[tokio::test]
+async fn repeats_share_the_release_command_and_stay_unarchived() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let (s, sent) = observed_store(&url, &ns).await;
+    let outcome = async {
+        let rule = Repeat::new("HOURLY");
+        let jobs = vec![
+            NewJob::new("r1", "t", "a")
+                .repeat(rule.clone())
+                .unique(Unique::new("k1")),
+            NewJob::new("r2", "t", "b").repeat(rule.clone()),
+            NewJob::new("p1", "t", "c"),
+            NewJob::new("p2", "t", "d"),
+        ];
+        s.add_jobs(&jobs, T0).await.unwrap();
+        let raw = s.database().collection::<mongodb::bson::Document>("jobs");
+        let stored = |id: &'static str| {
+            let raw = raw.clone();
+            async move { raw.find_one(doc! { "_id": id }).await.unwrap().unwrap() }
+        };
+        let p1 = stored("p1").await;
+        assert!(!p1.contains_key("repeat"), "a plain job has no rule: {p1}");
+        assert_eq!(stored("r2").await.get_str("repeat"), Ok("HOURLY"));
+        assert_eq!(s.claim_jobs("t", 4, "o", MIN, T0).await.unwrap().len(), 4);
+        sent.lock().unwrap().clear();
+
+        let at = T0 + 3_600_000;
+        let run = JobResult::from_status(200).with_output(b"out".to_vec());
+        let repeat = Release::Repeat {
+            at,
+            result: run.clone(),
+            data: Some(b"next".to_vec()),
+        };
+        let list = [
+            JobRelease::new("r1", repeat.clone()),
+            JobRelease::new("p1", Release::Archive(JobResult::from_status(200))),
+            JobRelease::new("r2", repeat),
+            JobRelease::new("p2", Release::Retry { delay: MIN }),
+        ];
+        let mut released = s.release_jobs(&list, "o", T0 + 1).await.unwrap();
+        released.sort();
+        assert_eq!(released, ["p1", "p2", "r1", "r2"]);
+        let commands = std::mem::take(&mut *sent.lock().unwrap());
+        let names: Vec<&str> = commands.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["update"], "one round trip, no read-back");
+        let statements = commands[0].1.get_array("updates").unwrap();
+        assert_eq!(statements.len(), 3, "{statements:?}");
+        let st = statements
+            .iter()
+            .map(|b| b.as_document().unwrap())
+            .find(|st| {
+                let q = st.get_document("q").unwrap();
+                q.get_document("_id")
+                    .unwrap()
+                    .get_array("$in")
+                    .unwrap()
+                    .len()
+                    == 2
+            })
+            .expect("one statement for both repeats");
+        let u = st.get_document("u").unwrap();
+        let set = u.get_document("$set").unwrap();
+        assert!(
+            set.contains_key("prev_result") && !set.contains_key("result"),
+            "{u}"
+        );
+        assert_eq!(set.get_i64("attempts"), Ok(0), "{u}");
+        assert_eq!(set.get_i64("dt"), Ok(at), "{u}");
+        assert!(set.contains_key("data"), "{u}");
+        assert!(!u.contains_key("$rename"), "the key stays held: {u}");
+        let unset: Vec<&String> = u.get_document("$unset").unwrap().keys().collect();
+        assert_eq!(unset, ["cancel"], "{u}");
+        let event = u
+            .get_document("$push")
+            .unwrap()
+            .get_document("history")
+            .unwrap()
+            .get_array("$each")
+            .unwrap()[0]
+            .as_document()
+            .unwrap()
+            .clone();
+        assert_eq!(event.get_str("event"), Ok("repeated"), "{u}");
+        assert_eq!(event.get_i64("next_ms"), Ok(at), "{u}");
+
+        let r1 = stored("r1").await;
+        assert!(
+            !r1.contains_key("result") && !r1.contains_key("done_dt"),
+            "{r1}"
+        );
+        assert_eq!(r1.get_str("ukey"), Ok("t/k1"), "{r1}");
+        assert_eq!(r1.get_str("repeat"), Ok("HOURLY"), "{r1}");
+        let job = s.get_job("r1").await.unwrap().unwrap();
+        assert_eq!((job.result, job.attempts), (Some(run), 0));
+        let counts = s.job_counts(T0 + 1).await.unwrap();
+        let t = counts.iter().find(|c| c.jobtype == "t").unwrap();
+        assert_eq!((t.waiting, t.scheduled, t.running), (0, 3, 0), "{t:?}");
+        assert_eq!(t.archived.values().sum::<u64>(), 1, "{t:?}");
+        let page = s
+            .list_jobs(&JobQuery::new(JobState::Archived).jobtypes(["t"]), T0 + 1)
+            .await
+            .unwrap();
+        let archived: Vec<&str> = page.jobs.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(archived, ["p1"]);
+
+        // Payloads count toward the command size: 2 x 5 MiB, 2 commands.
+        // r1, r2 and p2 (retried) are due.
+        assert_eq!(s.claim_jobs("t", 3, "o", MIN, at).await.unwrap().len(), 3);
+        sent.lock().unwrap().clear();
+        let big = |id: &str, byte: u8| {
+            JobRelease::new(
+                id,
+                Release::Repeat {
+                    at: at + 1,
+                    result: JobResult::from_status(200),
+                    data: Some(vec![byte; 5 << 20]),
+                },
+            )
+        };
+        let mut released = s
+            .release_jobs(&[big("r1", b'1'), big("r2", b'2')], "o", at)
+            .await
+            .unwrap();
+        released.sort();
+        assert_eq!(released, ["r1", "r2"]);
+        assert_eq!(sent_names(&sent), ["update", "update"]);
+        let r2 = s.get_job("r2").await.unwrap().unwrap();
+        assert_eq!((r2.data.len(), r2.data[0], r2.dt), (5 << 20, b'2', at + 1));
+    };
+    then_drop(&s, outcome).await;
+}
+
+/// A repeating job's history, whose `repeated` events are written
+/// without their attempt, reads as the memory store's through runs of
+/// one claim and runs with a hand-back, also once `added` and the oldest
+/// runs have left the newest 20 events (at every offset of a run).
+#[tokio::test]
+async fn a_repeating_jobs_history_reads_as_the_memory_stores() {
+    let Some((s, _)) = fresh_store().await else {
+        return;
+    };
+    let outcome = async {
+        let memory = jobstore_api::MemoryStore::new();
+        let stores: [&dyn JobStore; 2] = [&s, &memory];
+        for (n, unget) in [(0, false), (1, true)] {
+            let jt = format!("t{n}");
+            let job = NewJob::new(format!("j{n}"), &jt, "x").repeat(Repeat::new("HOURLY"));
+            for st in stores {
+                st.add_jobs(std::slice::from_ref(&job), T0).await.unwrap();
+            }
+            let mut now = T0;
+            for cycle in 0..14 {
+                for st in stores {
+                    let claim = || st.claim_jobs(&jt, 1, "o", MIN, now);
+                    assert_eq!(claim().await.unwrap().len(), 1);
+                    if unget {
+                        let back = [JobRelease::new(job.id.as_str(), Release::Unget)];
+                        assert_eq!(st.release_jobs(&back, "o", now).await.unwrap().len(), 1);
+                        assert_eq!(claim().await.unwrap().len(), 1);
+                    }
+                    let rel = [JobRelease::new(
+                        job.id.as_str(),
+                        Release::Repeat {
+                            at: now + 1_000,
+                            result: JobResult::from_status(200),
+                            data: None,
+                        },
+                    )];
+                    assert_eq!(st.release_jobs(&rel, "o", now).await.unwrap().len(), 1);
+                }
+                let got = s.get_job(&job.id).await.unwrap().unwrap();
+                let want = memory.get_job(&job.id).await.unwrap().unwrap();
+                assert_eq!(got.history, want.history, "{jt}, cycle {cycle}");
+                assert_eq!(got.attempts, 0);
+                now += 1_000;
+                // and while claimed
+                for st in stores {
+                    st.claim_jobs(&jt, 1, "o", MIN, now).await.unwrap();
+                }
+                let got = s.get_job(&job.id).await.unwrap().unwrap();
+                let want = memory.get_job(&job.id).await.unwrap().unwrap();
+                assert_eq!(got.history, want.history, "{jt}, cycle {cycle}, claimed");
+                for st in stores {
+                    let back = [JobRelease::new(job.id.as_str(), Release::Unget)];
+                    st.release_jobs(&back, "o", now).await.unwrap();
+                }
+            }
+        }
     };
     then_drop(&s, outcome).await;
 }
