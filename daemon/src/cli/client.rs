@@ -216,6 +216,14 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
             "--unique-window and --replace-data go with --unique-key",
         ));
     }
+    if let Some(rule) = &a.repeat {
+        query.push(("repeat", rule.clone()));
+        if let Some(tz) = &a.repeat_tz {
+            query.push(("repeat_tz", tz.clone()));
+        }
+    } else if a.repeat_tz.is_some() {
+        return Err(CliError::usage("--repeat-tz goes with --repeat"));
+    }
     // Checked here: the daemon ignores a malformed header, as W3C Trace
     // Context asks, and the jobs would lose their trace without a word.
     // A tracestate alone (a stray $TRACESTATE) means nothing and is left.

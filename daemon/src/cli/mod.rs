@@ -108,6 +108,14 @@ pub struct AddArgs {
     /// this payload.
     #[arg(long)]
     replace_data: bool,
+    /// Make every job repeat by this rule (cron, or the repeat syntax such
+    /// as 'FINISHED, +1 HOUR'): each run that ends ok makes it due again at
+    /// the rule's next time instead of archiving it.
+    #[arg(long, value_name = "RULE")]
+    repeat: Option<String>,
+    /// With --repeat: the IANA time zone the rule counts in (default UTC).
+    #[arg(long, value_name = "ZONE")]
+    repeat_tz: Option<String>,
     /// The W3C trace context the jobs continue (their runs get it as
     /// TRACEPARENT): from a job's own run, or a traced program, it is
     /// already in the environment.

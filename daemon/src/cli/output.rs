@@ -76,6 +76,15 @@ pub fn job(j: &JobView) -> Table {
     if !j.tags.is_empty() {
         t.add_row(vec!["tags".to_owned(), j.tags.join(", ")]);
     }
+    if let Some(k) = &j.unique_key {
+        t.add_row(vec!["unique key".to_owned(), k.clone()]);
+    }
+    if let Some(r) = &j.repeat {
+        t.add_row(vec![
+            "repeats".to_owned(),
+            format!("{} ({})", r.rule, r.time_zone),
+        ]);
+    }
     if let Some(tp) = &j.traceparent {
         t.add_row(vec!["traceparent".to_owned(), tp.clone()]);
     }

@@ -577,10 +577,12 @@ fn check_repeat(
     };
     jobstore_api::validate::repeat(&repeat).map_err(|e| {
         let text = e.to_string();
-        let at = if text.contains("repeat.time_zone") {
-            zone_field
-        } else {
-            rule_field
+        // The field the message starts with (a rule's message may name
+        // the zone in its advice).
+        let at = match (text.find("repeat.rule"), text.find("repeat.time_zone")) {
+            (Some(r), Some(z)) if z < r => zone_field,
+            (None, Some(_)) => zone_field,
+            _ => rule_field,
         };
         let text =
             text.replacen("repeat.time_zone", zone_field, 1)

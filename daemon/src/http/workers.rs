@@ -415,6 +415,14 @@ pub struct Finish {
     /// For retry and error: run again after this many milliseconds instead
     /// of the backoff.
     pub retry_in_ms: Option<u64>,
+    /// For a repeating job whose run ended ok: the payload of its next
+    /// run (a string is stored as its UTF-8 bytes, any other JSON value as
+    /// its JSON text), so state passes from run to run. Ignored for a job
+    /// that does not repeat; at most the store's payload limit.
+    #[schema(value_type = Option<Object>)]
+    pub data: Option<serde_json::Value>,
+    /// The next run's payload as base64, for bytes that are not text.
+    pub data_base64: Option<String>,
 }
 
 /// Results of jobs held under one lease.
@@ -529,6 +537,36 @@ pub async fn finish(
             },
         );
         outcome.retry_after = f.retry_in_ms.map(Duration::from_millis);
+        outcome.data = match (f.data, f.data_base64) {
+            (Some(_), Some(_)) => {
+                return Err(place(
+                    ApiError::invalid("give data or data_base64, not both").field("data"),
+                ));
+            }
+            (Some(serde_json::Value::String(s)), None) => Some(s.into_bytes()),
+            (Some(v), None) => Some(v.to_string().into_bytes()),
+            (None, Some(b)) => Some(BASE64.decode(b).map_err(|e| {
+                place(ApiError::invalid(format!("data_base64: {e}")).field("data_base64"))
+            })?),
+            (None, None) => None,
+        };
+        if let Some(d) = outcome
+            .data
+            .as_ref()
+            .filter(|d| d.len() > state.max_payload)
+        {
+            return Err(place(
+                ApiError::too_large(
+                    format!(
+                        "data is {} bytes, the limit is {}",
+                        d.len(),
+                        state.max_payload
+                    ),
+                    state.max_payload as u64,
+                )
+                .field("data"),
+            ));
+        }
         results.push(RemoteResult { id, outcome });
     }
     let report = state
