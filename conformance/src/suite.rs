@@ -151,6 +151,7 @@ pub async fn add_get_round_trip(c: Ctx) {
             new: ids(&["j1"]),
             existing: vec![],
             duplicates: vec![],
+            refused: vec![],
         }
     );
     let job = get(s, "j1").await;
@@ -2236,6 +2237,7 @@ pub async fn job_counts_by_state(c: Ctx) {
                 waiting: 3,
                 scheduled: 1,
                 running: 1,
+                blocked: 0,
                 archived: archived(&[(ResultCode::Ok, 1), (ResultCode::Error, 1)]),
             },
             JobCounts {
@@ -3360,7 +3362,7 @@ pub async fn state_matrix(c: Ctx, op: &str) {
             assert_untouched(s, &before, &all_but(&["archived"]), op).await;
         }
         "remove" if s.capabilities().edit_jobs => {
-            let got = s.delete_jobs(&all).await.unwrap();
+            let got = s.delete_jobs(&all, T0).await.unwrap();
             let free = ["archived", "scheduled", "waiting"];
             let locked = ["expired", "running", "taken"];
             assert_eq!(sorted(got.deleted), ids(&free), "deleted");

@@ -1,7 +1,7 @@
 //! What a job does beyond "run this": its flow. Today a flow is a unique
-//! key ([`Unique`]) and a repeat rule ([`Repeat`]); dependencies, children
-//! and batches extend [`JobFlow`] and [`FlowState`] (see
-//! `docs/scheduling-design.md`).
+//! key ([`Unique`]), a repeat rule ([`Repeat`]) and dependencies
+//! (`depends_on`, [`DependencyFailure`]); children and batches extend
+//! [`JobFlow`] and [`FlowState`] (see `docs/scheduling-design.md`).
 //!
 //! A plain job has no flow (`NewJob::flow` and `Job::flow` are `None`),
 //! and stores keep nothing for it: the flow is a nullable marker beside the
@@ -23,13 +23,127 @@ pub struct JobFlow {
     /// archived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<Repeat>,
+    /// Jobs this one waits for: it is blocked ([`JobState::Blocked`](crate::JobState::Blocked))
+    /// until each has been archived, then waiting. Each must be a job
+    /// stored before the add (in the same namespace); 1..=
+    /// [`MAX_DEPENDENCIES`](crate::limits::MAX_DEPENDENCIES) ids, none
+    /// twice, not the job's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    /// What a dependency that ends other than `ok` does to this job.
+    #[serde(default)]
+    pub on_dependency_failure: DependencyFailure,
 }
 
 impl JobFlow {
     /// Whether the flow asks for nothing (a job with it is a plain job).
     pub fn is_empty(&self) -> bool {
-        self.unique.is_none() && self.repeat.is_none()
+        self.unique.is_none() && self.repeat.is_none() && self.depends_on.is_empty()
     }
+}
+
+/// What a dependency that ends other than `ok` (archived `failed`,
+/// `error`, `timeout` or `cancelled`, or deleted: `cancelled`) does to the
+/// job that waits for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DependencyFailure {
+    /// The waiter is archived `cancelled` (status 0, its output naming the
+    /// dependency), which its own waiters see in turn: a cancel runs down
+    /// a chain.
+    #[default]
+    Cancel,
+    /// The dependency counts as done: the waiter runs once every
+    /// dependency has ended, and reads their codes.
+    Run,
+}
+
+impl DependencyFailure {
+    /// The name used on the wire (`cancel`, `run`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DependencyFailure::Cancel => "cancel",
+            DependencyFailure::Run => "run",
+        }
+    }
+}
+
+impl std::str::FromStr for DependencyFailure {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "cancel" => Ok(DependencyFailure::Cancel),
+            "run" => Ok(DependencyFailure::Run),
+            _ => Err(crate::Error::invalid(format!(
+                "on_dependency_failure: {s:?} is not cancel or run"
+            ))),
+        }
+    }
+}
+
+/// A job of an add that was not stored because of what it waits for
+/// ([`AddOutcome::refused`](crate::AddOutcome::refused)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// The id asked for (nothing is stored under it).
+    pub id: String,
+    /// The field at fault: `depends_on[i]` (from 0).
+    pub field: String,
+    /// Why, for a person.
+    pub reason: String,
+}
+
+impl Refusal {
+    /// The refusal of job `id` whose dependency `i` (`dep`) is not a job
+    /// of the store.
+    pub fn unknown_dependency(id: &str, i: usize, dep: &str) -> Self {
+        Refusal {
+            id: id.to_owned(),
+            field: format!("depends_on[{i}]"),
+            reason: format!("dependency {dep:?} is not a job"),
+        }
+    }
+}
+
+/// How one edge of a waiter stands ([`WaitEdge::state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum EdgeState {
+    /// The dependency is still live (or was run again).
+    Pending,
+    /// The dependency ended with this result (deleted: `cancelled`, 0).
+    Done {
+        /// Its result code.
+        code: crate::ResultCode,
+        /// Its result status.
+        status: u16,
+    },
+}
+
+/// One dependency of a waiter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitEdge {
+    /// The dependency's id.
+    pub target: String,
+    /// How it stands.
+    #[serde(flatten)]
+    pub state: EdgeState,
+}
+
+/// What one job waits, or waited, for ([`JobStore::job_waits`](crate::JobStore::job_waits)).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waits {
+    /// The waiter's id.
+    pub id: String,
+    /// Edges still pending.
+    pub pending: u64,
+    /// Edges resolved, by the dependency's result code.
+    pub done: std::collections::BTreeMap<crate::ResultCode, u64>,
+    /// One page of its edges, by target id.
+    pub edges: Vec<WaitEdge>,
+    /// The last target of the page when more follow.
+    pub next: Option<String>,
 }
 
 /// The rule of a repeating job: when a run ends ok, the daemon computes
@@ -187,6 +301,22 @@ pub struct FlowState {
     /// run again repeats again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<Repeat>,
+    /// How many of its dependencies have not ended yet (0 once none is
+    /// pending, or for a job added without dependencies).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pending: u32,
+    /// It was added with dependencies: [`JobStore::job_waits`](crate::JobStore::job_waits)
+    /// has something to say.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub has_edges: bool,
+    /// What a dependency that ends other than `ok` does to it (only
+    /// meaningful with `has_edges`).
+    #[serde(default)]
+    pub on_dependency_failure: DependencyFailure,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl FlowState {
@@ -194,7 +324,7 @@ impl FlowState {
     pub fn unique(key: impl Into<String>) -> Self {
         FlowState {
             unique_key: Some(key.into()),
-            repeat: None,
+            ..FlowState::default()
         }
     }
 
@@ -203,6 +333,13 @@ impl FlowState {
         let state = FlowState {
             unique_key: flow.unique.as_ref().map(|u| u.key.clone()),
             repeat: flow.repeat.clone(),
+            pending: u32::try_from(flow.depends_on.len()).unwrap_or(u32::MAX),
+            has_edges: !flow.depends_on.is_empty(),
+            on_dependency_failure: if flow.depends_on.is_empty() {
+                DependencyFailure::default()
+            } else {
+                flow.on_dependency_failure
+            },
         };
         (state != FlowState::default()).then(|| Box::new(state))
     }
@@ -210,9 +347,23 @@ impl FlowState {
     /// The stored flow from its columns or fields (`None` when both are
     /// absent): what every backend's read builds.
     pub fn from_parts(unique_key: Option<String>, repeat: Option<&str>) -> Option<Box<FlowState>> {
+        Self::from_stored(unique_key, repeat, None)
+    }
+
+    /// [`from_parts`](Self::from_parts) with the dependencies a job was
+    /// added with, when it had any: how many are still pending, and its
+    /// policy.
+    pub fn from_stored(
+        unique_key: Option<String>,
+        repeat: Option<&str>,
+        deps: Option<(u32, DependencyFailure)>,
+    ) -> Option<Box<FlowState>> {
         let state = FlowState {
             unique_key,
             repeat: repeat.map(Repeat::from_text),
+            pending: deps.map_or(0, |(pending, _)| pending),
+            has_edges: deps.is_some(),
+            on_dependency_failure: deps.map_or_else(DependencyFailure::default, |(_, p)| p),
         };
         (state != FlowState::default()).then(|| Box::new(state))
     }

@@ -65,6 +65,9 @@ pub enum EventKind {
     },
     /// Edited (priority, due time or payload).
     Edited,
+    /// Its last dependency ended: no longer blocked, waiting (or
+    /// scheduled until its not-before time).
+    Unblocked,
     /// A repeating job's run ended with this result and it is due again
     /// at `next_ms` ([`Release::Repeat`](crate::Release::Repeat)).
     Repeated {

@@ -280,8 +280,25 @@ pub trait StoreLayer: Send + Sync + Debug {
     }
 
     /// [`JobStore::delete_jobs`].
-    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
-        self.around("delete_jobs", self.inner().delete_jobs(ids))
+    async fn delete_jobs(&self, ids: &[String], now: Millis) -> Result<DeleteOutcome> {
+        self.around("delete_jobs", self.inner().delete_jobs(ids, now))
+            .await
+    }
+
+    /// [`JobStore::job_waits`].
+    async fn job_waits(
+        &self,
+        id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<crate::Waits>> {
+        self.around("job_waits", self.inner().job_waits(id, after, limit))
+            .await
+    }
+
+    /// [`JobStore::settle_flows`].
+    async fn settle_flows(&self, now: Millis, limit: usize) -> Result<u64> {
+        self.around("settle_flows", self.inner().settle_flows(now, limit))
             .await
     }
 
@@ -510,8 +527,19 @@ impl<L: StoreLayer> JobStore for L {
     ) -> Result<Vec<String>> {
         StoreLayer::rerun_jobs(self, ids, delay, now).await
     }
-    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
-        StoreLayer::delete_jobs(self, ids).await
+    async fn delete_jobs(&self, ids: &[String], now: Millis) -> Result<DeleteOutcome> {
+        StoreLayer::delete_jobs(self, ids, now).await
+    }
+    async fn job_waits(
+        &self,
+        id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<crate::Waits>> {
+        StoreLayer::job_waits(self, id, after, limit).await
+    }
+    async fn settle_flows(&self, now: Millis, limit: usize) -> Result<u64> {
+        StoreLayer::settle_flows(self, now, limit).await
     }
     async fn edit_jobs(&self, edits: &[JobEdit], now: Millis) -> Result<Vec<String>> {
         StoreLayer::edit_jobs(self, edits, now).await

@@ -17,7 +17,10 @@ pub mod validate;
 mod watch;
 
 pub use error::{BoxError, Error, ErrorKind, Result};
-pub use flow::{Duplicate, FlowState, JobFlow, OnConflict, Repeat, Unique};
+pub use flow::{
+    DependencyFailure, Duplicate, EdgeState, FlowState, JobFlow, OnConflict, Refusal, Repeat,
+    Unique, WaitEdge, Waits,
+};
 pub use history::{EventKind, JobEvent, PendingClaim};
 pub use manage::*;
 pub use memory::MemoryStore;

@@ -71,3 +71,9 @@ pub const MAX_SCHEDULE_NAME_LEN: usize = MAX_JOBTYPE_LEN;
 
 /// The longest unique key ([`Unique::key`](crate::Unique::key)), in bytes.
 pub const MAX_UNIQUE_KEY_LEN: usize = 256;
+
+/// Most dependencies one job may have ([`JobFlow::depends_on`](crate::JobFlow::depends_on)).
+pub const MAX_DEPENDENCIES: usize = 1_000;
+
+/// Most dependencies of all the jobs of one add, together.
+pub const MAX_BATCH_DEPENDENCIES: usize = 100_000;

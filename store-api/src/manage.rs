@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::limits::MAX_PAGE;
-use crate::types::{Job, JobState, LOCK_DONE, Millis, ResultCode};
+use crate::types::{Job, JobState, LOCK_BLOCKED, LOCK_DONE, Millis, ResultCode};
 
 /// Which jobtypes a [`JobQuery`] reads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -90,6 +90,7 @@ impl TimeRange {
 /// | waiting, expired | as claims hand them out: priority high first, then `dt`, then `id` | `(priority, dt, id)` |
 /// | scheduled | due first: `dt`, then `id` | `(dt, id)` |
 /// | running | lease expiry first: `dt`, then `id` | `(dt, id)` |
+/// | blocked | not-before first: `dt` (the not-before time), then `id` | `(dt, id)` |
 /// | archived | newest first: `done_dt` descending, then `id` descending | `(done_dt, id)` |
 ///
 /// Across several jobtypes the order is the same, merged.
@@ -216,7 +217,7 @@ impl JobQuery {
                 dt: job.dt,
                 id: job.id.clone(),
             },
-            JobState::Scheduled | JobState::Running => SortKey {
+            JobState::Scheduled | JobState::Running | JobState::Blocked => SortKey {
                 priority: 0,
                 dt: job.dt,
                 id: job.id.clone(),
@@ -242,7 +243,9 @@ impl JobQuery {
                 .cmp(&a.priority)
                 .then(a.dt.cmp(&b.dt))
                 .then(a.id.cmp(&b.id)),
-            JobState::Scheduled | JobState::Running => a.dt.cmp(&b.dt).then(a.id.cmp(&b.id)),
+            JobState::Scheduled | JobState::Running | JobState::Blocked => {
+                a.dt.cmp(&b.dt).then(a.id.cmp(&b.id))
+            }
             JobState::Archived => b.dt.cmp(&a.dt).then(b.id.cmp(&a.id)),
         }
     }
@@ -322,6 +325,7 @@ impl JobQuery {
 /// `expired`, `archived` (what [`JobState`]'s `FromStr` reads).
 pub fn state_name(state: JobState) -> &'static str {
     match state {
+        JobState::Blocked => "blocked",
         JobState::Waiting => "waiting",
         JobState::Scheduled => "scheduled",
         JobState::Running => "running",
@@ -345,12 +349,13 @@ impl FromStr for JobState {
             JobState::Running,
             JobState::Expired,
             JobState::Archived,
+            JobState::Blocked,
         ]
         .into_iter()
         .find(|st| state_name(*st) == s)
         .ok_or_else(|| {
             Error::invalid(format!(
-                "unknown state {s:?}; states are waiting, scheduled, running, expired, archived"
+                "unknown state {s:?}; states are waiting, scheduled, running, expired, archived, blocked"
             ))
         })
     }
@@ -558,7 +563,7 @@ pub struct Renewal {
 
 /// Whether `lock` is an owner's (not free, not archived).
 pub fn is_locked(lock: &str) -> bool {
-    !lock.is_empty() && lock != LOCK_DONE
+    !lock.is_empty() && lock != LOCK_DONE && lock != LOCK_BLOCKED
 }
 
 /// A query's limit, checked: `1..=`[`MAX_PAGE`].

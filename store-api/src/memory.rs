@@ -8,7 +8,10 @@ use async_trait::async_trait;
 use tokio::sync::broadcast;
 
 use crate::error::{Error, Result};
-use crate::flow::{Duplicate, FlowState, OnConflict, Unique};
+use crate::flow::{
+    DependencyFailure, Duplicate, EdgeState, FlowState, OnConflict, Refusal, Unique, WaitEdge,
+    Waits,
+};
 use crate::history::{EventKind, JobEvent};
 use crate::limits::DEFAULT_POLL_INTERVAL;
 use crate::manage::*;
@@ -40,6 +43,10 @@ struct Inner {
     stats: BTreeMap<(StatsResolution, String, Millis), (Durations, Durations)>,
     next_version: u64,
     schedules: BTreeMap<String, ScheduleRecord>,
+    /// Per waiter, its dependencies by target id and how each stands.
+    waits: HashMap<String, BTreeMap<String, EdgeState>>,
+    /// Per dependency, the waiters whose edge to it is pending.
+    waiters: HashMap<String, std::collections::BTreeSet<String>>,
 }
 
 impl Default for MemoryStore {
@@ -84,12 +91,15 @@ impl JobStore for MemoryStore {
             .with_schedules()
             .with_unique_jobs()
             .with_repeat()
+            .with_dependencies()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
         validate::new_jobs(jobs, &self.capabilities(), now)?;
         let mut outcome = AddOutcome::default();
         let mut inner = self.lock();
+        // Jobs of this call are not yet jobs a dependency may name.
+        let mut added_now = std::collections::HashSet::new();
         for job in jobs {
             if inner.jobs.contains_key(&job.id) {
                 outcome.existing.push(job.id.clone());
@@ -111,6 +121,18 @@ impl JobStore for MemoryStore {
                 });
                 continue;
             }
+            let deps = job.dependencies();
+            if let Some((i, dep)) = deps
+                .iter()
+                .enumerate()
+                .find(|(_, d)| added_now.contains(d.as_str()) || !inner.jobs.contains_key(*d))
+            {
+                outcome
+                    .refused
+                    .push(Refusal::unknown_dependency(&job.id, i, dep));
+                continue;
+            }
+            added_now.insert(job.id.as_str());
             inner.jobs.insert(
                 job.id.clone(),
                 Job {
@@ -132,6 +154,9 @@ impl JobStore for MemoryStore {
                     flow: job.flow.as_deref().and_then(FlowState::of),
                 },
             );
+            if !deps.is_empty() {
+                link(&mut inner, &job.id, deps, now);
+            }
             outcome.new.push(job.id.clone());
         }
         drop(inner);
@@ -239,6 +264,7 @@ impl JobStore for MemoryStore {
         let mut inner = self.lock();
         let mut released = Vec::new();
         let mut freed_jobtypes = Vec::new();
+        let mut ended = Vec::new();
         for JobRelease { id, how, status } in releases {
             let Some(job) = inner.jobs.get_mut(id).filter(|j| j.lock == owner) else {
                 continue;
@@ -273,9 +299,12 @@ impl JobStore for MemoryStore {
                         status: result.status,
                     };
                     record(job, now, owner, what);
+                    ended.push((id.clone(), result.code, result.status));
                 }
                 Release::Delete => {
                     inner.jobs.remove(id);
+                    forget_waiter(&mut inner, id);
+                    ended.push((id.clone(), ResultCode::Cancelled, 0));
                 }
                 Release::Repeat { at, result, data } => {
                     let what = EventKind::Repeated {
@@ -295,6 +324,9 @@ impl JobStore for MemoryStore {
                 }
             }
             released.push(id.clone());
+        }
+        for (id, code, status) in ended {
+            end_edges(&mut inner, &id, code, status, now, &mut freed_jobtypes);
         }
         drop(inner);
         freed_jobtypes.sort_unstable();
@@ -319,23 +351,29 @@ impl JobStore for MemoryStore {
         validate::cancel(ids, now)?;
         let mut inner = self.lock();
         let mut outcome = CancelOutcome::default();
+        let mut woken = Vec::new();
         for id in ids {
             let Some(job) = inner.jobs.get_mut(id) else {
                 continue;
             };
-            if job.lock == LOCK_FREE {
+            if job.lock == LOCK_FREE || job.lock == LOCK_BLOCKED {
                 job.lock = LOCK_DONE.to_owned();
                 job.done_dt = Some(now);
                 job.result = Some(JobResult::cancelled());
                 job.dt = now + ARCHIVE_HORIZON_MS;
                 record(job, now, "", EventKind::Cancelled);
                 outcome.cancelled.push(id.clone());
+                end_edges(&mut inner, id, ResultCode::Cancelled, 0, now, &mut woken);
             } else if is_locked(&job.lock) {
                 job.cancel_requested = true;
                 record(job, now, "", EventKind::CancelRequested);
                 outcome.marked.push(id.clone());
             }
         }
+        drop(inner);
+        woken.sort_unstable();
+        woken.dedup();
+        woken.iter().for_each(|jt| self.notify(jt));
         Ok(outcome)
     }
 
@@ -348,12 +386,17 @@ impl JobStore for MemoryStore {
         validate::time("before", before)?;
         let mut inner = self.lock();
         let n = inner.jobs.len();
-        inner.jobs.retain(|_, j| {
-            let purged = j.lock == LOCK_DONE
+        let mut purged = Vec::new();
+        inner.jobs.retain(|id, j| {
+            let gone = j.lock == LOCK_DONE
                 && j.done_dt.is_some_and(|d| d < before)
                 && codes.contains(&result_code(j));
-            !purged
+            if gone {
+                purged.push(id.clone());
+            }
+            !gone
         });
+        purged.iter().for_each(|id| forget_waiter(&mut inner, id));
         Ok((n - inner.jobs.len()) as u64)
     }
 
@@ -370,6 +413,7 @@ impl JobStore for MemoryStore {
                 JobState::Waiting | JobState::Expired => c.waiting += 1,
                 JobState::Scheduled => c.scheduled += 1,
                 JobState::Running => c.running += 1,
+                JobState::Blocked => c.blocked += 1,
                 JobState::Archived => {
                     *c.archived.entry(result_code(job)).or_default() += 1;
                 }
@@ -432,20 +476,31 @@ impl JobStore for MemoryStore {
         Ok(rerun)
     }
 
-    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
+    async fn delete_jobs(&self, ids: &[String], now: Millis) -> Result<DeleteOutcome> {
         validate::ids(ids)?;
+        validate::time("now", now)?;
         let mut inner = self.lock();
         let mut outcome = DeleteOutcome::default();
+        let mut woken = Vec::new();
         for id in ids {
             match inner.jobs.get(id) {
                 None => {}
                 Some(job) if is_locked(&job.lock) => outcome.running.push(id.clone()),
-                Some(_) => {
+                Some(job) => {
+                    let live = job.lock != LOCK_DONE;
                     inner.jobs.remove(id);
+                    forget_waiter(&mut inner, id);
+                    if live {
+                        end_edges(&mut inner, id, ResultCode::Cancelled, 0, now, &mut woken);
+                    }
                     outcome.deleted.push(id.clone());
                 }
             }
         }
+        drop(inner);
+        woken.sort_unstable();
+        woken.dedup();
+        woken.iter().for_each(|jt| self.notify(jt));
         Ok(outcome)
     }
 
@@ -455,7 +510,11 @@ impl JobStore for MemoryStore {
         let mut edited = Vec::new();
         let mut due = Vec::new();
         for edit in edits {
-            let Some(job) = inner.jobs.get_mut(&edit.id).filter(|j| j.lock == LOCK_FREE) else {
+            let Some(job) = inner
+                .jobs
+                .get_mut(&edit.id)
+                .filter(|j| j.lock == LOCK_FREE || j.lock == LOCK_BLOCKED)
+            else {
                 continue;
             };
             if let Some(p) = edit.priority {
@@ -468,7 +527,7 @@ impl JobStore for MemoryStore {
                 job.data = data.clone();
             }
             record(job, now, "", EventKind::Edited);
-            if job.dt <= now {
+            if job.dt <= now && job.lock == LOCK_FREE {
                 due.push(job.jobtype.clone());
             }
             edited.push(edit.id.clone());
@@ -478,6 +537,47 @@ impl JobStore for MemoryStore {
         due.dedup();
         due.iter().for_each(|jt| self.notify(jt));
         Ok(edited)
+    }
+
+    async fn job_waits(
+        &self,
+        id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Waits>> {
+        validate::waits(id, after, limit)?;
+        let inner = self.lock();
+        if !inner.jobs.contains_key(id) {
+            return Ok(None);
+        }
+        let mut waits = Waits {
+            id: id.to_owned(),
+            ..Waits::default()
+        };
+        let Some(edges) = inner.waits.get(id) else {
+            return Ok(Some(waits));
+        };
+        for state in edges.values() {
+            match state {
+                EdgeState::Pending => waits.pending += 1,
+                EdgeState::Done { code, .. } => *waits.done.entry(*code).or_default() += 1,
+            }
+        }
+        let from = match after {
+            Some(a) => std::ops::Bound::Excluded(a.to_owned()),
+            None => std::ops::Bound::Unbounded,
+        };
+        let mut page = edges.range((from, std::ops::Bound::Unbounded));
+        for (target, state) in page.by_ref().take(limit) {
+            waits.edges.push(WaitEdge {
+                target: target.clone(),
+                state: *state,
+            });
+        }
+        if page.next().is_some() {
+            waits.next = waits.edges.last().map(|e| e.target.clone());
+        }
+        Ok(Some(waits))
     }
 
     async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {
@@ -785,6 +885,118 @@ fn stored_key(job: &Job) -> Option<&str> {
 fn record(job: &mut Job, now: Millis, by: &str, what: EventKind) {
     let event = JobEvent::new(now, by, job.attempts, what);
     crate::history::push_event(&mut job.history, event);
+}
+
+/// Registers the edges of new job `id` to `deps` (all stored) and sets
+/// its state: archived `cancelled` when a dependency already ended other
+/// than `ok` under the `Cancel` policy, blocked while any is live, free
+/// otherwise.
+fn link(inner: &mut Inner, id: &str, deps: &[String], now: Millis) {
+    let mut edges = BTreeMap::new();
+    let mut failed = None;
+    for dep in deps {
+        let target = &inner.jobs[dep];
+        let state = if target.lock == LOCK_DONE {
+            let (code, status) = target
+                .result
+                .as_ref()
+                .map_or((ResultCode::Ok, 0), |r| (r.code, r.status));
+            if code != ResultCode::Ok && failed.is_none() {
+                failed = Some((dep.clone(), code));
+            }
+            EdgeState::Done { code, status }
+        } else {
+            inner
+                .waiters
+                .entry(dep.clone())
+                .or_default()
+                .insert(id.to_owned());
+            EdgeState::Pending
+        };
+        edges.insert(dep.clone(), state);
+    }
+    let pending = edges.values().filter(|e| **e == EdgeState::Pending).count();
+    inner.waits.insert(id.to_owned(), edges);
+    let job = inner.jobs.get_mut(id).expect("just added");
+    let flow = job.flow.get_or_insert_with(Default::default);
+    flow.pending = pending as u32;
+    let cancel = flow.on_dependency_failure == DependencyFailure::Cancel;
+    match failed {
+        Some((dep, code)) if cancel => cancel_for_dependency(job, &dep, code, now),
+        _ if pending > 0 => job.lock = LOCK_BLOCKED.to_owned(),
+        _ => {}
+    }
+}
+
+/// Archives blocked (or new) job `job` as `cancelled` because its
+/// dependency `dep` ended with `code`.
+fn cancel_for_dependency(job: &mut Job, dep: &str, code: ResultCode, now: Millis) {
+    let note = format!("[jobstore] dependency {dep} ended {code}\n");
+    job.lock = LOCK_DONE.to_owned();
+    job.done_dt = Some(now);
+    job.result = Some(JobResult::cancelled().with_output(note.into_bytes()));
+    job.dt = now + ARCHIVE_HORIZON_MS;
+    record(job, now, "", EventKind::Cancelled);
+}
+
+/// Ends the pending edges to `target`, which left the live states with
+/// `code` and `status`, and applies what follows: blocked waiters under
+/// `Cancel` whose dependency did not end `ok` are archived `cancelled`
+/// (whose own edges end in turn), the others are unblocked once nothing
+/// is pending. The jobtypes of unblocked jobs are pushed to `woken`.
+fn end_edges(
+    inner: &mut Inner,
+    target: &str,
+    code: ResultCode,
+    status: u16,
+    now: Millis,
+    woken: &mut Vec<String>,
+) {
+    let mut queue = std::collections::VecDeque::from([(target.to_owned(), code, status)]);
+    while let Some((t, code, status)) = queue.pop_front() {
+        let Some(waiters) = inner.waiters.remove(&t) else {
+            continue;
+        };
+        for w in waiters {
+            if let Some(edge) = inner.waits.get_mut(&w).and_then(|e| e.get_mut(&t)) {
+                *edge = EdgeState::Done { code, status };
+            }
+            let Some(job) = inner.jobs.get_mut(&w) else {
+                continue;
+            };
+            let flow = job.flow.get_or_insert_with(Default::default);
+            flow.pending = flow.pending.saturating_sub(1);
+            if job.lock != LOCK_BLOCKED {
+                continue;
+            }
+            if code != ResultCode::Ok && flow.on_dependency_failure == DependencyFailure::Cancel {
+                cancel_for_dependency(job, &t, code, now);
+                queue.push_back((w, ResultCode::Cancelled, 0));
+            } else if flow.pending == 0 {
+                job.lock = LOCK_FREE.to_owned();
+                job.dt = job.dt.max(now);
+                record(job, now, "", EventKind::Unblocked);
+                woken.push(job.jobtype.clone());
+            }
+        }
+    }
+}
+
+/// Drops the edges of waiter `id` (deleted or purged).
+fn forget_waiter(inner: &mut Inner, id: &str) {
+    let Some(edges) = inner.waits.remove(id) else {
+        return;
+    };
+    for (target, state) in edges {
+        if state == EdgeState::Pending
+            && let Some(ws) = inner.waiters.get_mut(&target)
+        {
+            ws.remove(id);
+            if ws.is_empty() {
+                inner.waiters.remove(&target);
+            }
+        }
+    }
 }
 
 /// The result code an archived job counts and purges under (every archive

@@ -137,6 +137,35 @@ pub trait JobStore: Send + Sync + Debug {
     /// archived ([`Job::flow`]); the daemon releases the job with
     /// [`Release::Repeat`] when a run ends ok. Invalid rule text
     /// ([`validate::repeat`](crate::validate::repeat)) is `InvalidInput`.
+    ///
+    /// **Dependencies** (stores that declare [`Capabilities::dependencies`];
+    /// others refuse a job with `depends_on` as `Unsupported`). Each id of
+    /// `depends_on` must be a job stored before this call (a job earlier in
+    /// the same batch does not count, nor a purged one); a job with an
+    /// unknown one is not stored and is listed in [`AddOutcome::refused`]
+    /// (field `depends_on[i]`), the others of the batch are added as usual.
+    /// The id is checked first (an existing id is `existing`), then the
+    /// unique key, then the dependencies. A dependency already archived is
+    /// resolved at once with its result code. If a resolved dependency
+    /// ended other than `ok` and the policy is
+    /// [`DependencyFailure::Cancel`](crate::DependencyFailure::Cancel), the
+    /// job is stored archived `cancelled` (status 0, output
+    /// `[jobstore] dependency <id> ended <code>`, `done_dt = now`); else it
+    /// is stored [`JobState::Blocked`] (`lock =`
+    /// [`LOCK_BLOCKED`], `dt` its not-before time, `run_at` or `now`) while
+    /// any dependency is live, or free as a plain job when none is. While
+    /// blocked it is never claimed, renewed or released, and counts and
+    /// lists as blocked. When its last dependency ends (see
+    /// [`release_jobs`](JobStore::release_jobs)) it becomes free with `dt =
+    /// max(not_before, now)` and the event
+    /// [`EventKind::Unblocked`](crate::EventKind::Unblocked), and its
+    /// jobtype is notified as for an add. Every read carries
+    /// [`FlowState::pending`](crate::FlowState::pending) and the policy;
+    /// [`job_waits`](JobStore::job_waits) lists the dependencies. Invalid
+    /// dependencies ([`validate::dependencies`](crate::validate::dependencies):
+    /// its own id, an id twice, more than
+    /// [`MAX_DEPENDENCIES`](crate::limits::MAX_DEPENDENCIES)) reject the
+    /// whole batch.
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome>;
 
     /// The jobtypes that have at least one eligible job (waiting or expired)
@@ -217,6 +246,25 @@ pub trait JobStore: Send + Sync + Debug {
     ///   entry, so one list may mix jobs the caller still owns and jobs it
     ///   lost.
     ///
+    /// **Effects on waiters** (stores with [`Capabilities::dependencies`]):
+    /// a job that leaves the live states, whichever way (an archive or a
+    /// delete here, [`cancel_jobs`](JobStore::cancel_jobs),
+    /// [`delete_jobs`](JobStore::delete_jobs)), ends its edges in the same
+    /// atomic change, with its result code and status (deleted:
+    /// `cancelled`, 0): each blocked waiter whose policy is `Cancel` and
+    /// for which the code is not `ok` is archived `cancelled` (status 0,
+    /// output `[jobstore] dependency <id> ended <code>`, the event
+    /// `Cancelled`), which ends its own edges in turn; every other blocked
+    /// waiter counts the dependency done and is unblocked when none is
+    /// left pending. Each edge ends once: however many times and by however
+    /// many callers its dependency's end is delivered, and when the last
+    /// dependencies of a waiter end at the same instant on different
+    /// handles, the waiter is unblocked exactly once. A repeat or a retry
+    /// leaves a dependency live. (A backend that cannot make the waiters'
+    /// change in the archive's own atomic step records it there and
+    /// delivers it before the call returns; [`settle_flows`](JobStore::settle_flows)
+    /// finishes a delivery a crash interrupted.)
+    ///
     /// Returns the ids of the entries applied (order unspecified). Entries
     /// are independent: each job's change is atomic, the list as a whole
     /// is not (another caller may see some entries applied and not yet
@@ -267,6 +315,9 @@ pub trait JobStore: Send + Sync + Debug {
     ///   archives it as cancelled. The mark is cleared when the holder lets
     ///   go of the job, whichever way. Marking a marked job lists it again;
     /// - archived and unknown ids are untouched and listed in neither.
+    ///
+    /// A blocked job is cancelled as a free one. A job archived here ends
+    /// its edges as [`release_jobs`](JobStore::release_jobs) says.
     async fn cancel_jobs(&self, ids: &[String], now: Millis) -> Result<CancelOutcome>;
 
     /// The job in any state, or `None`.
@@ -289,7 +340,8 @@ pub trait JobStore: Send + Sync + Debug {
     async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64>;
 
     /// Per jobtype with any job, how many are waiting (eligible), scheduled,
-    /// running and archived by result code at `now`. Order unspecified.
+    /// running, blocked and archived by result code at `now`. Order
+    /// unspecified.
     async fn job_counts(&self, now: Millis) -> Result<Vec<JobCounts>>;
 
     /// One page of the jobs `query` selects, in its order (see
@@ -335,18 +387,22 @@ pub trait JobStore: Send + Sync + Debug {
     }
 
     /// Deletes the jobs of `ids` that are not locked (waiting, scheduled,
-    /// archived); a deleted id may be added again as a new job. Locked jobs
+    /// blocked, archived) at `now`; a deleted id may be added again as a new job.
+    /// A live job deleted ends its edges as cancelled (see
+    /// [`release_jobs`](JobStore::release_jobs)). Locked jobs
     /// (running, or expired and not taken again) are refused and listed in
     /// [`DeleteOutcome::running`], untouched; unknown ids are in neither
     /// list. A store without [`Capabilities::edit_jobs`] answers
     /// `Unsupported`.
-    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
-        let _ = ids;
+    async fn delete_jobs(&self, ids: &[String], now: Millis) -> Result<DeleteOutcome> {
+        let _ = (ids, now);
         Err(crate::Error::unsupported("delete_jobs"))
     }
 
-    /// Changes free jobs (waiting or scheduled): each edit sets the fields
-    /// it gives (priority, due time `dt`, payload) and leaves the others.
+    /// Changes free jobs (waiting or scheduled) and blocked ones: each edit
+    /// sets the fields it gives (priority, due time `dt`, payload) and
+    /// leaves the others; a blocked job's due time is its not-before time
+    /// (it stays blocked).
     /// Locked, archived and unknown jobs are untouched. Returns the ids
     /// edited (order unspecified). Checked by
     /// [`validate::edits`](crate::validate::edits): an edit that changes
@@ -358,6 +414,36 @@ pub trait JobStore: Send + Sync + Debug {
     async fn edit_jobs(&self, edits: &[JobEdit], now: Millis) -> Result<Vec<String>> {
         let _ = (edits, now);
         Err(crate::Error::unsupported("edit_jobs"))
+    }
+
+    /// What job `id` waits, or waited, for: its dependencies in target id
+    /// order, from just after `after`, at most `limit` (`1..=`
+    /// [`MAX_PAGE`](crate::limits::MAX_PAGE), else `InvalidInput`), with
+    /// `next` set when more follow, and its counts over all of them
+    /// (pending, and ended by result code). `None` for an unknown id; a job
+    /// added without dependencies has none. A dependency purged since its
+    /// end keeps its code and status here. A store without
+    /// [`Capabilities::dependencies`] answers `Unsupported`.
+    async fn job_waits(
+        &self,
+        id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<crate::Waits>> {
+        let _ = (id, after, limit);
+        Err(crate::Error::unsupported("job_waits"))
+    }
+
+    /// Finishes the deliveries to waiters that a crash between a
+    /// dependency's end and its delivery left undone (see
+    /// [`release_jobs`](JobStore::release_jobs)), those recorded before
+    /// `now - grace`, at most `limit` of them; returns how many it
+    /// delivered. Idempotent, and safe from any number of callers at once.
+    /// A store that ends edges in the archive's own atomic step has nothing
+    /// to finish: the default returns 0.
+    async fn settle_flows(&self, now: Millis, limit: usize) -> Result<u64> {
+        let _ = (now, limit);
+        Ok(0)
     }
 
     /// Pauses (`paused = true`) or resumes a jobtype, store-wide and

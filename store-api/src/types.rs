@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::flow::{Duplicate, FlowState, JobFlow, Repeat, Unique};
+use crate::flow::{DependencyFailure, Duplicate, FlowState, JobFlow, Refusal, Repeat, Unique};
 use crate::trace::TraceContext;
 
 /// A point in time: milliseconds since the Unix epoch, UTC.
@@ -21,6 +21,15 @@ pub type Millis = i64;
 pub const LOCK_FREE: &str = "";
 /// The `lock` of an archived job.
 pub const LOCK_DONE: &str = "__done";
+/// The `lock` of a job that waits for the jobs it depends on
+/// ([`JobState::Blocked`]).
+pub const LOCK_BLOCKED: &str = "__blocked";
+/// A store may keep a blocked job's `dt` as this plus its not-before time:
+/// above every other `dt` a store keeps (an archived job's is at most
+/// `MAX_TIME + ARCHIVE_HORIZON_MS`, about 2.85e14), so no claim's `dt <=
+/// now` reaches it, whatever the claimer's version. Reads give the
+/// not-before time.
+pub const BLOCKED_BASE_MS: Millis = 400_000_000_000_000;
 /// How far past `now` an archived job's `dt` is pushed, so it never sorts
 /// among eligible jobs: 1000 years of 365 days.
 pub const ARCHIVE_HORIZON_MS: Millis = 1000 * 365 * 24 * 3600 * 1000;
@@ -141,6 +150,31 @@ impl NewJob {
     pub fn repeat_rule(&self) -> Option<&Repeat> {
         self.flow.as_ref().and_then(|f| f.repeat.as_ref())
     }
+
+    /// Makes the job wait for `ids` (jobs already stored) before it is
+    /// eligible ([`JobState::Blocked`]).
+    pub fn depends_on<I, S>(mut self, ids: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.flow.get_or_insert_with(Default::default).depends_on =
+            ids.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// What a dependency that ends other than `ok` does to this job.
+    pub fn on_dependency_failure(mut self, policy: DependencyFailure) -> Self {
+        self.flow
+            .get_or_insert_with(Default::default)
+            .on_dependency_failure = policy;
+        self
+    }
+
+    /// The ids it depends on (empty for most jobs).
+    pub fn dependencies(&self) -> &[String] {
+        self.flow.as_ref().map_or(&[], |f| f.depends_on.as_slice())
+    }
 }
 
 impl fmt::Debug for NewJob {
@@ -166,8 +200,12 @@ pub struct AddOutcome {
     /// Ids that already existed and were left untouched, in batch order.
     pub existing: Vec<String>,
     /// Jobs not stored because another job holds their unique key, in
-    /// batch order. `new`, `existing` and `duplicates` partition the batch.
+    /// batch order.
     pub duplicates: Vec<Duplicate>,
+    /// Jobs not stored because a dependency is not a job of the store, in
+    /// batch order. `new`, `existing`, `duplicates` and `refused`
+    /// partition the batch.
+    pub refused: Vec<Refusal>,
 }
 
 /// A job as stored.
@@ -228,6 +266,8 @@ impl Job {
     pub fn state(&self, now: Millis) -> JobState {
         if self.lock == LOCK_DONE {
             JobState::Archived
+        } else if self.lock == LOCK_BLOCKED {
+            JobState::Blocked
         } else if self.lock == LOCK_FREE {
             if self.dt <= now {
                 JobState::Waiting
@@ -273,6 +313,9 @@ impl fmt::Debug for Job {
 /// A job's state, derived from `lock` and `dt`; never stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum JobState {
+    /// Waiting for the jobs it depends on ([`LOCK_BLOCKED`]): never
+    /// eligible, never owned; `dt` is its not-before time.
+    Blocked,
     /// Free and due: eligible.
     Waiting,
     /// Free, due later.
@@ -490,6 +533,9 @@ pub struct JobCounts {
     pub scheduled: u64,
     /// Claimed with a valid lease.
     pub running: u64,
+    /// Waiting for the jobs they depend on ([`JobState::Blocked`]).
+    #[serde(default)]
+    pub blocked: u64,
     /// Archived, by result code; codes with no jobs are absent.
     pub archived: BTreeMap<ResultCode, u64>,
 }
@@ -497,7 +543,11 @@ pub struct JobCounts {
 impl JobCounts {
     /// All jobs of the jobtype.
     pub fn total(&self) -> u64 {
-        self.waiting + self.scheduled + self.running + self.archived.values().sum::<u64>()
+        self.waiting
+            + self.scheduled
+            + self.running
+            + self.blocked
+            + self.archived.values().sum::<u64>()
     }
 }
 
@@ -658,6 +708,9 @@ pub struct Capabilities {
     pub unique_jobs: bool,
     /// Whether jobs may repeat ([`NewJob::repeat`], [`Release::Repeat`]).
     pub repeat: bool,
+    /// Whether jobs may depend on other jobs ([`NewJob::depends_on`],
+    /// [`JobStore::job_waits`](crate::JobStore::job_waits)).
+    pub dependencies: bool,
 }
 
 impl Capabilities {
@@ -678,7 +731,14 @@ impl Capabilities {
             schedules: false,
             unique_jobs: false,
             repeat: false,
+            dependencies: false,
         }
+    }
+
+    /// Declares dependencies.
+    pub const fn with_dependencies(mut self) -> Self {
+        self.dependencies = true;
+        self
     }
 
     /// Declares repeating jobs.

@@ -119,6 +119,7 @@ pub fn new_jobs(jobs: &[NewJob], caps: &Capabilities, now: Millis) -> Result<()>
     time("now", now)?;
     batch("batch of new jobs", jobs.len())?;
     let mut seen = HashSet::with_capacity(jobs.len());
+    let mut edges = 0usize;
     for job in jobs {
         id(&job.id)?;
         jobtype(&job.jobtype)?;
@@ -135,6 +136,15 @@ pub fn new_jobs(jobs: &[NewJob], caps: &Capabilities, now: Millis) -> Result<()>
         }
         if let Some(flow) = &job.flow {
             job_flow(flow, caps)?;
+            dependencies(&job.id, &flow.depends_on)?;
+            edges += flow.depends_on.len();
+            if edges > MAX_BATCH_DEPENDENCIES {
+                return Err(Error::too_large(
+                    "dependencies of one batch",
+                    edges,
+                    MAX_BATCH_DEPENDENCIES,
+                ));
+            }
         }
         if !seen.insert(job.id.as_str()) {
             return Err(Error::invalid(format!(
@@ -160,6 +170,47 @@ pub fn job_flow(flow: &JobFlow, caps: &Capabilities) -> Result<()> {
             return Err(Error::unsupported("repeating jobs"));
         }
         repeat(r)?;
+    }
+    if !flow.depends_on.is_empty() && !caps.dependencies {
+        return Err(Error::unsupported("dependencies"));
+    }
+    Ok(())
+}
+
+/// The arguments of [`job_waits`](crate::JobStore::job_waits): valid ids,
+/// a limit of `1..=`[`MAX_PAGE`].
+pub fn waits(id_: &str, after: Option<&str>, limit: usize) -> Result<()> {
+    id(id_)?;
+    if let Some(a) = after {
+        id(a)?;
+    }
+    crate::manage::page_limit(limit)
+}
+
+/// The dependencies of job `of`: at most [`MAX_DEPENDENCIES`]
+/// (`TooLarge`), each a valid id, none twice, not `of` itself
+/// (`InvalidInput`).
+pub fn dependencies(of: &str, deps: &[String]) -> Result<()> {
+    if deps.len() > MAX_DEPENDENCIES {
+        return Err(Error::too_large(
+            "dependencies of one job",
+            deps.len(),
+            MAX_DEPENDENCIES,
+        ));
+    }
+    let mut seen = HashSet::with_capacity(deps.len());
+    for (i, dep) in deps.iter().enumerate() {
+        id(dep).map_err(|e| Error::invalid(format!("depends_on[{i}]: {e}")))?;
+        if dep == of {
+            return Err(Error::invalid(format!(
+                "depends_on[{i}]: job {of:?} cannot depend on itself"
+            )));
+        }
+        if !seen.insert(dep.as_str()) {
+            return Err(Error::invalid(format!(
+                "depends_on[{i}]: {dep:?} appears twice"
+            )));
+        }
     }
     Ok(())
 }

@@ -117,9 +117,10 @@ fn job_counts_total_adds_every_state() {
         waiting: 1,
         scheduled: 2,
         running: 4,
+        blocked: 32,
         archived: [(ResultCode::Ok, 8), (ResultCode::Error, 16)].into(),
     };
-    assert_eq!(counts.total(), 31);
+    assert_eq!(counts.total(), 63);
 }
 
 /// `is_unset` is true for the default limits only.

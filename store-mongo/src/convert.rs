@@ -118,6 +118,7 @@ pub(crate) fn event_doc(at: Millis, by: &str, attempt: Option<u32>, what: &Event
             d.insert("delay_ms", ms(*delay_ms))
         }
         EventKind::Edited => d.insert("event", "edited"),
+        EventKind::Unblocked => d.insert("event", "unblocked"),
         EventKind::Repeated {
             code,
             status,
@@ -205,6 +206,7 @@ fn event_only(b: &Bson) -> Result<(JobEvent, bool)> {
                     delay_ms: get_int(d, "delay_ms", W)?,
                 },
                 "edited" => EventKind::Edited,
+                "unblocked" => EventKind::Unblocked,
                 "repeated" => EventKind::Repeated {
                     code: get_str(d, "code", W)?
                         .parse::<ResultCode>()

@@ -664,7 +664,7 @@ pub async fn delete_jobs_refuses_locked(c: Ctx) {
     if !offered(
         s.capabilities().edit_jobs,
         "delete_jobs",
-        s.delete_jobs(&ids(&["x"])),
+        s.delete_jobs(&ids(&["x"]), T0),
     )
     .await
     {
@@ -688,7 +688,10 @@ pub async fn delete_jobs_refuses_locked(c: Ctx) {
     let before_run = get(s, "run").await;
     let before_exp = get(s, "exp").await;
     let out = s
-        .delete_jobs(&ids(&["run", "exp", "done", "wait", "later", "missing"]))
+        .delete_jobs(
+            &ids(&["run", "exp", "done", "wait", "later", "missing"]),
+            T0,
+        )
         .await
         .unwrap();
     assert_eq!(sorted(out.deleted), ids(&["done", "later", "wait"]));
@@ -710,7 +713,7 @@ pub async fn delete_jobs_refuses_locked(c: Ctx) {
     assert_eq!(out.new, ids(&["done"]));
     assert_eq!(get(s, "done").await.attempts, 0);
     assert_kind(
-        s.delete_jobs(&ids(&["a", "a"])).await,
+        s.delete_jobs(&ids(&["a", "a"]), T0).await,
         ErrorKind::InvalidInput,
         "ids twice",
     );
@@ -1129,7 +1132,10 @@ pub async fn namespace_isolation_of_management(a: Ctx, b: Ctx) {
             .unwrap()
             .is_empty()
     );
-    assert_eq!(b.delete_jobs(&all).await.unwrap(), DeleteOutcome::default());
+    assert_eq!(
+        b.delete_jobs(&all, T0).await.unwrap(),
+        DeleteOutcome::default()
+    );
     let edits: Vec<JobEdit> = all
         .iter()
         .map(|i| JobEdit::new(i.clone()).priority(7))

@@ -24,6 +24,7 @@ fn outcome(new: &[&str], existing: &[&str], duplicates: Vec<Duplicate>) -> AddOu
         new: ids(new),
         existing: ids(existing),
         duplicates,
+        refused: vec![],
     }
 }
 
@@ -176,7 +177,7 @@ pub async fn unique_key_freed_by_every_way_out(c: Ctx) {
                 assert_eq!(out.cancelled, [first.as_str()]);
             }
             ("delete", _) => {
-                let out = s.delete_jobs(&ids(&[first])).await.unwrap();
+                let out = s.delete_jobs(&ids(&[first]), T0).await.unwrap();
                 assert_eq!(out.deleted, [first.as_str()]);
             }
             (_, Some(how)) => {
@@ -329,7 +330,7 @@ pub async fn unique_window_after_archive(c: Ctx) {
     if s.capabilities().edit_jobs {
         claim(s, jt, 1, OWNER, end + 2 * SEC).await;
         archive_as(s, &ids(&["e"]), 200, end + 3 * SEC).await;
-        let out = s.delete_jobs(&ids(&["e"])).await.unwrap();
+        let out = s.delete_jobs(&ids(&["e"]), T0).await.unwrap();
         assert_eq!(out.deleted, ["e"]);
         assert_eq!(add(s, vec![w("f")], end + 4 * SEC).await.new, ["f"]);
     }
