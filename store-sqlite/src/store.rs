@@ -728,7 +728,11 @@ impl ListPlan {
             JobState::Scheduled => (queries::LIST_SCHEDULED, FREE, later_than_now()),
             JobState::Running => (queries::LIST_RUNNING, LOCKED, later_than_now()),
             // Nothing is ever blocked without the dependencies capability.
-            JobState::Blocked => (queries::LIST_RUNNING, LOCKED, (0, (Millis::MAX, String::new()))),
+            JobState::Blocked => (
+                queries::LIST_RUNNING,
+                LOCKED,
+                (0, (Millis::MAX, String::new())),
+            ),
             JobState::Archived => {
                 // Archived before `archived.to`: (done_dt, id) < (to, '');
                 // the earlier of that and the cursor.

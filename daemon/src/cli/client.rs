@@ -414,7 +414,8 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
                 });
             }
             for f in &r.refused {
-                progress.suspend(|| eprintln!("not added: job {}: {}: {}", f.id, f.field, f.reason));
+                progress
+                    .suspend(|| eprintln!("not added: job {}: {}: {}", f.id, f.field, f.reason));
             }
         }
         all.ids.extend(r.ids);

@@ -552,11 +552,18 @@ async fn flow_sweep(core: Arc<Core>, stop: CancellationToken) {
             _ = tokio::time::sleep(FLOW_SWEEP) => {}
         }
         loop {
-            match core.store.settle_flows(now_millis(), FLOW_SWEEP_BATCH).await {
+            match core
+                .store
+                .settle_flows(now_millis(), FLOW_SWEEP_BATCH)
+                .await
+            {
                 Ok(n) if n as usize >= FLOW_SWEEP_BATCH => continue,
                 Ok(n) => {
                     if n > 0 {
-                        tracing::info!(delivered = n, "settled interrupted deliveries to waiting jobs");
+                        tracing::info!(
+                            delivered = n,
+                            "settled interrupted deliveries to waiting jobs"
+                        );
                     }
                     break;
                 }

@@ -442,9 +442,7 @@ pub async fn add(
     let mut seen: HashSet<&str> = client_ids.iter().map(String::as_str).collect();
     let keyed: Vec<String> = records
         .iter()
-        .filter(|r| {
-            (r.unique.is_some() || !r.depends_on.is_empty()) && seen.insert(r.id.as_str())
-        })
+        .filter(|r| (r.unique.is_some() || !r.depends_on.is_empty()) && seen.insert(r.id.as_str()))
         .map(|r| r.id.clone())
         .collect();
     drop(seen);
@@ -642,8 +640,10 @@ fn check_deps(
     let policy = match policy {
         None => jobstore_api::DependencyFailure::default(),
         Some(_) if depends_on.is_none() => {
-            return Err(ApiError::invalid("on_dependency_failure goes with depends_on")
-                .field("on_dependency_failure"));
+            return Err(
+                ApiError::invalid("on_dependency_failure goes with depends_on")
+                    .field("on_dependency_failure"),
+            );
         }
         Some(p) => p
             .parse()
@@ -671,7 +671,11 @@ fn check_deps(
         let text = e.to_string();
         let field = text
             .find("depends_on[")
-            .and_then(|at| text[at..].find(']').map(|end| text[at..at + end + 1].to_owned()))
+            .and_then(|at| {
+                text[at..]
+                    .find(']')
+                    .map(|end| text[at..at + end + 1].to_owned())
+            })
             .unwrap_or_else(|| "depends_on".to_owned());
         let text = text.replace(&format!("\"{client}-"), "\"");
         ApiError::invalid(text).field(field)
@@ -937,11 +941,7 @@ pub fn job_view(job: &Job, now: Millis) -> JobView {
         traceparent: job.trace.as_ref().map(|t| t.traceparent.clone()),
         tracestate: job.trace.as_ref().and_then(|t| t.tracestate.clone()),
         unique_key: job.flow.as_ref().and_then(|f| f.unique_key.clone()),
-        dependencies_pending: job
-            .flow
-            .as_ref()
-            .filter(|f| f.has_edges)
-            .map(|f| f.pending),
+        dependencies_pending: job.flow.as_ref().filter(|f| f.has_edges).map(|f| f.pending),
         on_dependency_failure: job
             .flow
             .as_ref()
@@ -1061,7 +1061,7 @@ pub struct WaitsQuery {
     get,
     path = "/{client}/jobs/{id}/waits",
     tag = "jobs",
-    params(ClientPath, ("id" = String, Path, description = "The job id as the add answered it", pattern = "^[^|/\u0000-\u001f\u007f-\u009f]{1,135}$"), WaitsQuery),
+    params(ClientPath, ("id" = String, Path, description = "The job id as the add answered it", pattern = "^[^|/\\u0000-\\u001f\\u007f-\\u009f]{1,135}$"), WaitsQuery),
     responses(
         (status = 200, body = WaitsView),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),

@@ -1204,7 +1204,8 @@ mod tests {
             repeat in repeat(),
             (depends_on, run) in deps(),
         ) {
-            let on_dependency_failure = if run {
+            // A policy without dependencies is not journaled.
+            let on_dependency_failure = if run && !depends_on.is_empty() {
                 DependencyFailure::Run
             } else {
                 DependencyFailure::Cancel
