@@ -2528,6 +2528,7 @@ mod tests {
             JobState::Running,
             JobState::Expired,
             JobState::Archived,
+            JobState::Blocked,
         ] {
             let filters = [
                 JobQuery::new(state),
@@ -2579,9 +2580,11 @@ mod tests {
                 JobState::Scheduled => {
                     ("jobs_free", "(jobtype=? AND priority=? AND (dt,id)>(?,?))")
                 }
-                JobState::Running | JobState::Blocked => {
-                    ("jobs_locked", "(jobtype=? AND (dt,id)>(?,?))")
-                }
+                JobState::Running => (
+                    "jobs_locked",
+                    "(jobtype=? AND (dt,id)>(?,?) AND dt<?)",
+                ),
+                JobState::Blocked => ("jobs_locked", "(jobtype=? AND (dt,id)>(?,?))"),
                 JobState::Expired => ("jobs_locked", "(jobtype=? AND dt<?)"),
                 JobState::Archived if q.jobtypes == JobtypeFilter::All => (
                     "jobs_done_code",
