@@ -14,11 +14,11 @@ use jobstore_api::history::{
 };
 use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
-    ARCHIVE_HORIZON_MS, AddOutcome, BLOCKED_BASE_MS, DependencyFailure, LOCK_BLOCKED, Refusal,
-    EdgeState, WaitEdge, Waits, Capabilities, Duplicate, Error, EventKind, FlowState, Handler,
-    HandlerLimits, HandlerVersion, Job, JobCounts, JobEvent, JobRelease, JobResult, JobStore,
-    LOCK_DONE, Millis, NewJob, OnConflict, Release, Repeat, Result, ResultCode, SysidLease,
-    TraceContext, WaitingJobtype, WorkNotice, WorkWatcher, duration_ms, validate,
+    ARCHIVE_HORIZON_MS, AddOutcome, BLOCKED_BASE_MS, Capabilities, DependencyFailure, Duplicate,
+    EdgeState, Error, EventKind, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobCounts,
+    JobEvent, JobRelease, JobResult, JobStore, LOCK_BLOCKED, LOCK_DONE, Millis, NewJob, OnConflict,
+    Refusal, Release, Repeat, Result, ResultCode, SysidLease, TraceContext, WaitEdge,
+    WaitingJobtype, Waits, WorkNotice, WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -278,16 +278,14 @@ impl SqliteStore {
             lookup.dedup();
             let lookup = serde_json::to_string(&lookup)
                 .map_err(|e| Error::backend("encoding dependencies as JSON", e))?;
-            sqlx::query_as::<_, (String, String, Option<String>, Option<i64>)>(
-                queries::DEPS_LOOKUP,
-            )
-            .bind(lookup)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(m)?
-            .into_iter()
-            .map(|(id, lock, code, status)| (id, Stored { lock, code, status }))
-            .collect()
+            sqlx::query_as::<_, (String, String, Option<String>, Option<i64>)>(queries::DEPS_LOOKUP)
+                .bind(lookup)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(m)?
+                .into_iter()
+                .map(|(id, lock, code, status)| (id, Stored { lock, code, status }))
+                .collect()
         };
         let plan = decide_keyed(jobs, &found, &stored)?;
         let links: HashMap<&str, Link> = jobs
@@ -326,7 +324,10 @@ impl SqliteStore {
                     .bind(job.repeat_rule().map(Repeat::to_text))
                     .bind(link.map_or("", |l| l.lock))
                     .bind(link.map(|l| l.pending))
-                    .bind(link.and(job.flow.as_ref()).map(|f| policy_name(f.on_dependency_failure)))
+                    .bind(
+                        link.and(job.flow.as_ref())
+                            .map(|f| policy_name(f.on_dependency_failure)),
+                    )
                     .bind(cancel.map(|_| now))
                     .bind(cancel.map(|_| ResultCode::Cancelled.as_str()))
                     .bind(cancel.map(|_| 0_i64))
@@ -935,7 +936,14 @@ async fn end_edges(
             let mut ids: Vec<&str> = hits.iter().map(|(w, _)| w.as_str()).collect();
             ids.sort_unstable();
             ids.dedup();
-            type Row = (String, String, String, Option<i64>, Option<String>, Option<i64>);
+            type Row = (
+                String,
+                String,
+                String,
+                Option<i64>,
+                Option<String>,
+                Option<i64>,
+            );
             let rows: Vec<Row> = sqlx::query_as(queries::WAITERS_READ)
                 .bind(json!(ids).to_string())
                 .fetch_all(&mut *conn)
@@ -1016,7 +1024,6 @@ async fn end_edges(
     }
     Ok(woken)
 }
-
 
 /// Drops the edges of deleted or purged waiters, in the caller's
 /// transaction.
@@ -1337,23 +1344,23 @@ impl Claimed<'_> {
             pending,
             policy,
         ): Rest = match rest {
-                None => (
-                    None,
-                    None,
-                    None,
-                    0,
-                    Vec::new(),
-                    Vec::new(),
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                ),
-                Some(text) => serde_json::from_str(&text)
-                    .map_err(|e| Error::backend("malformed claimed job fields", e))?,
-            };
+            None => (
+                None,
+                None,
+                None,
+                0,
+                Vec::new(),
+                Vec::new(),
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+            ),
+            Some(text) => serde_json::from_str(&text)
+                .map_err(|e| Error::backend("malformed claimed job fields", e))?,
+        };
         let result = match code {
             None => None,
             Some(code) => {
@@ -1867,7 +1874,10 @@ impl JobStore for SqliteStore {
                 .bind(event(now, "", EventKind::CancelRequested))
         };
         let mut tx = self.begin_write("cancel_jobs").await?;
-        let mut rows = cancel(ids_json(ids)?).fetch_all(&mut *tx).await.map_err(m)?;
+        let mut rows = cancel(ids_json(ids)?)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(m)?;
         let mut woken = Vec::new();
         if rows
             .iter()
@@ -2099,11 +2109,7 @@ impl JobStore for SqliteStore {
                 rows.push(row);
             }
         } else {
-            let waiters: Vec<&str> = rows
-                .iter()
-                .filter(|r| r.5)
-                .map(|r| r.0.as_str())
-                .collect();
+            let waiters: Vec<&str> = rows.iter().filter(|r| r.5).map(|r| r.0.as_str()).collect();
             forget_waiters(&mut tx, &waiters, "delete_jobs").await?;
         }
         let archived = rows
@@ -2170,7 +2176,14 @@ impl JobStore for SqliteStore {
         limit: usize,
     ) -> Result<Option<Waits>> {
         validate::waits(id, after, limit)?;
-        type Row = (i64, Option<String>, Option<String>, Option<String>, Option<i64>, i64);
+        type Row = (
+            i64,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<i64>,
+            i64,
+        );
         let rows: Vec<Row> = sqlx::query_as(queries::JOB_WAITS)
             .bind(id)
             .bind(after.unwrap_or(""))
@@ -2580,10 +2593,7 @@ mod tests {
                 JobState::Scheduled => {
                     ("jobs_free", "(jobtype=? AND priority=? AND (dt,id)>(?,?))")
                 }
-                JobState::Running => (
-                    "jobs_locked",
-                    "(jobtype=? AND (dt,id)>(?,?) AND dt<?)",
-                ),
+                JobState::Running => ("jobs_locked", "(jobtype=? AND (dt,id)>(?,?) AND dt<?)"),
                 JobState::Blocked => ("jobs_locked", "(jobtype=? AND (dt,id)>(?,?))"),
                 JobState::Expired => ("jobs_locked", "(jobtype=? AND dt<?)"),
                 JobState::Archived if q.jobtypes == JobtypeFilter::All => (

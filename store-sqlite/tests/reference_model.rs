@@ -309,15 +309,16 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                 }
             }
             32 | 33 => {
-                let edits: Vec<JobEdit> = rng
-                    .ids()
-                    .into_iter()
-                    .map(|id| match rng.below(2) {
-                        0 => JobEdit::new(id).priority(rng.below(3) as i32),
-                        // Blocked jobs' not-before time too.
-                        _ => JobEdit::new(id).run_at(now - 20_000 + rng.below(60) as Millis * 1_000),
-                    })
-                    .collect();
+                let edits: Vec<JobEdit> =
+                    rng.ids()
+                        .into_iter()
+                        .map(|id| match rng.below(2) {
+                            0 => JobEdit::new(id).priority(rng.below(3) as i32),
+                            // Blocked jobs' not-before time too.
+                            _ => JobEdit::new(id)
+                                .run_at(now - 20_000 + rng.below(60) as Millis * 1_000),
+                        })
+                        .collect();
                 both!(step, sqlite, memory, |s| s.edit_jobs(&edits, now), sorted);
             }
             34 | 35 => {
@@ -344,11 +345,17 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
             }
             36 => {
                 let ids = rng.ids();
-                both!(step, sqlite, memory, |s| s.delete_jobs(&ids, now), |mut o| {
-                    o.deleted.sort();
-                    o.running.sort();
-                    o
-                });
+                both!(
+                    step,
+                    sqlite,
+                    memory,
+                    |s| s.delete_jobs(&ids, now),
+                    |mut o| {
+                        o.deleted.sort();
+                        o.running.sort();
+                        o
+                    }
+                );
             }
             37 => {
                 let codes = if rng.below(2) == 0 {
@@ -465,7 +472,8 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
         }
         both!(step, sqlite, memory, |s| s.job_counts(now), |c| c);
         let blocked = JobQuery::new(JobState::Blocked).limit(3);
-        both!(step, sqlite, memory, |s| s.list_jobs(&blocked, now), |p| p.jobs);
+        both!(step, sqlite, memory, |s| s.list_jobs(&blocked, now), |p| p
+            .jobs);
     }
     seen
 }
