@@ -8,9 +8,10 @@
 -- claimed_at are its own arguments): id, priority, attempts, create_dt,
 -- data, then the fields a job usually has empty when claimed (the last
 -- result of a job run again, its cancel mark, tags, stored history and
--- trace context, its unique key and its repeat rule) as one JSON array
+-- trace context, its unique key, its repeat rule and its dependencies'
+-- pending count and policy) as one JSON array
 -- [code, status, output as hex, cancel mark, tags, history, traceparent,
--- tracestate, unique_key, repeat], or NULL when all are
+-- tracestate, unique_key, repeat, pending, dep_policy], or NULL when all are
 -- empty: every value returned is copied once more by the driver, so a
 -- fresh job comes back as six values, not eighteen.
 UPDATE jobs SET lock = ?1, dt = ?2, attempts = attempts + 1, claimed_at = ?4,
@@ -21,7 +22,8 @@ UPDATE jobs SET lock = ?1, dt = ?2, attempts = attempts + 1, claimed_at = ?4,
 WHERE id IN (SELECT value FROM json_each(?3))
 RETURNING id, priority, attempts, create_dt, data,
     CASE WHEN result_code IS NULL AND cancel_requested = 0 AND tags = '[]' AND history = '[]'
-              AND traceparent IS NULL AND unique_key IS NULL AND repeat IS NULL THEN NULL
+              AND traceparent IS NULL AND unique_key IS NULL AND repeat IS NULL
+              AND pending IS NULL THEN NULL
          ELSE json_array(result_code, result_status, hex(result_output), cancel_requested, json(tags), json(history),
-                         traceparent, tracestate, unique_key, repeat)
+                         traceparent, tracestate, unique_key, repeat, pending, dep_policy)
     END

@@ -1,3 +1,3 @@
 -- ?1 id
-SELECT id, jobtype, priority, dt, lock, attempts, create_dt, done_dt, result_code, result_status, result_output, cancel_requested, data, tags, history, claimed_at, claimed_by, traceparent, tracestate, unique_key, repeat
+SELECT id, jobtype, priority, dt, lock, attempts, create_dt, done_dt, result_code, result_status, result_output, cancel_requested, data, tags, history, claimed_at, claimed_by, traceparent, tracestate, unique_key, repeat, pending, dep_policy
 FROM jobs WHERE id = ?1

@@ -24,7 +24,9 @@
 -- (an archive's Archived is built here; a repeat's Repeated carries the
 -- run's attempts, as SET reads the row as it was), the oldest dropped
 -- past 20.
--- Returns the jobs changed with their jobtype (the caller knows from
+-- Returns the jobs changed with their jobtype and their target marker
+-- (waited, migration 13: an archived job some job waits for has its
+-- edges ended in this transaction; NULL for every plain job) (the caller knows from
 -- each entry's kind whether it freed the job, whose jobtype it notifies,
 -- or archived it, which it counts under the jobtype and the entry's result
 -- code; every value returned costs a copy in the driver). Every kind
@@ -69,4 +71,4 @@ UPDATE jobs SET
     END
 FROM r
 WHERE jobs.id = r.id AND jobs.lock = +?1
-RETURNING id, jobtype
+RETURNING id, jobtype, waited

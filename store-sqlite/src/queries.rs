@@ -75,6 +75,16 @@ queries! {
     PAUSE_SCHEDULE => "pause_schedule.sql",
     DUE_SCHEDULES => "due_schedules.sql",
     ADVANCE_SCHEDULE => "advance_schedule.sql",
+    DEPS_LOOKUP => "deps_lookup.sql",
+    EDGES_INSERT => "edges_insert.sql",
+    MARK_TARGETS => "mark_targets.sql",
+    EDGES_END => "edges_end.sql",
+    WAITERS_READ => "waiters_read.sql",
+    WAITERS_APPLY => "waiters_apply.sql",
+    FORGET_WAITERS => "forget_waiters.sql",
+    RELEASE_DELETE_FLOW => "release_delete_flow.sql",
+    LIST_BLOCKED => "list_blocked.sql",
+    JOB_WAITS => "job_waits.sql",
 }
 
 /// One row of the multi-row insert in [`ADD_JOBS`]: id, jobtype, priority,
@@ -91,14 +101,17 @@ pub(crate) fn add_jobs(rows: usize) -> String {
 }
 
 /// One row of the multi-row insert in [`ADD_KEYED_JOBS`]: the columns of
-/// [`ADD_JOBS_ROW`], then unique_key and repeat.
-pub(crate) const ADD_KEYED_JOBS_ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+/// [`ADD_JOBS_ROW`], then unique_key and repeat, then lock, pending,
+/// dep_policy, done_dt, result_code, result_status, result_output and
+/// history (the state the dependencies decide).
+pub(crate) const ADD_KEYED_JOBS_ROW: &str =
+    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// Parameters bound per row of [`ADD_KEYED_JOBS`].
-pub(crate) const ADD_KEYED_JOBS_PARAMS_PER_ROW: usize = 11;
+pub(crate) const ADD_KEYED_JOBS_PARAMS_PER_ROW: usize = 19;
 
 /// The insert for `rows` jobs of a batch with a flow (keyed or repeating
-/// jobs).
+/// jobs, jobs with dependencies).
 pub(crate) fn add_keyed_jobs(rows: usize) -> String {
     let values = vec![ADD_KEYED_JOBS_ROW; rows].join(", ");
     ADD_KEYED_JOBS.replace("{rows}", &values)
@@ -123,7 +136,7 @@ fn list_columns(with_data: bool) -> String {
         "j.id, j.jobtype, j.priority, j.dt, j.lock, j.attempts, j.create_dt, j.done_dt, \
          j.result_code, j.result_status, j.result_output, j.cancel_requested, j.tags, j.history, \
          j.claimed_at, j.claimed_by, j.traceparent, j.tracestate, j.unique_key, j.repeat, \
-         {data}"
+         j.pending, j.dep_policy, {data}"
     )
 }
 

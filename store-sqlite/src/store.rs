@@ -14,10 +14,11 @@ use jobstore_api::history::{
 };
 use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
-    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Duplicate, Error, EventKind, FlowState, Handler,
-    HandlerLimits, HandlerVersion, Job, JobCounts, JobEvent, JobRelease, JobResult, JobStore,
-    LOCK_DONE, Millis, NewJob, OnConflict, Release, Repeat, Result, ResultCode, SysidLease,
-    TraceContext, WaitingJobtype, WorkNotice, WorkWatcher, duration_ms, validate,
+    ARCHIVE_HORIZON_MS, AddOutcome, BLOCKED_BASE_MS, Capabilities, DependencyFailure, Duplicate,
+    EdgeState, Error, EventKind, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobCounts,
+    JobEvent, JobRelease, JobResult, JobStore, LOCK_BLOCKED, LOCK_DONE, Millis, NewJob, OnConflict,
+    Refusal, Release, Repeat, Result, ResultCode, SysidLease, TraceContext, WaitEdge,
+    WaitingJobtype, Waits, WorkNotice, WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -45,6 +46,9 @@ const _: () = assert!(ADD_CHUNK * queries::ADD_KEYED_JOBS_PARAMS_PER_ROW <= 32_7
 /// The statements that append an event keep the newest 20 (the number is
 /// written in `queries/*.sql`).
 const _: () = assert!(MAX_HISTORY == 20);
+
+/// The statements write [`BLOCKED_BASE_MS`] as a literal.
+const _: () = assert!(BLOCKED_BASE_MS == 400_000_000_000_000);
 
 /// An event as the statements append it: a JSON object whose `attempt`
 /// the statement sets from the row where it depends on it.
@@ -260,7 +264,37 @@ impl SqliteStore {
                 .collect()
         };
         let found: HashMap<&str, &KeyLookup> = rows.iter().map(|r| (r.id.as_str(), r)).collect();
-        let plan = decide_keyed(jobs, &found)?;
+        // The dependencies and the ids of the jobs that have some, as
+        // stored before this call (only when the batch has dependencies).
+        let mut lookup: Vec<&str> = Vec::new();
+        for job in jobs.iter().filter(|j| !j.dependencies().is_empty()) {
+            lookup.push(&job.id);
+            lookup.extend(job.dependencies().iter().map(String::as_str));
+        }
+        let stored: HashMap<String, Stored> = if lookup.is_empty() {
+            HashMap::new()
+        } else {
+            lookup.sort_unstable();
+            lookup.dedup();
+            let lookup = serde_json::to_string(&lookup)
+                .map_err(|e| Error::backend("encoding dependencies as JSON", e))?;
+            sqlx::query_as::<_, (String, String, Option<String>, Option<i64>)>(queries::DEPS_LOOKUP)
+                .bind(lookup)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(m)?
+                .into_iter()
+                .map(|(id, lock, code, status)| (id, Stored { lock, code, status }))
+                .collect()
+        };
+        let plan = decide_keyed(jobs, &found, &stored)?;
+        let links: HashMap<&str, Link> = jobs
+            .iter()
+            .zip(&plan.fates)
+            .filter(|(j, fate)| matches!(fate, Fate::Insert) && !j.dependencies().is_empty())
+            .map(|(j, _)| (j.id.as_str(), link(j, &stored, now)))
+            .collect();
+        let cancelled_event = format!("[{}]", event(now, "", EventKind::Cancelled));
         let mut inserted: HashSet<String> = HashSet::with_capacity(jobs.len());
         let to_insert: Vec<(&NewJob, &String)> = jobs
             .iter()
@@ -274,20 +308,77 @@ impl SqliteStore {
                 chunk.len(),
             )));
             for (job, tags) in chunk {
+                let link = links.get(job.id.as_str());
+                let cancel = link.and_then(|l| l.cancel_note.as_deref());
                 q = q
                     .bind(job.id.as_str())
                     .bind(job.jobtype.as_str())
                     .bind(job.priority)
-                    .bind(job.run_at.unwrap_or(now))
+                    .bind(link.map_or(job.run_at.unwrap_or(now), |l| l.dt))
                     .bind(now)
                     .bind(job.data.as_slice())
                     .bind(tags.as_str())
                     .bind(job.trace.as_ref().map(|t| t.traceparent.as_str()))
                     .bind(job.trace.as_ref().and_then(|t| t.tracestate.as_deref()))
                     .bind(job.unique_key().map(|u| u.key.as_str()))
-                    .bind(job.repeat_rule().map(Repeat::to_text));
+                    .bind(job.repeat_rule().map(Repeat::to_text))
+                    .bind(link.map_or("", |l| l.lock))
+                    .bind(link.map(|l| l.pending))
+                    .bind(
+                        link.and(job.flow.as_ref())
+                            .map(|f| policy_name(f.on_dependency_failure)),
+                    )
+                    .bind(cancel.map(|_| now))
+                    .bind(cancel.map(|_| ResultCode::Cancelled.as_str()))
+                    .bind(cancel.map(|_| 0_i64))
+                    .bind(cancel.map(|n| n.as_bytes()))
+                    .bind(if cancel.is_some() {
+                        cancelled_event.as_str()
+                    } else {
+                        "[]"
+                    });
             }
             inserted.extend(q.fetch_all(&mut *tx).await.map_err(m)?);
+        }
+        if !links.is_empty() {
+            let mut edges = Vec::new();
+            let mut live: Vec<&str> = Vec::new();
+            let mut cancelled = Vec::new();
+            for job in jobs {
+                let Some(l) = links.get(job.id.as_str()) else {
+                    continue;
+                };
+                if !inserted.contains(&job.id) {
+                    continue;
+                }
+                edges.extend(l.edges.iter().cloned());
+                live.extend(l.live.iter().map(String::as_str));
+                if l.cancel_note.is_some() {
+                    cancelled.push((job.jobtype.as_str(), Some(ResultCode::Cancelled.as_str())));
+                }
+            }
+            if !edges.is_empty() {
+                let edges = serde_json::to_string(&edges)
+                    .map_err(|e| Error::backend("encoding edges as JSON", e))?;
+                sqlx::query(queries::EDGES_INSERT)
+                    .bind(edges)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(m)?;
+            }
+            if !live.is_empty() {
+                live.sort_unstable();
+                live.dedup();
+                sqlx::query(queries::MARK_TARGETS)
+                    .bind(
+                        serde_json::to_string(&live)
+                            .map_err(|e| Error::backend("encoding ids as JSON", e))?,
+                    )
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(m)?;
+            }
+            add_counts(&mut tx, counts_delta(cancelled, 1)?, "add_jobs").await?;
         }
         let edited = event(now, "", EventKind::Edited);
         for round in &plan.replace_rounds {
@@ -311,10 +402,34 @@ impl SqliteStore {
                 }
                 Fate::Insert | Fate::Existing => outcome.existing.push(job.id.clone()),
                 Fate::Duplicate(dup) => outcome.duplicates.push(dup),
+                Fate::Refused(refusal) => outcome.refused.push(refusal),
             }
         }
         self.notify(jobtypes);
         Ok(outcome)
+    }
+
+    /// The edges of jobs a release deleted (`gone`, from
+    /// [`release_delete_flow`]): the waiters' own go, then those of the
+    /// jobs some job waits for end as `ended` says (cancelled, in list
+    /// order).
+    async fn end_deleted(
+        &self,
+        conn: &mut SqliteConnection,
+        gone: &[(String, bool, bool)],
+        ended: Vec<(String, ResultCode, u16)>,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        let waiters: Vec<&str> = gone
+            .iter()
+            .filter(|(_, _, waiter)| *waiter)
+            .map(|(id, ..)| id.as_str())
+            .collect();
+        forget_waiters(conn, &waiters, "release_jobs").await?;
+        if ended.is_empty() {
+            return Ok(Vec::new());
+        }
+        end_edges(conn, ended, now, "release_jobs").await
     }
 
     async fn begin_write(&self, what: &str) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
@@ -437,6 +552,77 @@ enum Fate {
     Existing,
     /// Its key is held.
     Duplicate(Duplicate),
+    /// A dependency is not a job stored before the call.
+    Refused(Refusal),
+}
+
+/// A job of an add batch's dependency lookup (`queries/deps_lookup.sql`):
+/// a dependency or a job of the batch that existed before the call.
+struct Stored {
+    lock: String,
+    code: Option<String>,
+    status: Option<i64>,
+}
+
+/// How a new job with dependencies is stored (as `MemoryStore`'s `link`
+/// decides it): its lock and `dt`, its pending count, the output of a
+/// cancel when a dependency already failed under `Cancel`, and its edges
+/// as `[waiter, target, state, code, status]`.
+struct Link {
+    lock: &'static str,
+    dt: Millis,
+    pending: i64,
+    cancel_note: Option<String>,
+    edges: Vec<serde_json::Value>,
+    /// The live targets (marked by `queries/mark_targets.sql`).
+    live: Vec<String>,
+}
+
+/// The state of new job `job` (with dependencies, all in `stored`).
+fn link(job: &NewJob, stored: &HashMap<String, Stored>, now: Millis) -> Link {
+    use serde_json::json;
+    let mut edges = Vec::new();
+    let mut live = Vec::new();
+    let mut failed = None;
+    for dep in job.dependencies() {
+        let Some(target) = stored.get(dep) else {
+            continue;
+        };
+        if target.lock == LOCK_DONE {
+            let code = target.code.as_deref().unwrap_or(ResultCode::Ok.as_str());
+            let status = target.status.unwrap_or(0);
+            if code != ResultCode::Ok.as_str() && failed.is_none() {
+                failed = Some((dep.as_str(), code));
+            }
+            edges.push(json!([job.id, dep, "d", code, status]));
+        } else {
+            live.push(dep.clone());
+            edges.push(json!([job.id, dep, "p", null, null]));
+        }
+    }
+    let pending = i64::try_from(live.len()).unwrap_or(i64::MAX);
+    let policy = job
+        .flow
+        .as_ref()
+        .map_or_else(DependencyFailure::default, |f| f.on_dependency_failure);
+    let not_before = job.run_at.unwrap_or(now);
+    let (lock, dt, cancel_note) = match failed {
+        Some((dep, code)) if policy == DependencyFailure::Cancel => (
+            LOCK_DONE,
+            now + ARCHIVE_HORIZON_MS,
+            Some(format!("[jobstore] dependency {dep} ended {code}\n")),
+        ),
+        _ if pending > 0 => (LOCK_BLOCKED, BLOCKED_BASE_MS + not_before, None),
+        _ => ("", not_before, None),
+    };
+    Link {
+        lock,
+        dt,
+        pending,
+        cancel_note,
+        edges,
+        live,
+    }
 }
 
 /// A keyed add batch, decided.
@@ -453,14 +639,35 @@ struct KeyedPlan {
 /// in batch order, as `MemoryStore::add_jobs` does: the id first, then a
 /// key taken by an earlier new job of the batch, the live holder, the
 /// window's holder.
-fn decide_keyed(jobs: &[NewJob], found: &HashMap<&str, &KeyLookup>) -> Result<KeyedPlan> {
+fn decide_keyed(
+    jobs: &[NewJob],
+    found: &HashMap<&str, &KeyLookup>,
+    stored: &HashMap<String, Stored>,
+) -> Result<KeyedPlan> {
     let mut fates = Vec::with_capacity(jobs.len());
     let mut replace_rounds: Vec<Vec<JobEdit>> = Vec::new();
     let mut replaced_times: HashMap<String, usize> = HashMap::new();
     let mut taken: HashMap<(&str, &str), &str> = HashMap::new();
+    // The dependencies, checked last: each must be a job stored before
+    // the call (`stored` holds only those).
+    let unknown_dep = |job: &NewJob| {
+        job.dependencies()
+            .iter()
+            .enumerate()
+            .find(|(_, d)| !stored.contains_key(d.as_str()))
+            .map(|(i, d)| Refusal::unknown_dependency(&job.id, i, d))
+    };
     for job in jobs {
         let Some(u) = job.unique_key() else {
-            fates.push(Fate::Insert);
+            if job.dependencies().is_empty() {
+                fates.push(Fate::Insert);
+            } else if stored.contains_key(&job.id) {
+                fates.push(Fate::Existing);
+            } else if let Some(refusal) = unknown_dep(job) {
+                fates.push(Fate::Refused(refusal));
+            } else {
+                fates.push(Fate::Insert);
+            }
             continue;
         };
         let l = found
@@ -478,6 +685,10 @@ fn decide_keyed(jobs: &[NewJob], found: &HashMap<&str, &KeyLookup>) -> Result<Ke
             (None, None, None) => None,
         };
         let Some((existing, free)) = holder else {
+            if let Some(refusal) = unknown_dep(job) {
+                fates.push(Fate::Refused(refusal));
+                continue;
+            }
             taken.insert(scope, job.id.as_str());
             fates.push(Fate::Insert);
             continue;
@@ -501,6 +712,26 @@ fn decide_keyed(jobs: &[NewJob], found: &HashMap<&str, &KeyLookup>) -> Result<Ke
         fates,
         replace_rounds,
     })
+}
+
+/// The delete entries `ids` of a release by `owner` (`queries/release_delete_flow.sql`,
+/// in the caller's transaction): each deleted job's id, whether some job
+/// waits for it and whether it is a waiter.
+async fn release_delete_flow(
+    conn: &mut SqliteConnection,
+    owner: &str,
+    ids: &[&str],
+) -> Result<Vec<(String, bool, bool)>> {
+    let rows: Vec<(String, Option<i64>, bool)> = sqlx::query_as(queries::RELEASE_DELETE_FLOW)
+        .bind(owner)
+        .bind(serde_json::json!(ids).to_string())
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| error::map("release_jobs", e))?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, waited, waiter)| (id, waited.is_some(), waiter))
+        .collect())
 }
 
 fn ids_json(ids: &[String]) -> Result<String> {
@@ -642,6 +873,172 @@ async fn add_counts(
     Ok(())
 }
 
+/// A waiter as the ends of its edges leave it (`queries/waiters_read.sql`,
+/// then the store's decision).
+struct Waiter {
+    jobtype: String,
+    lock: String,
+    pending: i64,
+    cancel: bool,
+    /// Some job waits for it: cancelled, it ends its own edges.
+    waited: bool,
+    /// "n" only its pending count changes, "u" unblocked, "c" cancelled.
+    kind: &'static str,
+    note: String,
+}
+
+/// Ends the pending edges of the jobs of `ended` (each left the live
+/// states with that result code and status; deleted: `cancelled`, 0), in
+/// the caller's transaction on `conn`, as `MemoryStore`'s `end_edges`
+/// does: one job after the other in the order given, each with its whole
+/// cascade, level by level (the waiters its end cancels, then theirs), and
+/// within a level the targets in the order they ended and each target's
+/// waiters by id. Per level four statements whatever its width: the edges
+/// ended (`edges_end.sql`), their waiters read (`waiters_read.sql`), the
+/// waiters changed (`waiters_apply.sql`) and the cancels counted. Returns
+/// the jobtypes of the jobs unblocked (to notify after the commit).
+async fn end_edges(
+    conn: &mut SqliteConnection,
+    ended: Vec<(String, ResultCode, u16)>,
+    now: Millis,
+    what: &str,
+) -> Result<Vec<String>> {
+    use serde_json::json;
+    let m = |e| error::map(what, e);
+    let unblocked = event(now, "", EventKind::Unblocked);
+    let cancelled = event(now, "", EventKind::Cancelled);
+    let mut woken = Vec::new();
+    for first in ended {
+        let mut level = vec![first];
+        while !level.is_empty() {
+            let targets: Vec<serde_json::Value> = level
+                .iter()
+                .map(|(t, code, status)| json!([t, code.as_str(), status]))
+                .collect();
+            let mut hits: Vec<(String, String)> = sqlx::query_as(queries::EDGES_END)
+                .bind(serde_json::Value::from(targets).to_string())
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(m)?;
+            if hits.is_empty() {
+                break;
+            }
+            let position: HashMap<&str, usize> = level
+                .iter()
+                .enumerate()
+                .map(|(i, (t, ..))| (t.as_str(), i))
+                .collect();
+            hits.sort_by(|a, b| {
+                let pa = position.get(a.1.as_str()).copied().unwrap_or(usize::MAX);
+                let pb = position.get(b.1.as_str()).copied().unwrap_or(usize::MAX);
+                pa.cmp(&pb).then_with(|| a.0.cmp(&b.0))
+            });
+            let mut ids: Vec<&str> = hits.iter().map(|(w, _)| w.as_str()).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            type Row = (
+                String,
+                String,
+                String,
+                Option<i64>,
+                Option<String>,
+                Option<i64>,
+            );
+            let rows: Vec<Row> = sqlx::query_as(queries::WAITERS_READ)
+                .bind(json!(ids).to_string())
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(m)?;
+            let mut waiters: BTreeMap<String, Waiter> = BTreeMap::new();
+            for (id, jobtype, lock, pending, policy, waited) in rows {
+                let cancel = stored_deps(pending, policy.as_deref())?
+                    .is_none_or(|(_, p)| p == DependencyFailure::Cancel);
+                waiters.insert(
+                    id,
+                    Waiter {
+                        jobtype,
+                        lock,
+                        pending: pending.unwrap_or(0),
+                        cancel,
+                        waited: waited.is_some(),
+                        kind: "n",
+                        note: String::new(),
+                    },
+                );
+            }
+            let mut next = Vec::new();
+            let mut archived = Vec::new();
+            for (w, t) in &hits {
+                let Some(st) = waiters.get_mut(w) else {
+                    continue;
+                };
+                st.pending = (st.pending - 1).max(0);
+                if st.lock != LOCK_BLOCKED {
+                    continue;
+                }
+                let code = position
+                    .get(t.as_str())
+                    .map_or(ResultCode::Ok, |&i| level[i].1);
+                if code != ResultCode::Ok && st.cancel {
+                    st.lock = LOCK_DONE.to_owned();
+                    st.kind = "c";
+                    st.note = format!("[jobstore] dependency {t} ended {code}\n");
+                    archived.push(st.jobtype.clone());
+                    if st.waited {
+                        next.push((w.clone(), ResultCode::Cancelled, 0));
+                    }
+                } else if st.pending == 0 {
+                    st.lock = String::new();
+                    st.kind = "u";
+                    woken.push(st.jobtype.clone());
+                }
+            }
+            let changes: Vec<serde_json::Value> = waiters
+                .iter()
+                .map(|(id, st)| json!({"id": id, "n": st.pending, "k": st.kind, "o": hex(st.note.as_bytes())}))
+                .collect();
+            sqlx::query(queries::WAITERS_APPLY)
+                .bind(serde_json::Value::from(changes).to_string())
+                .bind(now)
+                .bind(now + ARCHIVE_HORIZON_MS)
+                .bind(unblocked.as_str())
+                .bind(cancelled.as_str())
+                .execute(&mut *conn)
+                .await
+                .map_err(m)?;
+            let delta = counts_delta(
+                archived
+                    .iter()
+                    .map(|j| (j.as_str(), Some(ResultCode::Cancelled.as_str()))),
+                1,
+            )?;
+            if let Some(delta) = delta {
+                sqlx::query(queries::COUNTS_ADD)
+                    .bind(delta)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(m)?;
+            }
+            level = next;
+        }
+    }
+    Ok(woken)
+}
+
+/// Drops the edges of deleted or purged waiters, in the caller's
+/// transaction.
+async fn forget_waiters(conn: &mut SqliteConnection, ids: &[&str], what: &str) -> Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(queries::FORGET_WAITERS)
+        .bind(serde_json::json!(ids).to_string())
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| error::map(what, e))?;
+    Ok(())
+}
+
 /// Splits edits into JSON arrays of `{"id", "p", "dt", "d"}` objects (see
 /// `queries/edit_jobs.sql`; absent fields are null, payloads hex) of at
 /// most [`RELEASE_CHUNK_OUTPUT`] bytes of payload each (one for any
@@ -727,11 +1124,17 @@ impl ListPlan {
             JobState::Expired => (queries::LIST_EXPIRED, LOCKED, claim_order()),
             JobState::Scheduled => (queries::LIST_SCHEDULED, FREE, later_than_now()),
             JobState::Running => (queries::LIST_RUNNING, LOCKED, later_than_now()),
-            // Nothing is ever blocked without the dependencies capability.
+            // Blocked rows sit at the end of jobs_locked, their dt offset
+            // by BLOCKED_BASE_MS; the cursor holds the not-before time.
             JobState::Blocked => (
-                queries::LIST_RUNNING,
+                queries::LIST_BLOCKED,
                 LOCKED,
-                (0, (Millis::MAX, String::new())),
+                (
+                    0,
+                    after.map_or((BLOCKED_BASE_MS, String::new()), |k| {
+                        (BLOCKED_BASE_MS + k.dt, k.id.clone())
+                    }),
+                ),
             ),
             JobState::Archived => {
                 // Archived before `archived.to`: (done_dt, id) < (to, '');
@@ -814,8 +1217,7 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
             .map_err(d)?
             .unwrap_or_default(),
         priority: row.try_get("priority").map_err(d)?,
-        dt: row.try_get("dt").map_err(d)?,
-        lock,
+        dt: read_dt(row.try_get("dt").map_err(d)?, &lock),
         attempts,
         create_dt,
         done_dt,
@@ -824,12 +1226,19 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
         tags: tags_from_json(&row.try_get::<String, _>("tags").map_err(d)?)?,
         history: complete_history(with_added(stored, create_dt), claim, ended),
         claimed_due: None,
-        flow: FlowState::from_parts(
+        flow: FlowState::from_stored(
             row.try_get("unique_key").map_err(d)?,
             row.try_get::<Option<String>, _>("repeat")
                 .map_err(d)?
                 .as_deref(),
+            stored_deps(
+                row.try_get("pending").map_err(d)?,
+                row.try_get::<Option<String>, _>("dep_policy")
+                    .map_err(d)?
+                    .as_deref(),
+            )?,
         ),
+        lock,
         trace: row
             .try_get::<Option<String>, _>("traceparent")
             .map_err(d)?
@@ -841,6 +1250,40 @@ fn job_from_row(row: &SqliteRow) -> Result<Job> {
             })
             .transpose()?,
     })
+}
+
+/// A job's `dt` as read: a blocked job's not-before time (stored as
+/// [`BLOCKED_BASE_MS`] + it), every other job's as stored.
+fn read_dt(dt: Millis, lock: &str) -> Millis {
+    if lock == LOCK_BLOCKED {
+        dt - BLOCKED_BASE_MS
+    } else {
+        dt
+    }
+}
+
+/// The stored policy of a job with dependencies.
+fn policy_name(p: DependencyFailure) -> &'static str {
+    p.name()
+}
+
+/// A job's dependencies as stored: `pending` and `dep_policy` (both `NULL`
+/// for a job added without dependencies).
+fn stored_deps(
+    pending: Option<i64>,
+    policy: Option<&str>,
+) -> Result<Option<(u32, DependencyFailure)>> {
+    let Some(pending) = pending else {
+        return Ok(None);
+    };
+    let pending =
+        u32::try_from(pending).map_err(|e| Error::backend("stored pending dependencies", e))?;
+    let policy = match policy {
+        Some(p) => DependencyFailure::from_str(p)
+            .map_err(|e| Error::backend("stored dependency policy", e))?,
+        None => DependencyFailure::default(),
+    };
+    Ok(Some((pending, policy)))
 }
 
 /// A job's stored result: its code's name, its status (`NULL` reads 0)
@@ -879,29 +1322,45 @@ impl Claimed<'_> {
             Option<String>,
             Option<String>,
             Option<String>,
+            Option<i64>,
+            Option<String>,
         );
         let d = |e| error::map("decoding a claimed job", e);
         let attempts: i64 = row.try_get(2).map_err(d)?;
         let attempts = u32::try_from(attempts).map_err(|e| Error::backend("stored attempts", e))?;
         let create_dt: Millis = row.try_get(3).map_err(d)?;
         let rest: Option<String> = row.try_get(5).map_err(d)?;
-        let (code, status, output, cancel, tags, stored, traceparent, tracestate, key, rule): Rest =
-            match rest {
-                None => (
-                    None,
-                    None,
-                    None,
-                    0,
-                    Vec::new(),
-                    Vec::new(),
-                    None,
-                    None,
-                    None,
-                    None,
-                ),
-                Some(text) => serde_json::from_str(&text)
-                    .map_err(|e| Error::backend("malformed claimed job fields", e))?,
-            };
+        let (
+            code,
+            status,
+            output,
+            cancel,
+            tags,
+            stored,
+            traceparent,
+            tracestate,
+            key,
+            rule,
+            pending,
+            policy,
+        ): Rest = match rest {
+            None => (
+                None,
+                None,
+                None,
+                0,
+                Vec::new(),
+                Vec::new(),
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+            ),
+            Some(text) => serde_json::from_str(&text)
+                .map_err(|e| Error::backend("malformed claimed job fields", e))?,
+        };
         let result = match code {
             None => None,
             Some(code) => {
@@ -933,7 +1392,11 @@ impl Claimed<'_> {
             tags,
             history: complete_history(with_added(stored, create_dt), Some(claim), None),
             claimed_due: None,
-            flow: FlowState::from_parts(key, rule.as_deref()),
+            flow: FlowState::from_stored(
+                key,
+                rule.as_deref(),
+                stored_deps(pending, policy.as_deref())?,
+            ),
             trace: traceparent.map(|traceparent| TraceContext {
                 traceparent,
                 tracestate,
@@ -1005,6 +1468,7 @@ impl JobStore for SqliteStore {
             .with_schedules()
             .with_unique_jobs()
             .with_repeat()
+            .with_dependencies()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -1016,10 +1480,7 @@ impl JobStore for SqliteStore {
             .iter()
             .map(|j| serde_json::to_string(&j.tags).map_err(|e| Error::backend("encoding tags", e)))
             .collect::<Result<Vec<_>>>()?;
-        if jobs
-            .iter()
-            .any(|j| j.unique_key().is_some() || j.repeat_rule().is_some())
-        {
+        if jobs.iter().any(|j| j.flow.is_some()) {
             return self.add_flow_jobs(jobs, &tags, now).await;
         }
         let mut tx = self.begin_write("add_jobs").await?;
@@ -1205,7 +1666,7 @@ impl JobStore for SqliteStore {
             .any(|r| matches!(r.how, Release::Archive(_)));
         let m = |e| error::map("release_jobs", e);
         let keep_query = |json: String| {
-            sqlx::query_as::<_, (String, String)>(queries::RELEASE_KEEP)
+            sqlx::query_as::<_, (String, String, Option<i64>)>(queries::RELEASE_KEEP)
                 .bind(owner)
                 .bind(now)
                 .bind(now + ARCHIVE_HORIZON_MS)
@@ -1229,8 +1690,29 @@ impl JobStore for SqliteStore {
             })
             .collect();
         let code_of = |id: &str| archives_code.get(id).copied().flatten();
-        let mut kept: Vec<(String, String)> = Vec::new();
+        // What each entry's job ends with, if it leaves the live states
+        // (an archive: its result; a delete: cancelled, 0), in list order:
+        // the edges of those some job waits for end in that order.
+        let position: HashMap<&str, usize> = releases
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.as_str(), i))
+            .collect();
+        let end_of = |id: &str| -> Option<(String, ResultCode, u16)> {
+            let r = &releases[*position.get(id)?];
+            match &r.how {
+                Release::Archive(res) => Some((r.id.clone(), res.code, res.status)),
+                Release::Delete => Some((r.id.clone(), ResultCode::Cancelled, 0)),
+                _ => None,
+            }
+        };
+        let in_order = |mut ids: Vec<&str>| -> Vec<(String, ResultCode, u16)> {
+            ids.sort_by_key(|id| position.get(id).copied().unwrap_or(usize::MAX));
+            ids.into_iter().filter_map(end_of).collect()
+        };
+        let mut kept: Vec<(String, String, Option<i64>)> = Vec::new();
         let mut deleted: Vec<String> = Vec::new();
+        let mut woken: Vec<String> = Vec::new();
         match (keep.len(), deletes) {
             (0, None) => return Ok(Vec::new()),
             // One statement that archives nothing: autocommit.
@@ -1247,7 +1729,7 @@ impl JobStore for SqliteStore {
             (1, None) => {
                 let json = keep.into_iter().next().expect("one chunk");
                 let mut conn = ScriptConn::acquire(&self.inner.writer).await.map_err(m)?;
-                kept = sqlx::query_as::<_, (String, String)>(queries::RELEASE_BEGIN)
+                kept = sqlx::query_as::<_, (String, String, Option<i64>)>(queries::RELEASE_BEGIN)
                     .bind(owner)
                     .bind(now)
                     .bind(now + ARCHIVE_HORIZON_MS)
@@ -1255,9 +1737,19 @@ impl JobStore for SqliteStore {
                     .fetch_all(&mut **conn)
                     .await
                     .map_err(m)?;
+                // Archived jobs some job waits for (never a plain job):
+                // their edges end before the commit.
+                let waited: Vec<&str> = kept
+                    .iter()
+                    .filter(|(id, _, w)| w.is_some() && code_of(id).is_some())
+                    .map(|(id, ..)| id.as_str())
+                    .collect();
+                if !waited.is_empty() {
+                    woken = end_edges(&mut conn, in_order(waited), now, "release_jobs").await?;
+                }
                 let archived = kept
                     .iter()
-                    .filter_map(|(id, jobtype)| Some((jobtype.as_str(), Some(code_of(id)?))));
+                    .filter_map(|(id, jobtype, _)| Some((jobtype.as_str(), Some(code_of(id)?))));
                 match counts_delta(archived, 1)? {
                     Some(delta) => sqlx::query(queries::COUNTS_ADD_COMMIT)
                         .bind(delta)
@@ -1271,11 +1763,33 @@ impl JobStore for SqliteStore {
                 };
                 conn.finished();
             }
+            // Deletes alone: jobs without edges in autocommit; the
+            // others (and entries lost to another owner) in a transaction
+            // with their edges.
             (0, Some(json)) => {
                 deleted = delete_query(json)
                     .fetch_all(&self.inner.writer)
                     .await
                     .map_err(m)?;
+                let done: HashSet<&str> = deleted.iter().map(String::as_str).collect();
+                let rest: Vec<&str> = releases
+                    .iter()
+                    .filter(|r| matches!(r.how, Release::Delete) && !done.contains(r.id.as_str()))
+                    .map(|r| r.id.as_str())
+                    .collect();
+                if !rest.is_empty() {
+                    let mut tx = self.begin_write("release_jobs").await?;
+                    let gone = release_delete_flow(&mut tx, owner, &rest).await?;
+                    let ended = in_order(
+                        gone.iter()
+                            .filter(|(_, w, _)| *w)
+                            .map(|(id, ..)| id.as_str())
+                            .collect(),
+                    );
+                    woken = self.end_deleted(&mut tx, &gone, ended, now).await?;
+                    tx.commit().await.map_err(m)?;
+                    deleted.extend(gone.into_iter().map(|(id, ..)| id));
+                }
             }
             // Several chunks (over 32 MiB of output), or deletes beside
             // them: one transaction, one commit, the counts from the
@@ -1285,19 +1799,45 @@ impl JobStore for SqliteStore {
                 for json in keep {
                     kept.extend(keep_query(json).fetch_all(&mut *tx).await.map_err(m)?);
                 }
-                if let Some(json) = deletes {
-                    deleted = delete_query(json).fetch_all(&mut *tx).await.map_err(m)?;
+                let mut gone = Vec::new();
+                if deletes.is_some() {
+                    let ids: Vec<&str> = releases
+                        .iter()
+                        .filter(|r| matches!(r.how, Release::Delete))
+                        .map(|r| r.id.as_str())
+                        .collect();
+                    gone = release_delete_flow(&mut tx, owner, &ids).await?;
                 }
+                let waiters: Vec<&str> = gone
+                    .iter()
+                    .filter(|(_, _, waiter)| *waiter)
+                    .map(|(id, ..)| id.as_str())
+                    .collect();
+                forget_waiters(&mut tx, &waiters, "release_jobs").await?;
+                let waited: Vec<&str> = kept
+                    .iter()
+                    .filter(|(id, _, w)| w.is_some() && code_of(id).is_some())
+                    .map(|(id, ..)| id.as_str())
+                    .chain(
+                        gone.iter()
+                            .filter(|(_, w, _)| *w)
+                            .map(|(id, ..)| id.as_str()),
+                    )
+                    .collect();
+                if !waited.is_empty() {
+                    woken = end_edges(&mut tx, in_order(waited), now, "release_jobs").await?;
+                }
+                deleted = gone.into_iter().map(|(id, ..)| id).collect();
                 let archived = kept
                     .iter()
-                    .filter_map(|(id, jobtype)| Some((jobtype.as_str(), Some(code_of(id)?))));
+                    .filter_map(|(id, jobtype, _)| Some((jobtype.as_str(), Some(code_of(id)?))));
                 add_counts(&mut tx, counts_delta(archived, 1)?, "release_jobs").await?;
                 tx.commit().await.map_err(m)?;
             }
         }
         let mut released = deleted;
-        let mut freed = Vec::new();
-        for (id, jobtype) in kept {
+        let mut freed = woken;
+        for (id, jobtype, _) in kept {
             if code_of(&id).is_none() {
                 freed.push(jobtype);
             }
@@ -1325,24 +1865,54 @@ impl JobStore for SqliteStore {
             return Ok(CancelOutcome::default());
         }
         let m = |e| error::map("cancel_jobs", e);
+        let cancel = |ids: String| {
+            sqlx::query_as::<_, (String, String, String, Option<i64>)>(queries::CANCEL_JOBS)
+                .bind(now)
+                .bind(now + ARCHIVE_HORIZON_MS)
+                .bind(ids)
+                .bind(event(now, "", EventKind::Cancelled))
+                .bind(event(now, "", EventKind::CancelRequested))
+        };
         let mut tx = self.begin_write("cancel_jobs").await?;
-        let rows: Vec<(String, String, String)> = sqlx::query_as(queries::CANCEL_JOBS)
-            .bind(now)
-            .bind(now + ARCHIVE_HORIZON_MS)
-            .bind(ids_json(ids)?)
-            .bind(event(now, "", EventKind::Cancelled))
-            .bind(event(now, "", EventKind::CancelRequested))
+        let mut rows = cancel(ids_json(ids)?)
             .fetch_all(&mut *tx)
             .await
             .map_err(m)?;
+        let mut woken = Vec::new();
+        if rows
+            .iter()
+            .any(|(_, lock, _, waited)| lock == LOCK_DONE && waited.is_some())
+        {
+            // A job some job waits for was cancelled: its cascade may reach
+            // jobs later in the list, which the reference cancels one id
+            // after the other. Done again that way (this path only).
+            tx.rollback().await.map_err(m)?;
+            tx = self.begin_write("cancel_jobs").await?;
+            rows.clear();
+            for id in ids {
+                let row = cancel(ids_json(std::slice::from_ref(id))?)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(m)?;
+                let Some(row) = row else {
+                    continue;
+                };
+                if row.1 == LOCK_DONE && row.3.is_some() {
+                    let ended = vec![(id.clone(), ResultCode::Cancelled, 0)];
+                    woken.extend(end_edges(&mut tx, ended, now, "cancel_jobs").await?);
+                }
+                rows.push(row);
+            }
+        }
         let cancelled = rows
             .iter()
-            .filter(|(_, lock, _)| lock == LOCK_DONE)
-            .map(|(_, _, jobtype)| (jobtype.as_str(), Some(ResultCode::Cancelled.as_str())));
+            .filter(|(_, lock, ..)| lock == LOCK_DONE)
+            .map(|(_, _, jobtype, _)| (jobtype.as_str(), Some(ResultCode::Cancelled.as_str())));
         add_counts(&mut tx, counts_delta(cancelled, 1)?, "cancel_jobs").await?;
         tx.commit().await.map_err(m)?;
+        self.notify(woken);
         let mut outcome = CancelOutcome::default();
-        for (id, lock, _) in rows {
+        for (id, lock, ..) in rows {
             if lock == LOCK_DONE {
                 outcome.cancelled.push(id);
             } else {
@@ -1376,15 +1946,18 @@ impl JobStore for SqliteStore {
         let m = |e| error::map("purge_archived", e);
         loop {
             let mut tx = self.begin_write("purge_archived").await?;
-            let gone: Vec<(String, Option<String>)> = sqlx::query_as(queries::PURGE_ARCHIVED)
-                .bind(before)
-                .bind(i64::from(batch))
-                .bind(&codes)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(m)?;
-            let delta = counts_delta(gone.iter().map(|(j, c)| (j.as_str(), c.as_deref())), -1)?;
+            let gone: Vec<(String, Option<String>, Option<String>)> =
+                sqlx::query_as(queries::PURGE_ARCHIVED)
+                    .bind(before)
+                    .bind(i64::from(batch))
+                    .bind(&codes)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(m)?;
+            let delta = counts_delta(gone.iter().map(|(j, c, _)| (j.as_str(), c.as_deref())), -1)?;
             add_counts(&mut tx, delta, "purge_archived").await?;
+            let waiters: Vec<&str> = gone.iter().filter_map(|(.., w)| w.as_deref()).collect();
+            forget_waiters(&mut tx, &waiters, "purge_archived").await?;
             tx.commit().await.map_err(m)?;
             let n = u64::try_from(gone.len()).unwrap_or(u64::MAX);
             total += n;
@@ -1421,6 +1994,7 @@ impl JobStore for SqliteStore {
                     c.waiting += count(row.try_get("waiting").map_err(d)?);
                     c.scheduled += count(row.try_get("scheduled").map_err(d)?);
                     c.running += count(row.try_get("running").map_err(d)?);
+                    c.blocked += count(row.try_get("blocked").map_err(d)?);
                 }
             }
         }
@@ -1502,17 +2076,46 @@ impl JobStore for SqliteStore {
         }
         let json = ids_json(ids)?;
         let m = |e| error::map("delete_jobs", e);
+        type Row = (String, String, String, Option<String>, Option<i64>, bool);
+        let delete = |ids: String| sqlx::query_as::<_, Row>(queries::DELETE_JOBS).bind(ids);
+        // A live job some job waits for: its edges end as cancelled.
+        let ends = |(_, _, lock, _, waited, _): &Row| lock != LOCK_DONE && waited.is_some();
         let mut tx = self.begin_write("delete_jobs").await?;
-        let rows: Vec<(String, String, String, Option<String>)> =
-            sqlx::query_as(queries::DELETE_JOBS)
-                .bind(&json)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(m)?;
+        let mut rows: Vec<Row> = delete(json.clone()).fetch_all(&mut *tx).await.map_err(m)?;
+        let mut woken = Vec::new();
+        if rows.iter().any(ends) {
+            // Its cascade may reach jobs later in the list, which the
+            // reference deletes one id after the other (a job it cancels
+            // first is then deleted archived). Done again that way (this
+            // path only).
+            tx.rollback().await.map_err(m)?;
+            tx = self.begin_write("delete_jobs").await?;
+            rows.clear();
+            for id in ids {
+                let row = delete(ids_json(std::slice::from_ref(id))?)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(m)?;
+                let Some(row) = row else {
+                    continue;
+                };
+                if row.5 {
+                    forget_waiters(&mut tx, &[id.as_str()], "delete_jobs").await?;
+                }
+                if ends(&row) {
+                    let ended = vec![(id.clone(), ResultCode::Cancelled, 0)];
+                    woken.extend(end_edges(&mut tx, ended, now, "delete_jobs").await?);
+                }
+                rows.push(row);
+            }
+        } else {
+            let waiters: Vec<&str> = rows.iter().filter(|r| r.5).map(|r| r.0.as_str()).collect();
+            forget_waiters(&mut tx, &waiters, "delete_jobs").await?;
+        }
         let archived = rows
             .iter()
-            .filter(|(_, _, lock, _)| lock == LOCK_DONE)
-            .map(|(_, jobtype, _, code)| (jobtype.as_str(), code.as_deref()));
+            .filter(|(_, _, lock, ..)| lock == LOCK_DONE)
+            .map(|(_, jobtype, _, code, ..)| (jobtype.as_str(), code.as_deref()));
         add_counts(&mut tx, counts_delta(archived, -1)?, "delete_jobs").await?;
         let running: Vec<String> = sqlx::query_scalar(queries::DELETE_LOCKED)
             .bind(&json)
@@ -1520,6 +2123,7 @@ impl JobStore for SqliteStore {
             .await
             .map_err(m)?;
         tx.commit().await.map_err(m)?;
+        self.notify(woken);
         let deleted = rows.into_iter().map(|(id, ..)| id).collect();
         Ok(DeleteOutcome { deleted, running })
     }
@@ -1563,6 +2167,66 @@ impl JobStore for SqliteStore {
         }
         self.notify(due);
         Ok(edited)
+    }
+
+    async fn job_waits(
+        &self,
+        id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Waits>> {
+        validate::waits(id, after, limit)?;
+        type Row = (
+            i64,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<i64>,
+            i64,
+        );
+        let rows: Vec<Row> = sqlx::query_as(queries::JOB_WAITS)
+            .bind(id)
+            .bind(after.unwrap_or(""))
+            .bind(i64::try_from(limit + 1).unwrap_or(i64::MAX))
+            .fetch_all(&self.inner.reader)
+            .await
+            .map_err(|e| error::map("job_waits", e))?;
+        if !rows.iter().any(|r| r.0 == 0 && r.5 != 0) {
+            return Ok(None);
+        }
+        let code = |c: Option<&str>| {
+            ResultCode::from_str(c.unwrap_or(ResultCode::Ok.as_str()))
+                .map_err(|e| Error::backend("stored edge result code", e))
+        };
+        let mut waits = Waits {
+            id: id.to_owned(),
+            ..Waits::default()
+        };
+        for (part, target, state, c, status, n) in rows {
+            let pending = state.as_deref() == Some("p");
+            match (part, target) {
+                (1, _) if pending => waits.pending += count(n),
+                (1, _) => *waits.done.entry(code(c.as_deref())?).or_default() += count(n),
+                (2, Some(target)) => waits.edges.push(WaitEdge {
+                    target,
+                    state: if pending {
+                        EdgeState::Pending
+                    } else {
+                        EdgeState::Done {
+                            code: code(c.as_deref())?,
+                            status: u16::try_from(status.unwrap_or(0))
+                                .map_err(|e| Error::backend("stored edge status", e))?,
+                        }
+                    },
+                }),
+                _ => {}
+            }
+        }
+        if waits.edges.len() > limit {
+            waits.edges.truncate(limit);
+            waits.next = waits.edges.last().map(|e| e.target.clone());
+        }
+        Ok(Some(waits))
     }
 
     async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {
@@ -1877,6 +2541,7 @@ mod tests {
             JobState::Running,
             JobState::Expired,
             JobState::Archived,
+            JobState::Blocked,
         ] {
             let filters = [
                 JobQuery::new(state),
@@ -1928,9 +2593,8 @@ mod tests {
                 JobState::Scheduled => {
                     ("jobs_free", "(jobtype=? AND priority=? AND (dt,id)>(?,?))")
                 }
-                JobState::Running | JobState::Blocked => {
-                    ("jobs_locked", "(jobtype=? AND (dt,id)>(?,?))")
-                }
+                JobState::Running => ("jobs_locked", "(jobtype=? AND (dt,id)>(?,?) AND dt<?)"),
+                JobState::Blocked => ("jobs_locked", "(jobtype=? AND (dt,id)>(?,?))"),
                 JobState::Expired => ("jobs_locked", "(jobtype=? AND dt<?)"),
                 JobState::Archived if q.jobtypes == JobtypeFilter::All => (
                     "jobs_done_code",

@@ -6,13 +6,18 @@
 //! of 20 too) and the job counts (kept by grouped updates of `counts`)
 //! must be the same after each step. Some jobs repeat: they are added
 //! with a rule, and releases repeat jobs (with and without a new payload,
-//! due in the past or the future).
+//! due in the past or the future). Some jobs wait for others: they are
+//! added with dependencies (either policy, some due later), and the
+//! targets end by every way out (archives of every code, release deletes,
+//! cancels, deletes), cascades included; every job's waits and the
+//! blocked listing must read the same too.
 
 use std::time::Duration;
 
 use jobstore_api::{
-    EventKind, Job, JobEdit, JobRelease, JobResult, JobStore, LOCK_DONE, MemoryStore, Millis,
-    NewJob, OnConflict, Release, Repeat, ResultCode, Unique,
+    DependencyFailure, EventKind, Job, JobEdit, JobQuery, JobRelease, JobResult, JobState,
+    JobStore, LOCK_BLOCKED, LOCK_DONE, MemoryStore, Millis, NewJob, OnConflict, Release, Repeat,
+    ResultCode, Unique,
 };
 use jobstore_sqlite::SqliteStore;
 
@@ -78,6 +83,14 @@ struct Seen {
     repeated: usize,
     repeated_full: usize,
     claimed_after_repeat: usize,
+    /// Adds with dependencies: jobs stored blocked, refused (a dependency
+    /// unknown), cancelled at the add; jobs unblocked and cancelled by a
+    /// dependency's end later.
+    blocked: usize,
+    refused: usize,
+    cancelled_at_add: usize,
+    unblocked: usize,
+    cancelled_by_dependency: usize,
 }
 
 /// The rules jobs repeat by: one in UTC, one in a time zone.
@@ -173,7 +186,8 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
         // Up to 80 s a step: leases of 60 s run out now and then.
         now += (rng.below(80) as Millis) * 1_000 + 1;
         let owner = rng.pick(&OWNERS);
-        match rng.below(44) {
+        let choice = rng.below(50);
+        match choice {
             0..=11 => {
                 let limit = 1 + rng.below(3);
                 count(memory, &all, now, &mut seen, true).await;
@@ -295,11 +309,16 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                 }
             }
             32 | 33 => {
-                let edits: Vec<JobEdit> = rng
-                    .ids()
-                    .into_iter()
-                    .map(|id| JobEdit::new(id).priority(rng.below(3) as i32))
-                    .collect();
+                let edits: Vec<JobEdit> =
+                    rng.ids()
+                        .into_iter()
+                        .map(|id| match rng.below(2) {
+                            0 => JobEdit::new(id).priority(rng.below(3) as i32),
+                            // Blocked jobs' not-before time too.
+                            _ => JobEdit::new(id)
+                                .run_at(now - 20_000 + rng.below(60) as Millis * 1_000),
+                        })
+                        .collect();
                 both!(step, sqlite, memory, |s| s.edit_jobs(&edits, now), sorted);
             }
             34 | 35 => {
@@ -387,6 +406,49 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
                         usize::from(holder.is_some_and(|h| h.lock == LOCK_DONE));
                 }
             }
+            44..=47 => {
+                // Adds with dependencies: ids that may exist, dependencies
+                // that may be unknown, live (blocked), archived (resolved
+                // at the add, failed ones cancelling), of either policy,
+                // some not before a later time.
+                let batch: Vec<NewJob> = rng
+                    .ids()
+                    .into_iter()
+                    .map(|id| {
+                        let mut deps: Vec<&str> = Vec::new();
+                        for _ in 0..=rng.below(3) {
+                            let d = rng.pick(&IDS);
+                            if d != id && !deps.contains(&d) {
+                                deps.push(d);
+                            }
+                        }
+                        if deps.is_empty() {
+                            deps.push(if id == "a" { "b" } else { "a" });
+                        }
+                        let policy = match rng.below(2) {
+                            0 => DependencyFailure::Cancel,
+                            _ => DependencyFailure::Run,
+                        };
+                        let data = format!("{id} waits at step {step}");
+                        let mut job = NewJob::new(id, "t", data)
+                            .depends_on(deps)
+                            .on_dependency_failure(policy);
+                        if rng.below(3) == 0 {
+                            job = job.run_at(now + rng.below(120) as Millis * 1_000);
+                        }
+                        job
+                    })
+                    .collect();
+                let got = sqlite.add_jobs(&batch, now).await.unwrap();
+                let want = memory.add_jobs(&batch, now).await.unwrap();
+                assert_eq!(got, want, "step {step}: add with dependencies {batch:?}");
+                seen.refused += want.refused.len();
+                for id in &want.new {
+                    let job = memory.get_job(id).await.unwrap().unwrap();
+                    seen.blocked += usize::from(job.lock == LOCK_BLOCKED);
+                    seen.cancelled_at_add += usize::from(job.lock == LOCK_DONE);
+                }
+            }
             _ => {
                 // Deleted or purged jobs come back (as new jobs), plain or
                 // the first two repeating.
@@ -396,8 +458,22 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
         }
         for id in IDS {
             both!(step, sqlite, memory, |s| s.get_job(id), |j| j);
+            let after = (step % 2 == 0).then_some("c");
+            both!(step, sqlite, memory, |s| s.job_waits(id, after, 2), |w| w);
+            if let Some(job) = memory.get_job(id).await.unwrap() {
+                let last = job.history.last().filter(|e| e.at == now);
+                seen.unblocked += usize::from(last.is_some_and(|e| e.what == EventKind::Unblocked));
+                let by_dep = job.result.as_ref().is_some_and(|r| {
+                    r.output.starts_with(b"[jobstore] dependency") && job.done_dt == Some(now)
+                });
+                // A dependency's end cancelled it (not an add's).
+                seen.cancelled_by_dependency += usize::from(by_dep && !(44..=47).contains(&choice));
+            }
         }
         both!(step, sqlite, memory, |s| s.job_counts(now), |c| c);
+        let blocked = JobQuery::new(JobState::Blocked).limit(3);
+        both!(step, sqlite, memory, |s| s.list_jobs(&blocked, now), |p| p
+            .jobs);
     }
     seen
 }
@@ -417,6 +493,11 @@ async fn every_step_reads_as_the_reference_store() {
         seen.repeated += s.repeated;
         seen.repeated_full += s.repeated_full;
         seen.claimed_after_repeat += s.claimed_after_repeat;
+        seen.blocked += s.blocked;
+        seen.refused += s.refused;
+        seen.cancelled_at_add += s.cancelled_at_add;
+        seen.unblocked += s.unblocked;
+        seen.cancelled_by_dependency += s.cancelled_by_dependency;
         store.close().await;
     }
     println!("{seen:?}");
@@ -430,6 +511,14 @@ async fn every_step_reads_as_the_reference_store() {
     );
     assert!(
         seen.repeated > 0 && seen.repeated_full > 0 && seen.claimed_after_repeat > 0,
+        "{seen:?}"
+    );
+    assert!(
+        seen.blocked > 0
+            && seen.refused > 0
+            && seen.cancelled_at_add > 0
+            && seen.unblocked > 0
+            && seen.cancelled_by_dependency > 0,
         "{seen:?}"
     );
 }

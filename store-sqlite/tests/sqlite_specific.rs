@@ -537,6 +537,11 @@ const EXPECTED_SCHEMA: &str = "\
 column counts.jobtype TEXT not null primary key
 column counts.code TEXT not null primary key
 column counts.n INTEGER not null
+column edges.waiter TEXT not null primary key
+column edges.target TEXT not null primary key
+column edges.state TEXT not null
+column edges.code TEXT
+column edges.status INTEGER
 column handlers.seq INTEGER primary key
 column handlers.jobtype TEXT not null
 column handlers.dt INTEGER not null
@@ -573,6 +578,9 @@ column jobs.traceparent TEXT
 column jobs.tracestate TEXT
 column jobs.unique_key TEXT
 column jobs.repeat TEXT
+column jobs.pending INTEGER
+column jobs.dep_policy TEXT
+column jobs.waited INTEGER
 column paused.jobtype TEXT not null primary key
 column paused.dt INTEGER not null
 column schedules.name TEXT not null primary key
@@ -633,6 +641,7 @@ column stats.run_b16 INTEGER not null
 column sysids.sysid TEXT not null primary key
 column sysids.token TEXT not null
 column sysids.expires INTEGER not null
+CREATE INDEX edges_open ON edges (target, waiter) WHERE state = 'p'
 CREATE INDEX handlers_newest ON handlers (jobtype, dt DESC, seq DESC)
 CREATE INDEX jobs_done_code ON jobs (result_code, done_dt, id) WHERE lock = '__done'
 CREATE INDEX jobs_done_type ON jobs (jobtype, result_code, done_dt, id) WHERE lock = '__done'
