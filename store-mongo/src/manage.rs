@@ -31,10 +31,18 @@ const LIST_CONCURRENCY: usize = 4;
 /// changed between its read and its update.
 const RERUN_ROUNDS: usize = 3;
 
-/// The lock values of free and archived jobs: every other lock is an
-/// owner's.
+/// The lock values of free and archived jobs.
 fn unlocked() -> Bson {
     Bson::Array(vec![LOCK_FREE.into(), LOCK_DONE.into()])
+}
+
+/// The lock values that are not an owner's: free, archived, blocked.
+fn not_owned() -> Bson {
+    Bson::Array(vec![
+        LOCK_FREE.into(),
+        LOCK_DONE.into(),
+        LOCK_BLOCKED.into(),
+    ])
 }
 
 /// `{from, to}` as a half-open range condition, or `None` when open.
@@ -66,6 +74,12 @@ fn after_key(state: JobState, filter: Document, key: Option<&SortKey>) -> Docume
             doc! { f::DT: key.dt, f::JOB_ID: { "$gt": &key.id } },
             doc! { f::DT: { "$gt": key.dt } },
         ],
+        // Stored as `BLOCKED_BASE_MS + not_before`; the key holds the
+        // not-before time as read.
+        JobState::Blocked => vec![
+            doc! { f::DT: BLOCKED_BASE_MS + key.dt, f::JOB_ID: { "$gt": &key.id } },
+            doc! { f::DT: { "$gt": BLOCKED_BASE_MS + key.dt } },
+        ],
         JobState::Archived => vec![
             doc! { f::DONE_DT: key.dt, f::JOB_ID: { "$lt": &key.id } },
             doc! { f::DONE_DT: { "$lt": key.dt } },
@@ -91,7 +105,7 @@ fn order(state: JobState) -> (Document, Hint) {
             doc! { f::PRIORITY: -1, f::DT: 1, f::JOB_ID: 1 },
             named(DUE_INDEX),
         ),
-        JobState::Scheduled | JobState::Running => {
+        JobState::Scheduled | JobState::Running | JobState::Blocked => {
             (doc! { f::DT: 1, f::JOB_ID: 1 }, named(DUE_INDEX))
         }
         JobState::Archived => (
@@ -115,12 +129,15 @@ fn state_filter(state: JobState, jobtypes: &[String], now: Millis) -> Document {
             filter.insert(f::DT, doc! { "$gt": now });
         }
         JobState::Running => {
-            filter.insert(f::LOCK, doc! { "$nin": unlocked() });
+            filter.insert(f::LOCK, doc! { "$nin": not_owned() });
             filter.insert(f::DT, doc! { "$gt": now });
         }
         JobState::Expired => {
-            filter.insert(f::LOCK, doc! { "$nin": unlocked() });
+            filter.insert(f::LOCK, doc! { "$nin": not_owned() });
             filter.insert(f::DT, doc! { "$lte": now });
+        }
+        JobState::Blocked => {
+            filter.insert(f::LOCK, LOCK_BLOCKED);
         }
         JobState::Archived => {
             filter.insert(f::LOCK, LOCK_DONE);
@@ -373,7 +390,7 @@ impl MongoStore {
                 "multi": true,
             },
             doc! {
-                "q": { f::ID: { "$in": ids }, f::LOCK: { "$nin": unlocked() } },
+                "q": { f::ID: { "$in": ids }, f::LOCK: { "$nin": not_owned() } },
                 "u": stamped(
                     recorded(
                         doc! { "$set": { f::CANCEL: true } },

@@ -1431,8 +1431,9 @@ impl JobStore for MongoStore {
                 ] }),
                 "running": when(doc! { "$and": [
                     { "$ne": ["$lock", LOCK_FREE] }, { "$ne": ["$lock", LOCK_DONE] },
-                    { "$gt": ["$dt", now] },
+                    { "$ne": ["$lock", LOCK_BLOCKED] }, { "$gt": ["$dt", now] },
                 ] }),
+                "blocked": when(doc! { "$eq": ["$lock", LOCK_BLOCKED] }),
                 "archived": when(done),
             } },
         ];
@@ -1489,6 +1490,7 @@ impl JobStore for MongoStore {
                 waiting: count(d, "waiting")?,
                 scheduled: count(d, "scheduled")?,
                 running: count(d, "running")?,
+                blocked: count(d, "blocked")?,
                 archived: Default::default(),
             };
             let mut ok = count(d, "archived")?;
@@ -1529,8 +1531,9 @@ impl JobStore for MongoStore {
         .await
     }
 
-    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
+    async fn delete_jobs(&self, ids: &[String], now: Millis) -> Result<DeleteOutcome> {
         validate::ids(ids)?;
+        validate::time("now", now)?;
         self.delete_ids(&distinct(ids)).await
     }
 
