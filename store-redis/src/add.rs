@@ -385,7 +385,10 @@ pub(crate) enum Status {
     },
     /// Not stored: a dependency is not a job. `token` is the reservation
     /// this add made for the id, which it gives back.
-    Refused { refusal: Refusal, token: String },
+    Refused {
+        refusal: Refusal,
+        token: String,
+    },
 }
 
 impl Status {

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use jobstore_api::history::{PendingClaim, complete_history, tags_from_json, with_added};
 use jobstore_api::{
-    DependencyFailure, Error, FlowState, Handler, HandlerVersion, Job, JobEvent, JobResult, LOCK_DONE, Millis, Result,
-    ResultCode, TraceContext,
+    DependencyFailure, Error, FlowState, Handler, HandlerVersion, Job, JobEvent, JobResult,
+    LOCK_DONE, Millis, Result, ResultCode, TraceContext,
 };
 use redis::{FromRedisValue, Value};
 

@@ -8,8 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use futures::future::try_join_all;
 use jobstore_api::{
-    ARCHIVE_HORIZON_MS, EdgeState, Error, Millis, ResultCode, Result, WaitEdge,
-    Waits,
+    ARCHIVE_HORIZON_MS, EdgeState, Error, Millis, Result, ResultCode, WaitEdge, Waits,
 };
 use redis::Value;
 
@@ -217,7 +216,12 @@ impl RedisStore {
         let answers = try_join_all(calls).await?;
         let mut found: Vec<Vec<(&str, String)>> = staged
             .iter()
-            .map(|s| s.known.iter().map(|(x, st)| (x.as_str(), st.clone())).collect())
+            .map(|s| {
+                s.known
+                    .iter()
+                    .map(|(x, st)| (x.as_str(), st.clone()))
+                    .collect()
+            })
             .collect();
         for ((_, items), states) in links.iter().zip(answers) {
             for ((x, _, n), st) in items.iter().zip(states) {
@@ -422,16 +426,8 @@ fn edge_state(v: &str) -> Result<EdgeState> {
     match it.next() {
         Some("p") | Some("m") => Ok(EdgeState::Pending),
         Some("d") => {
-            let code: ResultCode = it
-                .next()
-                .ok_or_else(bad)?
-                .parse()
-                .map_err(|_| bad())?;
-            let status: u16 = it
-                .next()
-                .ok_or_else(bad)?
-                .parse()
-                .map_err(|_| bad())?;
+            let code: ResultCode = it.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
+            let status: u16 = it.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
             Ok(EdgeState::Done { code, status })
         }
         _ => Err(bad()),

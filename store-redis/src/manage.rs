@@ -9,8 +9,8 @@ use std::time::Duration;
 use futures::future::try_join_all;
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
-    ARCHIVE_HORIZON_MS, DeleteOutcome, Job, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Millis, Result,
-    duration_ms,
+    ARCHIVE_HORIZON_MS, DeleteOutcome, Job, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter,
+    Millis, Result, duration_ms,
 };
 use redis::Value;
 

@@ -276,10 +276,12 @@ impl JobStore for RedisStore {
                 }
             }
         }
-        if has_deps && failed.is_none() && self.flows_on() {
-            if let Err(e) = self.commit_added(jobs, &mut status, &dep_types, now).await {
-                failed = Some(e);
-            }
+        if has_deps
+            && failed.is_none()
+            && self.flows_on()
+            && let Err(e) = self.commit_added(jobs, &mut status, &dep_types, now).await
+        {
+            failed = Some(e);
         }
         let mut outcome = AddOutcome::default();
         // The reservations of duplicates' ids, given back (see README,
@@ -1160,7 +1162,13 @@ mod tests {
             let jobs = [NewJob::new("x", "t", "d"), NewJob::new("y", "t", "d")];
             let groups = BTreeMap::from([("t", vec![(0, None), (1, None)])]);
             let added = store
-                .run_add(&jobs, &groups, "tok", 1_700_000_000_000, &std::collections::HashMap::new())
+                .run_add(
+                    &jobs,
+                    &groups,
+                    "tok",
+                    1_700_000_000_000,
+                    &std::collections::HashMap::new(),
+                )
                 .await
                 .unwrap();
             assert!(matches!(
@@ -1208,7 +1216,13 @@ mod tests {
             ];
             let groups = BTreeMap::from([("t", vec![(0, None), (1, None)])]);
             let added = store
-                .run_add(&jobs, &groups, "tok", now, &std::collections::HashMap::new())
+                .run_add(
+                    &jobs,
+                    &groups,
+                    "tok",
+                    now,
+                    &std::collections::HashMap::new(),
+                )
                 .await
                 .unwrap();
             assert!(matches!(
