@@ -9,7 +9,7 @@
 -- stored history (h, without this claim's event, which the client adds),
 -- tags (t), trace context (tc), unique key (uk), repeat rule (rp), last
 -- result (r, read only for a repeating job: see README, "Repeating
--- jobs")], each false when absent, or false when all are (every value returned is one more for the server to encode
+-- jobs"), dependencies (dp: pending count and policy)], each false when absent, or false when all are (every value returned is one more for the server to encode
 -- and the client to decode), due time (the job's dt before the claim, as
 -- 15 digits: the dt part of its ready member).
 local pre, now, limit, owner, exp = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]

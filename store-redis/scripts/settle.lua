@@ -1,9 +1,9 @@
 -- KEYS fx, staged. ARGV: job key prefix, before (entries and staged jobs
 -- recorded at or before it are due), limit.
 -- Returns {entries..., '', staged id, its pending targets as "<Tx> <X>"
--- ..., '', ...}: up to limit outbox entries, then up to limit staged jobs,
--- each followed by the targets its commit needs linked and an empty
--- string.
+-- ..., '', staged id, ...}: up to limit outbox entries, then up to limit
+-- staged jobs, each after an empty string and followed by the targets its
+-- commit needs linked.
 local pre, before, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local out = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', before, 'LIMIT', 0, limit)
 local staged = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', before, 'LIMIT', 0, limit)

@@ -287,8 +287,8 @@ impl RedisStore {
     }
 
     /// `settle_flows`: per known jobtype, the outbox entries and staged
-    /// jobs recorded before `now - FLOW_GRACE_MS` (at most `limit` of
-    /// each), delivered and committed.
+    /// jobs recorded before `now - FLOW_GRACE_MS` (at most `limit` in
+    /// all), delivered and committed; returns how many.
     pub(crate) async fn settle(&self, now: Millis, limit: usize) -> Result<u64> {
         if limit == 0 {
             return Ok(0);
@@ -334,9 +334,12 @@ impl RedisStore {
                 });
             }
         }
+        // at most `limit` in all: entries first, then staged jobs; the
+        // entries of cascades they cause are delivered too, uncounted
         entries.truncate(limit);
-        staged.truncate(limit);
-        let mut done = self.deliver(entries, now).await?;
+        staged.truncate(limit - entries.len());
+        let mut done = entries.len() as u64;
+        self.deliver(entries, now).await?;
         let committed = self.link_commit(staged, now).await?;
         let mut refused = Vec::new();
         for ((jt, id), how) in committed {
