@@ -26,6 +26,14 @@
 -- rule's text), and a keyed group has a 12th value, the rule's text or ''
 -- for none. The rule goes into the created job's field rp; a batch
 -- without rules sends no group of mode "p".
+-- mode "f": a job with dependencies (see README, "Dependencies"): the 12
+-- values of mode "k" (key '' for none, rule '' for none), then its policy
+-- ("c" cancel, "r" run), n, and n pairs: the target's jobtype ('' when the
+-- id index does not know it) and id. Checked as mode "k" (a key only when
+-- given), then stored staged: l = "__staged", dp = "<n> <policy>", its
+-- edges in e:<id> ("<i> p <Tx>", or "<i> m" for a target not in the
+-- index), in the slot's staged zset (score now), in no other set; the
+-- commit (commit.lua) makes it blocked, free or archived, or deletes it.
 -- Returns per job 1 created, 2 missing (mode "r"), 3 refused (fenced; a
 -- fenced keyed job whose key is held is a duplicate instead), {holder id,
 -- 1 if its payload was replaced else 0} for a duplicate, or,
@@ -44,6 +52,9 @@ local WIDTH = { c = 8, r = 8, p = 9, k = 12 }
 local i = 6
 while i <= #ARGV do
   local width = WIDTH[ARGV[i + 1]]
+  if ARGV[i + 1] == 'f' then
+    width = 14 + 2 * (tonumber(ARGV[i + 13]) or 0)
+  end
   if width == nil or i + width - 1 > #ARGV then
     return redis.error_reply('JSBAD malformed add group')
   end
@@ -89,7 +100,7 @@ for n = 1, #starts do
     -- The add that fenced this one creates the job only if its key is
     -- free: a key held now makes this one a duplicate too, never an
     -- "existing" job that nothing will store.
-    if mode == 'k' then
+    if mode == 'k' or (mode == 'f' and ARGV[i + 8] ~= '') then
       if not uq then
         uq, uqd = unique_keys(pre)
       end
@@ -99,7 +110,8 @@ for n = 1, #starts do
       end
     end
   else
-    if mode == 'k' then
+    local keyed = mode == 'k' or (mode == 'f' and ARGV[i + 8] ~= '')
+    if keyed then
       if not uq then
         uq, uqd = unique_keys(pre)
       end
@@ -117,7 +129,7 @@ for n = 1, #starts do
       local dtp = ARGV[i + 5]
       local tags, tc = ARGV[i + 6], ARGV[i + 7]
       redis.call('HSET', pre .. id, 'd', ARGV[i + 2], 'p', ARGV[i + 3], 'dt', dtp,
-        'l', '', 'a', '0', 'c', nowp, 'g', ARGV[5])
+        'l', mode == 'f' and STAGED or '', 'a', '0', 'c', nowp, 'g', ARGV[5])
       if tags ~= '' then
         redis.call('HSET', pre .. id, 't', tags)
       end
@@ -132,13 +144,43 @@ for n = 1, #starts do
         end
       elseif mode == 'p' then
         redis.call('HSET', pre .. id, 'rp', ARGV[i + 8])
+      elseif mode == 'f' then
+        if keyed then
+          redis.call('HSET', pre .. id, 'uk', ARGV[i + 8])
+          redis.call('HSET', uq, ARGV[i + 8], id)
+        end
+        if ARGV[i + 11] ~= '' then
+          redis.call('HSET', pre .. id, 'rp', ARGV[i + 11])
+        end
+        local nd = tonumber(ARGV[i + 13])
+        redis.call('HSET', pre .. id, 'dp', fmt(nd) .. ' ' .. ARGV[i + 12])
+        local ek = edges_key(pre, id)
+        redis.call('DEL', ek)
+        local buf = {}
+        for d = 0, nd - 1 do
+          local tx, x = ARGV[i + 14 + 2 * d], ARGV[i + 15 + 2 * d]
+          buf[#buf + 1] = x
+          buf[#buf + 1] = tx == '' and (fmt(d) .. ' m') or (fmt(d) .. ' p ' .. tx)
+          if #buf >= 2 * SLICE then
+            redis.call('HSET', ek, unpack(buf))
+            buf = {}
+          end
+        end
+        if #buf > 0 then
+          redis.call('HSET', ek, unpack(buf))
+        end
+        redis.call('ZADD', flow_base(pre) .. 'staged', nowp, id)
       end
-      if dtp <= nowp then
+      if mode == 'f' then
+        -- staged: in no set but staged until its commit
+      elseif dtp <= nowp then
         redis.call('ZADD', KEYS[1], ARGV[i + 4], dtp .. id)
       else
         redis.call('ZADD', KEYS[2], dtp, id)
       end
-      created = created + 1
+      if mode ~= 'f' then
+        created = created + 1
+      end
       out[n] = 1
     end
   end

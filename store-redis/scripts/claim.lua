@@ -9,7 +9,7 @@
 -- stored history (h, without this claim's event, which the client adds),
 -- tags (t), trace context (tc), unique key (uk), repeat rule (rp), last
 -- result (r, read only for a repeating job: see README, "Repeating
--- jobs")], each false when absent, or false when all are (every value returned is one more for the server to encode
+-- jobs"), dependencies (dp: pending count and policy)], each false when absent, or false when all are (every value returned is one more for the server to encode
 -- and the client to decode), due time (the job's dt before the claim, as
 -- 15 digits: the dt part of its ready member).
 local pre, now, limit, owner, exp = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
@@ -47,7 +47,9 @@ while got < limit and putback <= slice do
   local fields = {}
   for i = 1, #members do
     local key = pre .. string.sub(members[i], 16)
-    local f = redis.call('HMGET', key, 'l', 'd', 'p', 'c', 'a', 'h', 't', 'tc', 'uk', 'rp')
+    local f = redis.call('HMGET', key, 'l', 'd', 'p', 'c', 'a', 'h', 't', 'tc', 'uk', 'rp', 'dp')
+    -- dependencies (dp) at 14, its cancel mark and pending claim at 11, 12
+    f[14] = f[11]
     if f[1] and f[1] ~= '' and f[1] ~= DONE then
       local more = redis.call('HMGET', key, 'x', 'ca')
       f[11], f[12] = more[1], more[2]
@@ -65,7 +67,7 @@ while got < limit and putback <= slice do
     -- dt stays a string: padded times compare as strings
     local dtp = string.sub(m, 1, 15)
     local id = string.sub(m, 16)
-    if f[1] == false or f[1] == DONE then
+    if f[1] == false or f[1] == DONE or f[1] == BLOCKED or f[1] == STAGED then
       -- not a live job: nothing to keep
     elseif dtp > nowp then
       -- made eligible by a caller whose clock is ahead: not yet ours
@@ -93,8 +95,8 @@ while got < limit and putback <= slice do
       out[#out + 1] = f[3]
       out[#out + 1] = f[4]
       out[#out + 1] = a
-      if f[11] or h or f[7] or f[8] or f[9] or f[10] then
-        out[#out + 1] = { f[11], h, f[7], f[8], f[9], f[10], f[13] }
+      if f[11] or h or f[7] or f[8] or f[9] or f[10] or f[14] then
+        out[#out + 1] = { f[11], h, f[7], f[8], f[9], f[10], f[13], f[14] }
       else
         out[#out + 1] = false
       end

@@ -1,6 +1,10 @@
 -- KEYS ready, sched, codes, the six sets of archived jobs per code (see
--- done_sets), the old archive set of every code (done). ARGV: job key
--- prefix, ids... Deletes the jobs that are not locked (waiting, scheduled,
+-- done_sets), the old archive set of every code (done), blocked, fx. ARGV:
+-- job key prefix, now (15 digits), archive dt (15 digits), channel,
+-- jobtype, ids... A blocked job is deleted as a free one; a staged one
+-- reads as absent. A deleted waiter (dp) loses its edges; a live job
+-- deleted with waiters (w) ends its edges as cancelled, 0 (end_edges):
+-- triples '', '', outbox entry follow for waiters elsewhere. Deletes the jobs that are not locked (waiting, scheduled,
 -- archived): the hash, its entry in ready, sched or its archive set, and
 -- one from codes for an archived job. Returns triples: id, "d" (deleted)
 -- or "r" (locked, refused), reservation token ('' when refused). A deleted
@@ -11,8 +15,9 @@ local DONES = done_sets(4)
 local OLD = KEYS[10]
 -- Every job is read before the first write.
 local fields = {}
-for i = 2, #ARGV do
-  local f = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt', 'rc', 'g', 'r', 'uk')
+local ended = {}
+for i = 6, #ARGV do
+  local f = redis.call('HMGET', pre .. ARGV[i], 'l', 'dt', 'rc', 'g', 'r', 'uk', 'w', 'dp')
   if f[5] then
     -- the code of the result in one field (rc: archived before r)
     f[3] = result_parts(f[5])
@@ -20,17 +25,25 @@ for i = 2, #ARGV do
   fields[i] = f
 end
 local out, per = {}, {}
-for i = 2, #ARGV do
+for i = 6, #ARGV do
   local id, f = ARGV[i], fields[i]
   local l = f[1]
-  if l == '' or l == DONE then
+  if l == '' or l == DONE or l == BLOCKED then
     -- the hash goes first: an entry left behind without its hash is
     -- dropped by the next claim or purge that meets it
     redis.call('DEL', pre .. id)
     if f[6] then
       free_key(pre, f[6], id, false)
     end
-    if l == '' then
+    if f[8] then
+      redis.call('DEL', edges_key(pre, id))
+    end
+    if f[7] and l ~= DONE then
+      ended[#ended + 1] = { id, 'cancelled', '0' }
+    end
+    if l == BLOCKED then
+      redis.call('ZREM', KEYS[11], id)
+    elseif l == '' then
       redis.call('ZREM', READY, rmember(tonumber(f[2]), id))
       redis.call('ZREM', SCHED, id)
     else
@@ -44,7 +57,7 @@ for i = 2, #ARGV do
     out[#out + 1] = id
     out[#out + 1] = 'd'
     out[#out + 1] = f[4] or ''
-  elseif l then
+  elseif l and l ~= STAGED then
     out[#out + 1] = id
     out[#out + 1] = 'r'
     out[#out + 1] = ''
@@ -53,6 +66,17 @@ end
 for code, n in pairs(per) do
   if redis.call('HINCRBY', CODES, code, -n) <= 0 then
     redis.call('HDEL', CODES, code)
+  end
+end
+if #ended > 0 then
+  local F = flow_ctx(pre, ARGV[5], ARGV[2], ARGV[3], READY, SCHED, KEYS[11], DONES['cancelled'],
+    CODES, KEYS[12])
+  end_edges(F, ended)
+  flow_done(F, ARGV[4])
+  for _, e in ipairs(F.out) do
+    out[#out + 1] = ''
+    out[#out + 1] = ''
+    out[#out + 1] = e
   end
 end
 return out

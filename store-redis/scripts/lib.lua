@@ -209,3 +209,143 @@ local function free_key(pre, key, id, dd)
     redis.call('HDEL', uqd, key)
   end
 end
+-- Dependencies (see README, "Dependencies"). A blocked job has l =
+-- BLOCKED and sits in the slot's blocked zset (score its not-before time,
+-- its dt); a staged one (an add still linking it) has l = STAGED and sits
+-- in no set but staged.
+local BLOCKED = '__blocked'
+local STAGED = '__staged'
+-- "{P:T}:" of the job key prefix "{P:T}:j:"
+local function flow_base(pre)
+  return string.sub(pre, 1, -3)
+end
+-- waiter w's edges: target id -> "<i> p <Tx>" | "<i> d <code> <status>" | "<i> m"
+local function edges_key(pre, w)
+  return flow_base(pre) .. 'e:' .. w
+end
+-- target x's pending waiters: "<Tw> <W>"
+local function waiters_key(pre, x)
+  return flow_base(pre) .. 'up:' .. x
+end
+-- pending count and policy ('c' or 'r') of a dp field
+local function dep_parts(dp)
+  local n, p = string.match(dp, '^(%d+) (%a)$')
+  return tonumber(n) or 0, p or 'c'
+end
+-- The flow context of one script: the slot's keys and the change's time.
+-- nowp: now as 15 digits; adt: an archive's dt as 15 digits.
+local function flow_ctx(pre, jt, nowp, adt, ready, sched, blocked, cancelled, codes, fx)
+  return { pre = pre, jt = jt, nowp = nowp, now = fmt(tonumber(nowp)), adt = adt,
+    ready = ready, sched = sched, blocked = blocked, cancelled = cancelled, codes = codes,
+    fx = fx, out = {}, woken = false, ncancel = 0 }
+end
+-- The fields apply_edge and commit read of a waiter.
+local WFIELDS = { 'l', 'dt', 'dp', 'p', 'a', 'h', 'uk', 'w' }
+-- Archives waiter w (fields f, as WFIELDS) cancelled because dependency x
+-- ended with `code`; its own waiters are queued. `from` is the set it
+-- leaves (blocked), or nil.
+local function cancel_for_dependency(F, w, f, x, code, queue, from)
+  local note = '[jobstore] dependency ' .. x .. ' ended ' .. code .. '\n'
+  local h = push_event(f[6], event_head(F.now, '') .. (f[5] or '0') .. ',"event":"cancelled"}')
+  redis.call('HSET', F.pre .. w, 'l', DONE, 'dt', F.adt,
+    'r', result_field('cancelled', '0', F.nowp, '', note), 'h', h)
+  redis.call('ZADD', F.cancelled, F.now, w)
+  if from then
+    redis.call('ZREM', from, w)
+  end
+  F.ncancel = F.ncancel + 1
+  if f[7] then
+    free_key(F.pre, f[7], w, F.nowp)
+  end
+  if f[8] then
+    queue[#queue + 1] = { w, 'cancelled', '0' }
+  end
+end
+-- Frees waiter w (fields f): dt = max(not-before, now), event unblocked,
+-- into ready or sched. `event` false leaves the history (a plain add).
+local function free_waiter(F, w, f, event, from)
+  local dtp = f[2]
+  if event and dtp < F.nowp then
+    dtp = F.nowp
+  end
+  if event then
+    local h = push_event(f[6], event_head(F.now, '') .. (f[5] or '0') .. ',"event":"unblocked"}')
+    redis.call('HSET', F.pre .. w, 'l', '', 'dt', dtp, 'h', h)
+  else
+    redis.call('HSET', F.pre .. w, 'l', '', 'dt', dtp)
+  end
+  if dtp <= F.nowp then
+    redis.call('ZADD', F.ready, fmt(-tonumber(f[4])), dtp .. w)
+  else
+    redis.call('ZADD', F.sched, dtp, w)
+  end
+  if from then
+    redis.call('ZREM', from, w)
+  end
+  F.woken = true
+end
+-- The edge of waiter w (of this slot) to x ends with code and status,
+-- once: only while e:<w>[x] is pending. Cancels or frees w when blocked;
+-- a staged w only counts down (its commit decides).
+local function apply_edge(F, x, code, status, w, queue)
+  local ek = edges_key(F.pre, w)
+  local e = redis.call('HGET', ek, x)
+  if not e then
+    return false
+  end
+  local i, st = string.match(e, '^(%d+) (%a)')
+  if st ~= 'p' then
+    return false
+  end
+  local f = redis.call('HMGET', F.pre .. w, unpack(WFIELDS))
+  redis.call('HSET', ek, x, i .. ' d ' .. code .. ' ' .. status)
+  if not f[3] then
+    return true
+  end
+  local n, pol = dep_parts(f[3])
+  n = math.max(n - 1, 0)
+  redis.call('HSET', F.pre .. w, 'dp', fmt(n) .. ' ' .. pol)
+  if f[1] == BLOCKED then
+    if code ~= 'ok' and pol == 'c' then
+      cancel_for_dependency(F, w, f, x, code, queue, F.blocked)
+    elseif n == 0 then
+      free_waiter(F, w, f, true, F.blocked)
+    end
+  end
+  return true
+end
+-- Ends the edges to each target of `queue` ({id, code, status}, growing
+-- with the cascade): waiters of this slot are applied at once, the others
+-- get an outbox entry (F.out).
+local function end_edges(F, queue)
+  local k = 1
+  while k <= #queue do
+    local x, code, status = queue[k][1], queue[k][2], queue[k][3]
+    k = k + 1
+    local wk = waiters_key(F.pre, x)
+    local ws = redis.call('SMEMBERS', wk)
+    if #ws > 0 then
+      redis.call('DEL', wk)
+    end
+    redis.call('HDEL', F.pre .. x, 'w')
+    for _, m in ipairs(ws) do
+      local tw, w = string.match(m, '^(%S+) (.*)$')
+      if tw == F.jt then
+        apply_edge(F, x, code, status, w, queue)
+      elseif tw then
+        local entry = code .. ' ' .. status .. ' ' .. tw .. ' ' .. x .. '\n' .. w
+        redis.call('ZADD', F.fx, F.now, entry)
+        F.out[#F.out + 1] = entry
+      end
+    end
+  end
+end
+-- After end_edges: the counters of dependency cancels, and the wake-up.
+local function flow_done(F, channel)
+  if F.ncancel > 0 then
+    redis.call('HINCRBY', F.codes, 'cancelled', F.ncancel)
+  end
+  if F.woken then
+    redis.call('PUBLISH', channel, F.jt)
+  end
+end

@@ -1,7 +1,7 @@
 -- KEYS ready, sched, lock, the six sets of archived jobs per code (see
--- done_sets), the old archive set of every code (done).
+-- done_sets), the old archive set of every code (done), blocked.
 -- ARGV: job key prefix, state ("w" waiting, "e" expired, "s" scheduled,
--- "r" running, "a" archived), now, now (15 digits), n (how many jobs at
+-- "r" running, "a" archived, "b" blocked), now, now (15 digits), n (how many jobs at
 -- most), "1" with payloads, promotion slice, "1" if a cursor follows,
 -- cursor priority, cursor dt, cursor id, created from, created to,
 -- archived from, archived to (times; '' leaves that end open), the tag
@@ -14,14 +14,15 @@
 --     waiting, a locked one expired;
 --   scheduled, running: sched, lock (score dt, member id) from the first
 --     score after now;
+--   blocked: blocked (score the not-before time, member id);
 --   archived: each code's set (score done_dt, member id) backwards from
 --     the cursor, within the archived range; also the old set of every
 --     code, filtered by code.
 -- With a tag, jobs without it (field t, the JSON array of the job's tags)
 -- are passed over like those of another state.
 -- Returns {1} when promotion is not finished (call again), else 0 and
--- groups of 20 per job: id, data ('' without payloads), p, dt, l, a, c,
--- dd, rc, rs, ro, x, h, t, ca, cb, tc, r, uk, rp (false where missing; dd, rc,
+-- groups of 21 per job: id, data ('' without payloads), p, dt, l, a, c,
+-- dd, rc, rs, ro, x, h, t, ca, cb, tc, r, uk, rp, dp (false where missing; dd, rc,
 -- rs, ro and cb are those of hashes archived before r). Only the sentinel of
 -- rank_after is written besides the promotion, and removed at once.
 local pre, state, now, nowp = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -38,7 +39,7 @@ local cfrom, cto, afrom, ato = bound(ARGV[12]), bound(ARGV[13]), bound(ARGV[14])
 local READY, SCHED, LOCK = KEYS[1], KEYS[2], KEYS[3]
 local DONES = done_sets(4)
 local OLD = KEYS[10]
-local FIELDS = { 'p', 'dt', 'l', 'a', 'c', 'dd', 'rc', 'rs', 'ro', 'x', 'h', 't', 'ca', 'cb', 'tc', 'r', 'uk', 'rp' }
+local FIELDS = { 'p', 'dt', 'l', 'a', 'c', 'dd', 'rc', 'rs', 'ro', 'x', 'h', 't', 'ca', 'cb', 'tc', 'r', 'uk', 'rp', 'dp' }
 -- tags are [A-Za-z0-9_.:-]: the quoted tag occurs in the JSON array text
 -- exactly when the job carries it
 local tag = ARGV[16] ~= '' and ('"' .. ARGV[16] .. '"') or nil
@@ -60,7 +61,7 @@ local function selected(f)
   return (cfrom == nil or t >= cfrom) and (cto == nil or t < cto)
 end
 local function locked(l)
-  return l and l ~= '' and l ~= DONE
+  return l and l ~= '' and l ~= DONE and l ~= BLOCKED and l ~= STAGED
 end
 local function emit(id, f)
   out[#out + 1] = id
@@ -107,6 +108,30 @@ if state == 'w' or state == 'e' then
       break
     end
     start = start + #members
+  end
+elseif state == 'b' then
+  local key = KEYS[11]
+  local start = 0
+  if has_cursor then
+    start = rank_after(key, cdt, cid)
+  end
+  local got = 0
+  while got < n do
+    local ids = redis.call('ZRANGE', key, start, start + n - 1)
+    for k = 1, #ids do
+      local f = read(ids[k])
+      if f[3] == BLOCKED and selected(f) then
+        emit(ids[k], f)
+        got = got + 1
+        if got >= n then
+          break
+        end
+      end
+    end
+    if #ids < n then
+      break
+    end
+    start = start + #ids
   end
 elseif state == 's' or state == 'r' then
   local key = state == 's' and SCHED or LOCK

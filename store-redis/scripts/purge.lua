@@ -36,12 +36,13 @@ for a = 4, #ARGV do
   end
   left = left - #got
 end
-local out, uks = { #old_ids }, {}
+local out, uks, dps = { #old_ids }, {}, {}
 for i = 1, #ids do
-  local f = redis.call('HMGET', pre .. ids[i], 'g', 'uk')
+  local f = redis.call('HMGET', pre .. ids[i], 'g', 'uk', 'dp')
   out[#out + 1] = ids[i]
   out[#out + 1] = f[1] or ''
   uks[i] = f[2]
+  dps[i] = f[3]
 end
 -- Writes: each old job into its code's set before it leaves the old one
 -- (a job whose hash is gone has no code, and just leaves).
@@ -65,6 +66,10 @@ for i = 1, #ids do
   redis.call('DEL', pre .. ids[i])
   if uks[i] then
     free_key(pre, uks[i], ids[i], false)
+  end
+  if dps[i] then
+    -- a purged waiter's edges go with it
+    redis.call('DEL', edges_key(pre, ids[i]))
   end
   local code = sets[i]
   per[code] = per[code] or {}

@@ -1,5 +1,5 @@
 -- KEYS ready, sched, lock, codes, then the six sets of archived jobs per
--- code (see done_sets). ARGV: job key prefix, owner, now
+-- code (see done_sets), blocked, fx. ARGV: job key prefix, owner, now
 -- (15 digits), channel, jobtype, archive dt (now + 1000 years), then one
 -- group per job (each id once): id, kind, and that kind's own values:
 --   'r' retry:   new dt (15 digits), delay in ms, the run's status ('' for
@@ -24,8 +24,10 @@
 -- job's reader leaves out) and the payload when one is given; uk and rp
 -- stay (the key stays held), codes counts nothing (see README,
 -- "Repeating jobs").
+-- An archived or deleted job with waiters (w) ends its edges (end_edges,
+-- see README, "Dependencies"); a deleted waiter (dp) loses its edges.
 -- Returns pairs: id, reservation token (for deletes, '' otherwise), for
--- every job released.
+-- every job released; then pairs '', outbox entry for waiters elsewhere.
 local pre, owner, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local READY, SCHED, LOCK, CODES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local DONES = done_sets(5)
@@ -37,7 +39,7 @@ local head = event_head(fmt(now), owner)
 -- claimed-at field and the history of each (an archive with a pending
 -- claim does not read its history)
 local ids, kinds, at, dts, prios, atts, marks, out = {}, {}, {}, {}, {}, {}, {}, {}
-local cas, hists, uks = {}, {}, {}
+local cas, hists, uks, ws, dps = {}, {}, {}, {}, {}
 local i, n = 7, #ARGV
 -- Every job is read before anything is written (see README, "Scripts that
 -- fail midway").
@@ -55,11 +57,11 @@ while i <= n do
     -- moved to ready
     -- attempts and history only for an archived event to write: a job
     -- whose claim is pending (the usual case) needs neither
-    local f = redis.call('HMGET', pre .. id, 'l', 'x', 'ca', 'uk')
+    local f = redis.call('HMGET', pre .. id, 'l', 'x', 'ca', 'uk', 'w')
     if f[1] == owner then
       local k = #ids + 1
       ids[k], kinds[k], at[k], dts[k], marks[k] = id, kind, i + 2, false, f[2]
-      cas[k], uks[k] = f[3], f[4]
+      cas[k], uks[k], ws[k] = f[3], f[4], f[5]
       if not pending(f[3]) then
         local ah = redis.call('HMGET', pre .. id, 'a', 'h')
         atts[k], hists[k] = ah[1] or '0', ah[2]
@@ -68,11 +70,11 @@ while i <= n do
       out[#out + 1] = ''
     end
   else
-    local f = redis.call('HMGET', pre .. id, 'l', 'dt', 'p', 'a', 'g', 'x', 'h', 'ca', 'uk')
+    local f = redis.call('HMGET', pre .. id, 'l', 'dt', 'p', 'a', 'g', 'x', 'h', 'ca', 'uk', 'w', 'dp')
     if f[1] == owner then
       local k = #ids + 1
       ids[k], kinds[k], at[k], marks[k], hists[k] = id, kind, i + 2, f[6], f[7]
-      cas[k], uks[k] = f[8], f[9]
+      cas[k], uks[k], ws[k], dps[k] = f[8], f[9], f[10], f[11]
       dts[k], prios[k], atts[k] = tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
       out[#out + 1] = id
       out[#out + 1] = kind == 'd' and (f[5] or '') or ''
@@ -86,6 +88,7 @@ end
 unlock(READY, LOCK, ids, dts, pre)
 local ready, sched, done, codes = {}, {}, {}, {}
 local freed = false
+local ended = {}
 for k = 1, #ids do
   local id, kind, a = ids[k], kinds[k], at[k]
   if marks[k] and kind ~= 'd' then
@@ -160,10 +163,19 @@ for k = 1, #ids do
     buf[#buf + 1] = ARGV[3]
     buf[#buf + 1] = id
     codes[code] = (codes[code] or 0) + 1
+    if ws[k] then
+      ended[#ended + 1] = { id, code, ARGV[a + 1] }
+    end
   else
     redis.call('DEL', pre .. id)
     if uks[k] then
       free_key(pre, uks[k], id, false)
+    end
+    if dps[k] then
+      redis.call('DEL', edges_key(pre, id))
+    end
+    if ws[k] then
+      ended[#ended + 1] = { id, 'cancelled', '0' }
     end
   end
 end
@@ -177,5 +189,19 @@ for code, count in pairs(codes) do
 end
 if freed then
   redis.call('PUBLISH', ARGV[4], ARGV[5])
+end
+if #ended > 0 then
+  -- the archives are in their sets: the waiters' changes follow
+  local F = flow_ctx(pre, ARGV[5], ARGV[3], ARGV[6], READY, SCHED, KEYS[11], DONES['cancelled'],
+    CODES, KEYS[12])
+  end_edges(F, ended)
+  if F.woken and freed then
+    F.woken = false
+  end
+  flow_done(F, ARGV[4])
+  for _, e in ipairs(F.out) do
+    out[#out + 1] = ''
+    out[#out + 1] = e
+  end
 end
 return out

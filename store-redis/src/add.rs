@@ -5,10 +5,13 @@
 use std::collections::{BTreeMap, HashMap};
 
 use futures::future::try_join_all;
-use jobstore_api::{Error, Millis, NewJob, OnConflict, Result, duration_ms, new_token};
+use jobstore_api::{
+    DependencyFailure, Error, Millis, NewJob, OnConflict, Refusal, Result, duration_ms, new_token,
+};
 use redis::Value;
 
 use crate::error::{malformed, map};
+use crate::flow::{Committed, Staged};
 use crate::keys::{index_jobtype, index_token, index_value};
 use crate::scripts::{SCRIPTS, padded};
 use crate::store::RedisStore;
@@ -27,6 +30,7 @@ impl RedisStore {
         status: &mut [Option<Status>],
         now: Millis,
         first: bool,
+        deps: &HashMap<String, String>,
     ) -> Result<Vec<usize>> {
         let token = &new_token()[..16];
         // Step 1: reservations, per bucket; and the jobtypes set.
@@ -92,7 +96,7 @@ impl RedisStore {
         to_add
             .values_mut()
             .for_each(|v| v.sort_unstable_by_key(|e| e.0));
-        let results = self.run_add(jobs, &to_add, token, now).await?;
+        let results = self.run_add(jobs, &to_add, token, now, deps).await?;
         let mut repair: Vec<(usize, String)> = Vec::new();
         let mut align: Vec<(usize, String, String)> = Vec::new();
         for ((_, entries), flags) in to_add.into_iter().zip(results) {
@@ -150,7 +154,7 @@ impl RedisStore {
         to_add
             .values_mut()
             .for_each(|v| v.sort_unstable_by_key(|e| e.0));
-        let results = self.run_add(jobs, &to_add, token, now).await?;
+        let results = self.run_add(jobs, &to_add, token, now, deps).await?;
         for ((_, entries), flags) in to_add.into_iter().zip(results) {
             for ((i, _), flag) in entries.into_iter().zip(flags) {
                 status[i] = Some(match flag {
@@ -228,13 +232,15 @@ impl RedisStore {
         Ok(())
     }
 
-    /// `add.lua` once per jobtype, concurrently; the flags per job.
+    /// `add.lua` once per jobtype, concurrently; the flags per job. `deps`
+    /// is the jobtype of each dependency the id index knows.
     pub(crate) async fn run_add(
         &self,
         jobs: &[NewJob],
         groups: &BTreeMap<&str, Vec<(usize, Option<String>)>>,
         token: &str,
         now: Millis,
+        deps: &HashMap<String, String>,
     ) -> Result<Vec<Vec<Added>>> {
         let channel = self.keys.channel();
         let calls = groups.iter().map(|(jt, entries)| {
@@ -259,10 +265,14 @@ impl RedisStore {
                     .repeat_rule()
                     .filter(|_| old.is_none())
                     .map(|r| r.to_text());
+                let targets = job.dependencies();
+                let staged = old.is_none() && !targets.is_empty();
                 match (old, unique, &rule) {
                     // mode r: the token of the reservation found, fenced if
                     // the job is missing (see add.lua); no data needed
                     (Some(old), _, _) => inv.arg("r").arg(index_token(old)),
+                    // mode f: a job with dependencies, stored staged
+                    _ if staged => inv.arg("f").arg(&job.data[..]),
                     (None, None, None) => inv.arg("c").arg(&job.data[..]),
                     (None, None, Some(_)) => inv.arg("p").arg(&job.data[..]),
                     (None, Some(_), _) => inv.arg("k").arg(&job.data[..]),
@@ -274,7 +284,31 @@ impl RedisStore {
                     Some(_) => inv.arg("").arg(""),
                     None => inv.arg(tags_json(&job.tags)).arg(trace_field(job)),
                 };
-                if let Some(u) = unique {
+                if staged {
+                    let (key, since, replace) = match unique {
+                        Some(u) => (
+                            u.key.as_str(),
+                            u.window
+                                .map(|w| (now - duration_ms(w)).to_string())
+                                .unwrap_or_default(),
+                            u.on_conflict == OnConflict::ReplaceData,
+                        ),
+                        None => ("", String::new(), false),
+                    };
+                    let policy = match job.flow.as_ref().map(|f| f.on_dependency_failure) {
+                        Some(DependencyFailure::Run) => "r",
+                        _ => "c",
+                    };
+                    inv.arg(key)
+                        .arg(since)
+                        .arg(if replace { "1" } else { "0" })
+                        .arg(rule.as_deref().unwrap_or(""))
+                        .arg(policy)
+                        .arg(targets.len());
+                    for x in targets {
+                        inv.arg(deps.get(x).map_or("", String::as_str)).arg(x);
+                    }
+                } else if let Some(u) = unique {
                     let since = u
                         .window
                         .map(|w| (now - duration_ms(w)).to_string())
@@ -349,6 +383,12 @@ pub(crate) enum Status {
         replaced: bool,
         token: String,
     },
+    /// Not stored: a dependency is not a job. `token` is the reservation
+    /// this add made for the id, which it gives back.
+    Refused {
+        refusal: Refusal,
+        token: String,
+    },
 }
 
 impl Status {
@@ -381,4 +421,67 @@ fn tags_json(tags: &[String]) -> String {
         return String::new();
     }
     serde_json::to_string(tags).unwrap_or_default()
+}
+
+impl RedisStore {
+    /// The link and commit steps of the jobs this add staged (see README,
+    /// "Dependencies"): a dependency that is a job new in this batch, or
+    /// that the id index does not know, is not a job; the deps after the
+    /// first such one are not linked (the refusal names the first).
+    pub(crate) async fn commit_added(
+        &self,
+        jobs: &[NewJob],
+        status: &mut [Option<Status>],
+        dep_types: &HashMap<String, String>,
+        now: Millis,
+    ) -> Result<()> {
+        let new_ids: std::collections::HashSet<&str> = jobs
+            .iter()
+            .zip(status.iter())
+            .filter(|(_, s)| matches!(s, Some(Status::New)))
+            .map(|(j, _)| j.id.as_str())
+            .collect();
+        let mut staged = Vec::new();
+        let mut at = HashMap::new();
+        for (i, job) in jobs.iter().enumerate() {
+            if job.dependencies().is_empty() || !matches!(status[i], Some(Status::New)) {
+                continue;
+            }
+            let (mut links, mut known) = (Vec::new(), Vec::new());
+            for dep in job.dependencies() {
+                if new_ids.contains(dep.as_str()) {
+                    known.push((dep.clone(), "m".to_owned()));
+                    break;
+                }
+                match dep_types.get(dep) {
+                    Some(tx) => links.push((tx.clone(), dep.clone())),
+                    None => break,
+                }
+            }
+            at.insert((job.jobtype.clone(), job.id.clone()), i);
+            staged.push(Staged {
+                jobtype: job.jobtype.clone(),
+                id: job.id.clone(),
+                links,
+                known,
+            });
+        }
+        for (key, how) in self.link_commit(staged, now).await? {
+            if let (
+                Some(&i),
+                Committed::Refused {
+                    position,
+                    dependency,
+                    token,
+                },
+            ) = (at.get(&key), how)
+            {
+                status[i] = Some(Status::Refused {
+                    refusal: Refusal::unknown_dependency(&jobs[i].id, position, &dependency),
+                    token,
+                });
+            }
+        }
+        Ok(())
+    }
 }

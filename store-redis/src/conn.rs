@@ -108,6 +108,7 @@ impl RedisStore {
             node_urls,
             cluster,
             claimed: Mutex::new(HashMap::new()),
+            flows: std::sync::atomic::AtomicBool::new(true),
         })
     }
 

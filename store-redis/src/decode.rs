@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use jobstore_api::history::{PendingClaim, complete_history, tags_from_json, with_added};
 use jobstore_api::{
-    Error, FlowState, Handler, HandlerVersion, Job, JobEvent, JobResult, LOCK_DONE, Millis, Result,
-    ResultCode, TraceContext,
+    DependencyFailure, Error, FlowState, Handler, HandlerVersion, Job, JobEvent, JobResult,
+    LOCK_DONE, Millis, Result, ResultCode, TraceContext,
 };
 use redis::{FromRedisValue, Value};
 
@@ -206,7 +206,7 @@ pub(crate) fn job_from_hash(
     let tags = tags(take("t").as_deref())?;
     let trace = trace(take("tc").as_deref())?;
     let claimed_at = take("ca");
-    let flow = job_flow(take("uk"), take("rp"))?;
+    let flow = job_flow(take("uk"), take("rp"), take("dp"))?;
     let attempts = u32::try_from(attempts).map_err(|_| malformed("attempts"))?;
     let archived = lock == LOCK_DONE;
     // The result in one field, or in the fields of a hash archived before
@@ -262,20 +262,40 @@ pub(crate) fn job_from_hash(
 }
 
 /// A job's flow from its hash fields `uk` (its unique key, only on a
-/// keyed job; see README, "Unique keys") and `rp` (its repeat rule's
-/// text, only on a repeating job; see README, "Repeating jobs"); both
-/// absent is a plain job.
-pub(crate) fn job_flow(uk: Option<Vec<u8>>, rp: Option<Vec<u8>>) -> Result<Option<Box<FlowState>>> {
-    if uk.is_none() && rp.is_none() {
+/// keyed job; see README, "Unique keys"), `rp` (its repeat rule's text,
+/// only on a repeating job; see README, "Repeating jobs") and `dp` (its
+/// pending count and policy, only on a job added with dependencies; see
+/// README, "Dependencies"); all absent is a plain job.
+pub(crate) fn job_flow(
+    uk: Option<Vec<u8>>,
+    rp: Option<Vec<u8>>,
+    dp: Option<Vec<u8>>,
+) -> Result<Option<Box<FlowState>>> {
+    if uk.is_none() && rp.is_none() && dp.is_none() {
         return Ok(None);
     }
+    let deps = dp.map(|dp| dep_state(&dp)).transpose()?;
     let key = uk
         .map(|uk| String::from_utf8(uk).map_err(|_| malformed("unique key")))
         .transpose()?;
     let rule = rp
         .map(|rp| String::from_utf8(rp).map_err(|_| malformed("repeat rule")))
         .transpose()?;
-    Ok(FlowState::from_parts(key, rule.as_deref()))
+    Ok(FlowState::from_stored(key, rule.as_deref(), deps))
+}
+
+/// The pending count and policy of a `dp` field: `"<pending> <c|r>"`.
+pub(crate) fn dep_state(dp: &[u8]) -> Result<(u32, DependencyFailure)> {
+    let bad = || malformed("dependency state");
+    let text = std::str::from_utf8(dp).map_err(|_| bad())?;
+    let (n, policy) = text.split_once(' ').ok_or_else(bad)?;
+    let n: u32 = n.parse().map_err(|_| bad())?;
+    let policy = match policy {
+        "c" => DependencyFailure::Cancel,
+        "r" => DependencyFailure::Run,
+        _ => return Err(bad()),
+    };
+    Ok((n, policy))
 }
 
 pub(crate) fn handler_version(

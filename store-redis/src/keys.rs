@@ -31,12 +31,29 @@ pub(crate) struct TypeKeys {
     pub job: String,
     /// `{P:T}:paused`: exists (value `1`) while the jobtype is paused.
     pub paused: String,
+    /// `{P:T}:blocked`: blocked jobs, score the not-before time.
+    pub blocked: String,
+    /// `{P:T}:staged`: jobs of an add with dependencies not yet committed.
+    pub staged: String,
+    /// `{P:T}:fx`: the outbox of edges ended in this slot whose waiters
+    /// are elsewhere.
+    pub fx: String,
     /// Prefix of the stats bucket hashes: `{P:T}:stats:`, followed by
     /// the resolution and the bucket start (see [`TypeKeys::stats_bucket`]).
     pub stats: String,
 }
 
 impl TypeKeys {
+    /// `{P:T}:e:<id>`: the edges of waiter `id`.
+    pub fn edges(&self, id: &str) -> String {
+        format!("{}e:{id}", self.base())
+    }
+
+    /// `{P:T}:`, the start of every key of the jobtype.
+    fn base(&self) -> &str {
+        self.job.strip_suffix("j:").unwrap_or(&self.job)
+    }
+
     /// The set of archived jobs of `code`.
     pub fn done_of(&self, code: ResultCode) -> &str {
         let i = ResultCode::ALL.iter().position(|c| *c == code);
@@ -73,6 +90,9 @@ impl Keys {
             fence: format!("{tag}:fence"),
             job: format!("{tag}:j:"),
             paused: format!("{tag}:paused"),
+            blocked: format!("{tag}:blocked"),
+            staged: format!("{tag}:staged"),
+            fx: format!("{tag}:fx"),
             stats: format!("{tag}:stats:"),
         }
     }

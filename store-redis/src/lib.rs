@@ -4,6 +4,7 @@ mod add;
 mod conn;
 mod decode;
 mod error;
+mod flow;
 mod index;
 mod keys;
 mod manage;

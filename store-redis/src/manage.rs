@@ -9,8 +9,8 @@ use std::time::Duration;
 use futures::future::try_join_all;
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
-    DeleteOutcome, Job, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Millis, Result,
-    duration_ms,
+    ARCHIVE_HORIZON_MS, DeleteOutcome, Job, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter,
+    Millis, Result, duration_ms,
 };
 use redis::Value;
 
@@ -19,12 +19,12 @@ use crate::error::{malformed, map};
 use crate::index::in_order;
 use crate::keys::TypeKeys;
 use crate::scripts::{SCRIPTS, padded};
-use crate::store::RedisStore;
+use crate::store::{RedisStore, split_entries};
 
 /// The job hash fields `list.lua` returns after each id, in its order.
-const LIST_FIELDS: [&str; 19] = [
+const LIST_FIELDS: [&str; 20] = [
     "d", "p", "dt", "l", "a", "c", "dd", "rc", "rs", "ro", "x", "h", "t", "ca", "cb", "tc", "r",
-    "uk", "rp",
+    "uk", "rp", "dp",
 ];
 
 /// The keys of the scripts that touch every set of archived jobs: ready,
@@ -70,8 +70,7 @@ impl RedisStore {
         let types = self.query_jobtypes(&query.jobtypes).await?;
         let n = query.limit + 1;
         let state = match query.state {
-            // No job is blocked before dependencies are declared.
-            JobState::Blocked => return Ok(JobPage::from_sorted(query, Vec::new())),
+            JobState::Blocked => "b",
             JobState::Waiting => "w",
             JobState::Expired => "e",
             JobState::Scheduled => "s",
@@ -93,6 +92,7 @@ impl RedisStore {
                 inv.key(done);
             }
             inv.key(&k.done_before_codes)
+                .key(&k.blocked)
                 .arg(&k.job)
                 .arg(state)
                 .arg(&now_arg)
@@ -178,13 +178,22 @@ impl RedisStore {
 
     /// `delete.lua` once per jobtype of `ids`, then the index entries of
     /// the deleted jobs (also when another jobtype's script failed).
-    pub(crate) async fn delete(&self, ids: &[String]) -> Result<DeleteOutcome> {
+    pub(crate) async fn delete(&self, ids: &[String], now: Millis) -> Result<DeleteOutcome> {
+        let channel = self.keys.channel();
+        let (nowp, adt) = (padded(now), padded(now + ARCHIVE_HORIZON_MS));
         let (got, err) = self
             .per_jobtype_partial(ids, |jt, ids| {
                 let k = self.keys.jobtype(&jt);
                 let mut inv = SCRIPTS.delete.prepare_invoke();
                 with_archive_sets(&mut inv, &k, &[&k.codes]);
-                inv.arg(&k.job).arg(ids);
+                inv.key(&k.blocked)
+                    .key(&k.fx)
+                    .arg(&k.job)
+                    .arg(&nowp)
+                    .arg(&adt)
+                    .arg(&channel)
+                    .arg(&jt)
+                    .arg(ids);
                 let mut c = self.conn();
                 async move {
                     let v: Vec<String> = inv
@@ -201,6 +210,9 @@ impl RedisStore {
                 }
             })
             .await;
+        // outbox entries come as ("", "", entry): "" + entry after the join
+        let (entries, got) = split_entries(got);
+        self.deliver_after(entries, now).await;
         let deleted: Vec<(String, String, String)> = got
             .iter()
             .filter_map(|(id, jt, extra)| {
@@ -240,6 +252,7 @@ impl RedisStore {
                 let mut inv = SCRIPTS.edit.prepare_invoke();
                 inv.key(&k.ready)
                     .key(&k.sched)
+                    .key(&k.blocked)
                     .arg(&k.job)
                     .arg(&nowp)
                     .arg(&channel)

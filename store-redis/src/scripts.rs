@@ -53,6 +53,11 @@ pub(crate) struct Scripts {
     pub schedule_advance: Script,
     pub schedule_list: Script,
     pub schedule_due: Script,
+    pub link: Script,
+    pub commit: Script,
+    pub resolve: Script,
+    pub settle: Script,
+    pub waits: Script,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -87,6 +92,11 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     schedule_advance: plain_script!("schedule_advance"),
     schedule_list: plain_script!("schedule_list"),
     schedule_due: plain_script!("schedule_due"),
+    link: job_script!("link"),
+    commit: job_script!("commit"),
+    resolve: job_script!("resolve"),
+    settle: job_script!("settle"),
+    waits: plain_script!("waits"),
 });
 
 /// A time as 15 zero-padded decimal digits, as the scripts compare times

@@ -19,6 +19,7 @@ use crate::decode::{
     pairs, string, tags, trace,
 };
 use crate::error::{malformed, map};
+use crate::flow::{Entry, LOCK_STAGED};
 use crate::index::{CACHE_MAX, in_order};
 use crate::keys::{Keys, key_slot};
 use crate::options::RedisOptions;
@@ -43,6 +44,9 @@ pub struct RedisStore {
     pub(crate) cluster: bool,
     /// id -> jobtype of jobs this handle claimed (see `per_jobtype`).
     pub(crate) claimed: Mutex<HashMap<String, String>>,
+    /// Whether changes deliver to waiters in other slots, and adds link
+    /// and commit, before they return (see [`RedisStore::set_flow_delivery`]).
+    pub(crate) flows: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for RedisStore {
@@ -87,6 +91,19 @@ impl RedisStore {
             return Err(Error::invalid("no cluster node given"));
         }
         Self::open(Target::Cluster(urls), url_prefix, opts).await
+    }
+
+    /// Test hook: with `false`, releases, cancels and deletes record the
+    /// effects on waiters in other slots (the outbox) without delivering
+    /// them, and adds with dependencies leave their jobs staged, as a
+    /// crash right after each script would; `settle_flows` finishes them.
+    #[doc(hidden)]
+    pub fn set_flow_delivery(&self, on: bool) {
+        self.flows.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn flows_on(&self) -> bool {
+        self.flows.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The namespace (key prefix) of this store.
@@ -191,6 +208,7 @@ impl RedisStore {
                 .key(&k.lock)
                 .key(&k.codes)
                 .key(&k.paused)
+                .key(&k.blocked)
                 .arg(now)
                 .arg(what);
             let mut c = self.conn();
@@ -218,6 +236,7 @@ impl JobStore for RedisStore {
             .with_schedules()
             .with_unique_jobs()
             .with_repeat()
+            .with_dependencies()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
@@ -228,12 +247,26 @@ impl JobStore for RedisStore {
         let mut status: Vec<Option<Status>> = vec![None; jobs.len()];
         let mut pending: Vec<usize> = (0..jobs.len()).collect();
         let mut failed = None;
+        // The jobtypes of the dependencies, from the id index: one more
+        // round trip, only for a batch with dependencies.
+        let has_deps = jobs.iter().any(|j| !j.dependencies().is_empty());
+        let dep_types = if has_deps {
+            let mut all: Vec<String> = jobs
+                .iter()
+                .flat_map(|j| j.dependencies().iter().cloned())
+                .collect();
+            all.sort_unstable();
+            all.dedup();
+            self.lookup(&all).await?
+        } else {
+            HashMap::new()
+        };
         for round in 0..ADD_ROUNDS {
             if pending.is_empty() {
                 break;
             }
             match self
-                .add_round(jobs, &pending, &mut status, now, round == 0)
+                .add_round(jobs, &pending, &mut status, now, round == 0, &dep_types)
                 .await
             {
                 Ok(again) => pending = again,
@@ -242,6 +275,13 @@ impl JobStore for RedisStore {
                     break;
                 }
             }
+        }
+        if has_deps
+            && failed.is_none()
+            && self.flows_on()
+            && let Err(e) = self.commit_added(jobs, &mut status, &dep_types, now).await
+        {
+            failed = Some(e);
         }
         let mut outcome = AddOutcome::default();
         // The reservations of duplicates' ids, given back (see README,
@@ -261,6 +301,10 @@ impl JobStore for RedisStore {
                         existing,
                         replaced,
                     });
+                    unreserve.push((job.id.clone(), job.jobtype.clone(), token));
+                }
+                Some(Status::Refused { refusal, token }) => {
+                    outcome.refused.push(refusal);
                     unreserve.push((job.id.clone(), job.jobtype.clone(), token));
                 }
                 Some(Status::Existing) | None => outcome.existing.push(job.id.clone()),
@@ -330,12 +374,12 @@ impl JobStore for RedisStore {
             it.next(),
             it.next(),
         ) {
-            // x, h, t, tc, uk, rp, r (r only for a repeating job): one nil
-            // when the job has none of them
-            let [x, h, t, tc, uk, rp, r] = match rest {
+            // x, h, t, tc, uk, rp, r (r only for a repeating job), dp: one
+            // nil when the job has none of them
+            let [x, h, t, tc, uk, rp, r, dp] = match rest {
                 Value::Nil => std::array::from_fn(|_| Value::Nil),
                 Value::Array(v) => {
-                    <[Value; 7]>::try_from(v).map_err(|_| malformed("claimed fields"))?
+                    <[Value; 8]>::try_from(v).map_err(|_| malformed("claimed fields"))?
                 }
                 _ => return Err(malformed("claimed fields")),
             };
@@ -346,6 +390,10 @@ impl JobStore for RedisStore {
             let rp = match rp {
                 Value::Nil => None,
                 rp => Some(bytes(rp, "claimed repeat rule")?),
+            };
+            let dp = match dp {
+                Value::Nil => None,
+                dp => Some(bytes(dp, "claimed dependencies")?),
             };
             // a repeating job's last result (a live job has no done_dt)
             let result = match r {
@@ -392,7 +440,7 @@ impl JobStore for RedisStore {
                     None,
                 ),
                 claimed_due: Some(int(&due, "due time")?),
-                flow: job_flow(uk, rp)?,
+                flow: job_flow(uk, rp, dp)?,
                 trace: trace(tc.as_deref())?,
             });
         }
@@ -477,6 +525,7 @@ impl JobStore for RedisStore {
                 for done in &k.done {
                     inv.key(done);
                 }
+                inv.key(&k.blocked).key(&k.fx);
                 inv.arg(&k.job)
                     .arg(owner)
                     .arg(&now_arg)
@@ -533,6 +582,8 @@ impl JobStore for RedisStore {
                 }
             })
             .await;
+        let (entries, released) = split_entries(released);
+        self.deliver_after(entries, now).await;
         {
             let mut cache = self.cache();
             for (id, _, _) in &released {
@@ -574,17 +625,22 @@ impl JobStore for RedisStore {
         if ids.is_empty() {
             return Ok(CancelOutcome::default());
         }
-        let got = self
-            .per_jobtype(ids, |jt, ids| {
+        let channel = self.keys.channel();
+        let (got, err) = self
+            .per_jobtype_partial(ids, |jt, ids| {
                 let k = self.keys.jobtype(&jt);
                 let mut inv = SCRIPTS.cancel.prepare_invoke();
                 inv.key(&k.ready)
                     .key(&k.sched)
                     .key(k.done_of(ResultCode::Cancelled))
                     .key(&k.codes)
+                    .key(&k.blocked)
+                    .key(&k.fx)
                     .arg(&k.job)
-                    .arg(now)
-                    .arg(now + ARCHIVE_HORIZON_MS)
+                    .arg(padded(now))
+                    .arg(padded(now + ARCHIVE_HORIZON_MS))
+                    .arg(&channel)
+                    .arg(&jt)
                     .arg(ids);
                 let mut c = self.conn();
                 async move {
@@ -595,7 +651,12 @@ impl JobStore for RedisStore {
                     pairs(v, "cancel reply length")
                 }
             })
-            .await?;
+            .await;
+        let (entries, got) = split_entries(got);
+        self.deliver_after(entries, now).await;
+        if let Some(e) = err {
+            return Err(e);
+        }
         let pick = |what: &str| -> HashSet<String> {
             got.iter()
                 .filter(|(_, _, how)| how == what)
@@ -621,7 +682,8 @@ impl JobStore for RedisStore {
             .query_async(&mut c)
             .await
             .map_err(|e| map(e, "get job"))?;
-        if h.is_empty() {
+        // a staged job (an add with dependencies under way) is not a job yet
+        if h.is_empty() || h.get("l").is_some_and(|l| l == LOCK_STAGED.as_bytes()) {
             return Ok(None);
         }
         job_from_hash(id, &jt, h).map(Some)
@@ -709,7 +771,7 @@ impl JobStore for RedisStore {
         validate::time("now", now)?;
         let mut out = Vec::new();
         for (jobtype, v) in self.counts(now, "a").await? {
-            if v.len() < 3 || v.len() % 2 != 1 {
+            if v.len() < 4 || !v.len().is_multiple_of(2) {
                 return Err(malformed("counts reply length"));
             }
             let mut c = JobCounts {
@@ -717,10 +779,10 @@ impl JobStore for RedisStore {
                 waiting: int(&v[0], "waiting")? as u64,
                 scheduled: int(&v[1], "scheduled")? as u64,
                 running: int(&v[2], "running")? as u64,
-                blocked: 0,
+                blocked: int(&v[3], "blocked")? as u64,
                 archived: BTreeMap::new(),
             };
-            let mut it = v.into_iter().skip(3);
+            let mut it = v.into_iter().skip(4);
             while let (Some(code), Some(n)) = (it.next(), it.next()) {
                 let code: ResultCode = string(code, "result code")?
                     .parse()
@@ -761,7 +823,7 @@ impl JobStore for RedisStore {
         if ids.is_empty() {
             return Ok(DeleteOutcome::default());
         }
-        self.delete(ids).await
+        self.delete(ids, now).await
     }
 
     async fn edit_jobs(&self, edits: &[JobEdit], now: Millis) -> Result<Vec<String>> {
@@ -770,6 +832,21 @@ impl JobStore for RedisStore {
             return Ok(Vec::new());
         }
         self.edit(edits, now).await
+    }
+
+    async fn job_waits(
+        &self,
+        id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Waits>> {
+        validate::waits(id, after, limit)?;
+        self.waits(id, after, limit).await
+    }
+
+    async fn settle_flows(&self, now: Millis, limit: usize) -> Result<u64> {
+        validate::time("now", now)?;
+        self.settle(now, limit).await
     }
 
     async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {
@@ -1014,6 +1091,26 @@ impl JobStore for RedisStore {
     }
 }
 
+/// Splits what a release, cancel or delete reported per jobtype into the
+/// outbox entries it recorded (reported under the id `""`) and the rest.
+pub(crate) fn split_entries(
+    got: Vec<(String, String, String)>,
+) -> (Vec<Entry>, Vec<(String, String, String)>) {
+    let mut entries = Vec::new();
+    let mut rest = Vec::with_capacity(got.len());
+    for (id, jt, extra) in got {
+        if id.is_empty() {
+            match Entry::parse(&jt, extra) {
+                Ok(e) => entries.push(e),
+                Err(e) => tracing::warn!("redis: {e}"),
+            }
+        } else {
+            rest.push((id, jt, extra));
+        }
+    }
+    (entries, rest)
+}
+
 #[cfg(test)]
 mod tests {
     /// Runs `body` against a store on a fresh namespace of the test
@@ -1065,7 +1162,13 @@ mod tests {
             let jobs = [NewJob::new("x", "t", "d"), NewJob::new("y", "t", "d")];
             let groups = BTreeMap::from([("t", vec![(0, None), (1, None)])]);
             let added = store
-                .run_add(&jobs, &groups, "tok", 1_700_000_000_000)
+                .run_add(
+                    &jobs,
+                    &groups,
+                    "tok",
+                    1_700_000_000_000,
+                    &std::collections::HashMap::new(),
+                )
                 .await
                 .unwrap();
             assert!(matches!(
@@ -1112,7 +1215,16 @@ mod tests {
                 NewJob::new("y", "t", "d").unique(Unique::new("free")),
             ];
             let groups = BTreeMap::from([("t", vec![(0, None), (1, None)])]);
-            let added = store.run_add(&jobs, &groups, "tok", now).await.unwrap();
+            let added = store
+                .run_add(
+                    &jobs,
+                    &groups,
+                    "tok",
+                    now,
+                    &std::collections::HashMap::new(),
+                )
+                .await
+                .unwrap();
             assert!(matches!(
                 added.as_slice(),
                 [flags] if matches!(

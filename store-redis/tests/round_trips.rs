@@ -6,12 +6,15 @@
 //! per bucket of their ids, and nothing else. Jobs with repeat rules are
 //! added with the calls of plain ones, and a release mixing repeats with
 //! archives and retries is one `release.lua` call, as a plain one.
+//! Dependencies: a plain release in a namespace with waiters is still one
+//! call; an add with dependencies and a release that ends edges in other
+//! slots make a fixed number of calls, whatever the number of jobs.
 
 mod support;
 
 use std::collections::BTreeSet;
 
-use jobstore_api::{JobRelease, JobResult, JobStore, NewJob, Release, Repeat, Unique};
+use jobstore_api::{JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release, Repeat, Unique};
 use jobstore_conformance::services::skip;
 use jobstore_redis::{RedisOptions, RedisStore};
 use std::time::Duration;
@@ -146,6 +149,93 @@ fn repeating_jobs_make_the_calls_of_plain_ones() {
         let before = count();
         assert_eq!(s.release_jobs(&releases, "o", t0).await.unwrap().len(), 8);
         assert_eq!(count() - before, 1, "one release.lua call for the list");
+    });
+    support::shutdown(port);
+}
+
+#[test]
+fn dependencies_make_a_fixed_number_of_calls() {
+    if let Err(why) = support::redis_binaries() {
+        skip::<()>(
+            "redis",
+            &format!("no private redis-server can be started: {why}"),
+        );
+        return;
+    }
+    let dir = support::temp_dir("redis-round-trips-deps");
+    support::watchdog(&dir);
+    let port = support::free_port(false);
+    support::start_server(&dir, port, &[]);
+    jobstore_conformance::block_on(async {
+        let url = format!("redis://127.0.0.1:{port}");
+        let s = RedisStore::connect_with(&url, RedisOptions::new().prefix("rt"))
+            .await
+            .unwrap();
+        let t0 = 1_700_000_000_000;
+        let min = Duration::from_secs(60);
+        let ok = JobResult::from_status(200);
+        // Every script loaded once (a first EVALSHA may meet NOSCRIPT).
+        s.add_jobs(&[NewJob::new("x0", "a", "")], t0).await.unwrap();
+        s.add_jobs(&[NewJob::new("w0", "w", "").depends_on(["x0"])], t0)
+            .await
+            .unwrap();
+        s.claim_jobs("a", 1, "o", min, t0).await.unwrap();
+        s.archive_jobs(&["x0".to_owned()], "o", ok.clone(), t0)
+            .await
+            .unwrap();
+        s.claim_jobs("w", 1, "o", min, t0).await.unwrap();
+        s.archive_jobs(&["w0".to_owned()], "o", ok.clone(), t0)
+            .await
+            .unwrap();
+        // Scripts only: the server counts the commands scripts run too, so
+        // the plain commands of the client (the index lookup's HMGET, SADD
+        // of the jobtypes, the outbox's ZREM) are not counted here; each
+        // is one per bucket, one, or one per source jobtype.
+        let count = || calls(port, "evalsha") + calls(port, "eval");
+        // targets in two jobtypes, waiters in two others
+        let xs: Vec<String> = (0..20).map(|i| format!("x{i:02}")).collect();
+        let targets: Vec<NewJob> = xs
+            .iter()
+            .enumerate()
+            .map(|(i, id)| NewJob::new(id.clone(), if i % 2 == 0 { "a" } else { "b" }, ""))
+            .collect();
+        s.add_jobs(&targets, t0).await.unwrap();
+        let ws: Vec<String> = (0..8).map(|i| format!("y{i}")).collect();
+        let waiters: Vec<NewJob> = ws
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                NewJob::new(id.clone(), if i % 2 == 0 { "w" } else { "v" }, "")
+                    .depends_on(xs.iter().cloned())
+            })
+            .collect();
+        let before = count();
+        assert_eq!(s.add_jobs(&waiters, t0).await.unwrap().new.len(), 8);
+        let xr: Vec<&str> = xs.iter().map(String::as_str).collect();
+        let wr: Vec<&str> = ws.iter().map(String::as_str).collect();
+        // reserve per bucket of the waiters, add.lua per jobtype, link.lua
+        // per target jobtype, commit.lua per waiter jobtype
+        let _ = xr;
+        assert_eq!(
+            count() - before,
+            buckets(&wr) + 2 + 2 + 2,
+            "add with dependencies"
+        );
+        // a plain release (a job without waiters) is still one call
+        s.add_jobs(&[NewJob::new("p", "a", "")], t0).await.unwrap();
+        let got = s.claim_jobs("a", 20, "o", min, t0).await.unwrap();
+        assert_eq!(got.len(), 11);
+        let before = count();
+        s.archive_jobs(&["p".to_owned()], "o", ok.clone(), t0)
+            .await
+            .unwrap();
+        assert_eq!(count() - before, 1, "plain release");
+        // ten targets of "a" archived at once: release.lua, then resolve.lua
+        // per waiter jobtype
+        let ids: Vec<String> = xs.iter().step_by(2).cloned().collect();
+        let before = count();
+        assert_eq!(s.archive_jobs(&ids, "o", ok, t0).await.unwrap().len(), 10);
+        assert_eq!(count() - before, 1 + 2, "release that ends edges");
     });
     support::shutdown(port);
 }
