@@ -336,10 +336,24 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(repeat_keeps_unique_key);
         __jobstore_conformance_test!(repeat_validation);
         __jobstore_conformance_test!(repeat_races_a_takeover);
+        __jobstore_conformance_test!(deps_blocked_until_every_dependency_ends);
+        __jobstore_conformance_test!(deps_on_archived_jobs_resolve_at_the_add);
+        __jobstore_conformance_test!(deps_on_unknown_jobs_are_refused);
+        __jobstore_conformance_test!(deps_failure_cancels_down_a_chain);
+        __jobstore_conformance_test!(deps_end_by_every_way_out);
+        __jobstore_conformance_test!(deps_blocked_jobs_edit_and_delete);
+        __jobstore_conformance_test!(deps_job_waits_pages);
+        __jobstore_conformance_test!(deps_validation);
+        __jobstore_conformance_test!(deps_fan_in_is_exact);
 
         #[test]
         fn unique_keys_isolated_between_namespaces() {
             $crate::block_on($crate::run_pair($factory, $crate::suite::unique_keys_isolated_between_namespaces))
+        }
+
+        #[test]
+        fn deps_isolated_between_namespaces() {
+            $crate::block_on($crate::run_pair($factory, $crate::suite::deps_isolated_between_namespaces))
         }
 
         #[test]

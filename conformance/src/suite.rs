@@ -15,6 +15,7 @@ use jobstore_api::*;
 
 use crate::Ctx;
 
+mod deps;
 mod history;
 mod manage;
 mod repeat;
@@ -22,6 +23,7 @@ mod schedules;
 mod stats;
 mod trace;
 mod unique;
+pub use deps::*;
 pub use history::*;
 pub use manage::*;
 pub use repeat::*;

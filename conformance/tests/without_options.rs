@@ -1,11 +1,12 @@
-//! A store that offers neither schedules, unique keys nor repeating jobs,
-//! as a third-party backend may declare: the reference store behind a
-//! layer that turns `Capabilities::schedules`, `unique_jobs` and `repeat`
-//! off, answers every schedule method as the trait's defaults do
-//! (`Unsupported`), and validates adds and releases against its own
-//! capabilities (a job with a unique key or a rule, a `Release::Repeat`:
-//! `Unsupported`). The whole suite passes, its schedule, unique-key and
-//! repeat behaviours checking those answers.
+//! A store that offers neither schedules, unique keys, repeating jobs nor
+//! dependencies, as a third-party backend may declare: the reference store
+//! behind a layer that turns `Capabilities::schedules`, `unique_jobs`,
+//! `repeat` and `dependencies` off, answers every schedule method and
+//! `job_waits` as the trait's defaults do (`Unsupported`), and validates
+//! adds and releases against its own capabilities (a job with a unique
+//! key, a rule or dependencies, a `Release::Repeat`: `Unsupported`). The
+//! whole suite passes, its schedule, unique-key, repeat and dependency
+//! behaviours checking those answers.
 
 use async_trait::async_trait;
 use jobstore_api::{
@@ -30,7 +31,17 @@ impl jobstore_api::layer::StoreLayer for NoOptions {
         caps.schedules = false;
         caps.unique_jobs = false;
         caps.repeat = false;
+        caps.dependencies = false;
         caps
+    }
+
+    async fn job_waits(
+        &self,
+        _: &str,
+        _: Option<&str>,
+        _: usize,
+    ) -> Result<Option<jobstore_api::Waits>> {
+        Err(Error::unsupported("job_waits"))
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
