@@ -26,6 +26,8 @@ fn record(caller: usize, n: usize) -> Record {
         trace: None,
         unique: None,
         repeat: None,
+        depends_on: Vec::new(),
+        on_dependency_failure: Default::default(),
     }
 }
 

@@ -44,6 +44,14 @@ pub enum Verdict {
         /// Whether the holder's payload was replaced.
         replaced: bool,
     },
+    /// A dependency is not a job of the store: nothing was added (the job
+    /// is kept in `rejected.jsonl`).
+    Refused {
+        /// The field at fault (`depends_on[i]`).
+        field: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Requests waiting for the store's verdict on ids they journaled (adds
@@ -234,9 +242,15 @@ impl Ingest {
                     Some(u) => job.unique(u.clone()),
                     None => job,
                 };
-                jobs.push(match &r.repeat {
+                let job = match &r.repeat {
                     Some(rule) => job.repeat(rule.clone()),
                     None => job,
+                };
+                jobs.push(if r.depends_on.is_empty() {
+                    job
+                } else {
+                    job.depends_on(r.depends_on.iter().cloned())
+                        .on_dependency_failure(r.on_dependency_failure)
                 });
             }
         }
@@ -300,6 +314,21 @@ impl Ingest {
                     self.count("new", new);
                     self.count("existing", existing);
                     self.count("duplicate", outcome.duplicates.len() as u64);
+                    self.count("refused", outcome.refused.len() as u64);
+                    for r in &outcome.refused {
+                        let reason = format!("{}: {}", r.field, r.reason);
+                        if let Some(job) = jobs.iter().find(|j| j.id == r.id) {
+                            tracing::warn!(id = %r.id, reason = %reason, file = %self.rejected_file.display(), "the store refused this job; it is kept in the rejected file");
+                            self.reject(job, &reason);
+                        }
+                    }
+                    verdicts.extend(outcome.refused.into_iter().map(|r| {
+                        let verdict = Verdict::Refused {
+                            field: r.field,
+                            reason: r.reason,
+                        };
+                        (r.id, verdict)
+                    }));
                     verdicts.extend(outcome.duplicates.into_iter().map(|d| {
                         let verdict = Verdict::Duplicate {
                             existing: d.existing,

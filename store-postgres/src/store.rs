@@ -322,6 +322,9 @@ impl PgStore {
             JobtypeFilter::Prefix(p) => (None, p.clone(), JobtypeFilter::prefix_bound(p)),
         };
         let q = match query.state {
+            JobState::Blocked => {
+                return Err(Error::unsupported("list_jobs of blocked jobs"));
+            }
             JobState::Waiting | JobState::Expired => {
                 // First page: a priority above every i32, so the whole
                 // range lies "after" it.
@@ -1091,8 +1094,9 @@ impl JobStore for PgStore {
         .await
     }
 
-    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
+    async fn delete_jobs(&self, ids: &[String], now: Millis) -> Result<DeleteOutcome> {
         validate::ids(ids)?;
+        validate::time("now", now)?;
         let mut outcome = DeleteOutcome::default();
         if ids.is_empty() {
             return Ok(outcome);

@@ -277,7 +277,7 @@ fn archive_counts_stay_exact_under_concurrency() {
                                         .unwrap();
                                 }
                                 3 => {
-                                    s.delete_jobs(&ids[..ids.len().min(1)]).await.unwrap();
+                                    s.delete_jobs(&ids[..ids.len().min(1)], t).await.unwrap();
                                 }
                                 _ => {}
                             }

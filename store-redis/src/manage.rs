@@ -70,6 +70,8 @@ impl RedisStore {
         let types = self.query_jobtypes(&query.jobtypes).await?;
         let n = query.limit + 1;
         let state = match query.state {
+            // No job is blocked before dependencies are declared.
+            JobState::Blocked => return Ok(JobPage::from_sorted(query, Vec::new())),
             JobState::Waiting => "w",
             JobState::Expired => "e",
             JobState::Scheduled => "s",

@@ -717,6 +717,7 @@ impl JobStore for RedisStore {
                 waiting: int(&v[0], "waiting")? as u64,
                 scheduled: int(&v[1], "scheduled")? as u64,
                 running: int(&v[2], "running")? as u64,
+                blocked: 0,
                 archived: BTreeMap::new(),
             };
             let mut it = v.into_iter().skip(3);
@@ -754,8 +755,9 @@ impl JobStore for RedisStore {
         self.rerun(ids, delay, now).await
     }
 
-    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
+    async fn delete_jobs(&self, ids: &[String], now: Millis) -> Result<DeleteOutcome> {
         validate::ids(ids)?;
+        validate::time("now", now)?;
         if ids.is_empty() {
             return Ok(DeleteOutcome::default());
         }

@@ -986,7 +986,7 @@ fn late_unreserve_of_a_duplicate_leaves_the_new_job_indexed() {
             assert!(entry.starts_with("t ") && entry != "t tokA", "{entry}");
             let other = s.add_jobs(&[NewJob::new(id, "u", "")], now).await.unwrap();
             assert_eq!(other.existing, ids, "x is still indexed under t");
-            let out = s.delete_jobs(&ids).await.unwrap();
+            let out = s.delete_jobs(&ids, 1_700_000_000_000).await.unwrap();
             assert_eq!(out.deleted, ids);
             let again = s.add_jobs(&[NewJob::new(id, "u", "")], now).await.unwrap();
             assert_eq!(again.new, ids);
@@ -1030,7 +1030,10 @@ fn unique_keys_follow_their_job() {
                 .unwrap();
             assert_eq!(rerun, ["a"]);
             assert_eq!(hget(&mut c, &uq, "k").await.as_deref(), Some("a"));
-            let out = s.delete_jobs(&["b".to_owned()]).await.unwrap();
+            let out = s
+                .delete_jobs(&["b".to_owned()], 1_700_000_000_000)
+                .await
+                .unwrap();
             assert_eq!(out.deleted, ["b"]);
             assert_eq!(hget(&mut c, &uqd, "k").await, None, "b named no more");
             s.claim_jobs("t", 1, "w", min, t0 + 4).await.unwrap();
@@ -1038,7 +1041,9 @@ fn unique_keys_follow_their_job() {
                 .await
                 .unwrap();
             s.add_jobs(&[keyed("c", "k2")], t0 + 6).await.unwrap();
-            s.delete_jobs(&["c".to_owned()]).await.unwrap();
+            s.delete_jobs(&["c".to_owned()], 1_700_000_000_000)
+                .await
+                .unwrap();
             s.add_jobs(&[keyed("d", "k")], t0 + 6).await.unwrap();
             s.claim_jobs("t", 1, "w", min, t0 + 6).await.unwrap();
             s.release_all(&["d".to_owned()], "w", &ok, t0 + 7)
@@ -1479,7 +1484,10 @@ fn archives_kept_in_one_set_are_listed_run_again_and_deleted() {
             assert_eq!(listed(errors).await, ["b"]);
             let rerun = s.rerun_jobs(&["b".to_owned()], min, now).await.unwrap();
             assert_eq!(rerun, ["b"]);
-            let gone = s.delete_jobs(&["a".to_owned()]).await.unwrap();
+            let gone = s
+                .delete_jobs(&["a".to_owned()], 1_700_000_000_000)
+                .await
+                .unwrap();
             assert_eq!(gone.deleted, ["a"]);
             assert_eq!(listed(all).await, ["d", "c"]);
             let archived = s.job_counts(now).await.unwrap()[0].archived.clone();
@@ -1987,7 +1995,10 @@ fn results_in_one_field_and_as_archived_before_read_the_same() {
                 b""
             );
             for st in both {
-                let out = st.delete_jobs(&["old2".to_owned()]).await.unwrap();
+                let out = st
+                    .delete_jobs(&["old2".to_owned()], 1_700_000_000_000)
+                    .await
+                    .unwrap();
                 assert_eq!(out.deleted, ["old2"]);
             }
             let counts = |c: Vec<jobstore_api::JobCounts>| {

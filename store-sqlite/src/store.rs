@@ -727,6 +727,8 @@ impl ListPlan {
             JobState::Expired => (queries::LIST_EXPIRED, LOCKED, claim_order()),
             JobState::Scheduled => (queries::LIST_SCHEDULED, FREE, later_than_now()),
             JobState::Running => (queries::LIST_RUNNING, LOCKED, later_than_now()),
+            // Nothing is ever blocked without the dependencies capability.
+            JobState::Blocked => (queries::LIST_RUNNING, LOCKED, (0, (Millis::MAX, String::new()))),
             JobState::Archived => {
                 // Archived before `archived.to`: (done_dt, id) < (to, '');
                 // the earlier of that and the cursor.
@@ -1488,8 +1490,9 @@ impl JobStore for SqliteStore {
         Ok(rerun)
     }
 
-    async fn delete_jobs(&self, ids: &[String]) -> Result<DeleteOutcome> {
+    async fn delete_jobs(&self, ids: &[String], now: Millis) -> Result<DeleteOutcome> {
         validate::ids(ids)?;
+        validate::time("now", now)?;
         if ids.is_empty() {
             return Ok(DeleteOutcome::default());
         }
@@ -1921,7 +1924,9 @@ mod tests {
                 JobState::Scheduled => {
                     ("jobs_free", "(jobtype=? AND priority=? AND (dt,id)>(?,?))")
                 }
-                JobState::Running => ("jobs_locked", "(jobtype=? AND (dt,id)>(?,?))"),
+                JobState::Running | JobState::Blocked => {
+                    ("jobs_locked", "(jobtype=? AND (dt,id)>(?,?))")
+                }
                 JobState::Expired => ("jobs_locked", "(jobtype=? AND dt<?)"),
                 JobState::Archived if q.jobtypes == JobtypeFilter::All => (
                     "jobs_done_code",

@@ -326,7 +326,7 @@ async fn run(sqlite: &SqliteStore, seed: u64, steps: usize) -> Seen {
             }
             36 => {
                 let ids = rng.ids();
-                both!(step, sqlite, memory, |s| s.delete_jobs(&ids), |mut o| {
+                both!(step, sqlite, memory, |s| s.delete_jobs(&ids, now), |mut o| {
                     o.deleted.sort();
                     o.running.sort();
                     o

@@ -224,6 +224,21 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
     } else if a.repeat_tz.is_some() {
         return Err(CliError::usage("--repeat-tz goes with --repeat"));
     }
+    if !a.depends_on.is_empty() {
+        if let Some(d) = a.depends_on.iter().find(|d| d.contains(',')) {
+            return Err(CliError::usage(format!(
+                "--depends-on {d:?}: an id with a comma needs a JSON add"
+            )));
+        }
+        query.push(("depends_on", a.depends_on.join(",")));
+        if let Some(p) = &a.on_dependency_failure {
+            query.push(("on_dependency_failure", p.clone()));
+        }
+    } else if a.on_dependency_failure.is_some() {
+        return Err(CliError::usage(
+            "--on-dependency-failure goes with --depends-on",
+        ));
+    }
     // Checked here: the daemon ignores a malformed header, as W3C Trace
     // Context asks, and the jobs would lose their trace without a word.
     // A tracestate alone (a stray $TRACESTATE) means nothing and is left.
@@ -339,6 +354,7 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
         pending: Vec::new(),
         rejected: Vec::new(),
         duplicates: Vec::new(),
+        refused: Vec::new(),
     };
     let segments = [a.client.as_str(), "job", a.jobtype.as_str(), "add"];
     let mut answers = tokio_stream_from(rx)
@@ -397,12 +413,16 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
                     )
                 });
             }
+            for f in &r.refused {
+                progress.suspend(|| eprintln!("not added: job {}: {}: {}", f.id, f.field, f.reason));
+            }
         }
         all.ids.extend(r.ids);
         all.existing.extend(r.existing);
         all.pending.extend(r.pending);
         all.rejected.extend(r.rejected);
         all.duplicates.extend(r.duplicates);
+        all.refused.extend(r.refused);
     }
     let _ = reader.await;
     progress.finish_and_clear();

@@ -116,6 +116,14 @@ pub struct AddArgs {
     /// With --repeat: the IANA time zone the rule counts in (default UTC).
     #[arg(long, value_name = "ZONE")]
     repeat_tz: Option<String>,
+    /// Every job waits for this job (repeat for several; ids as the adds
+    /// answered them): blocked until each has been archived.
+    #[arg(long = "depends-on", value_name = "ID")]
+    depends_on: Vec<String>,
+    /// With --depends-on: what a dependency that ends other than ok does,
+    /// `cancel` (default) or `run`.
+    #[arg(long, value_name = "POLICY")]
+    on_dependency_failure: Option<String>,
     /// The W3C trace context the jobs continue (their runs get it as
     /// TRACEPARENT): from a job's own run, or a traced program, it is
     /// already in the environment.

@@ -79,6 +79,15 @@ pub fn job(j: &JobView) -> Table {
     if let Some(k) = &j.unique_key {
         t.add_row(vec!["unique key".to_owned(), k.clone()]);
     }
+    if let Some(n) = j.dependencies_pending {
+        t.add_row(vec![
+            "dependencies".to_owned(),
+            format!(
+                "{n} pending; on failure: {}",
+                j.on_dependency_failure.as_deref().unwrap_or("cancel")
+            ),
+        ]);
+    }
     if let Some(r) = &j.repeat {
         t.add_row(vec![
             "repeats".to_owned(),

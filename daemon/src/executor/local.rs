@@ -53,6 +53,7 @@ pub(super) async fn run(core: Arc<Core>, stop: CancellationToken) {
     ));
     let sweeper = tokio::spawn(sweep_registry(core.clone(), background.clone()));
     let housekeeping = tokio::spawn(housekeeping(core.clone(), background.clone()));
+    let flow_sweep = tokio::spawn(flow_sweep(core.clone(), background.clone()));
     let watcher = match core.store.watch().await {
         Ok(w) => w,
         Err(e) => {
@@ -198,6 +199,7 @@ pub(super) async fn run(core: Arc<Core>, stop: CancellationToken) {
     background.cancel();
     let _ = renewer.await;
     let _ = housekeeping.await;
+    let _ = flow_sweep.await;
     let _ = sweeper.await;
     let _ = pump.await;
     core.runners.shutdown().await;
@@ -528,6 +530,42 @@ async fn housekeeping(core: Arc<Core>, stop: CancellationToken) {
             }
         }
         core.runners.reap_idle(settings.worker_idle).await;
+    }
+}
+
+/// How often every daemon finishes the deliveries to waiters that a crash
+/// left undone ([`jobstore_api::JobStore::settle_flows`]).
+const FLOW_SWEEP: Duration = Duration::from_secs(10);
+
+/// Deliveries settled per call; called again while a call comes back full.
+const FLOW_SWEEP_BATCH: usize = 1_000;
+
+/// Every [`FLOW_SWEEP`], on a store that keeps dependencies: settles what
+/// a crash between a dependency's end and its delivery left undone.
+async fn flow_sweep(core: Arc<Core>, stop: CancellationToken) {
+    if !core.store.capabilities().dependencies {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(FLOW_SWEEP) => {}
+        }
+        loop {
+            match core.store.settle_flows(now_millis(), FLOW_SWEEP_BATCH).await {
+                Ok(n) if n as usize >= FLOW_SWEEP_BATCH => continue,
+                Ok(n) => {
+                    if n > 0 {
+                        tracing::info!(delivered = n, "settled interrupted deliveries to waiting jobs");
+                    }
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "settling deliveries to waiting jobs failed");
+                    break;
+                }
+            }
+        }
     }
 }
 

@@ -327,6 +327,8 @@ pub fn follow_on_jobs(
             trace: child.trace.or_else(|| trace.cloned()),
             unique: None,
             repeat: None,
+            depends_on: Vec::new(),
+            on_dependency_failure: Default::default(),
         });
     }
     for d in &dropped {

@@ -351,6 +351,8 @@ mod tests {
                     run: None,
                     trace: None,
                     repeat: None,
+                    depends_on: Vec::new(),
+                    on_dependency_failure: Default::default(),
                 },
             )
         };

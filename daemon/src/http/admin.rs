@@ -210,6 +210,7 @@ pub async fn whoami(
     paths(
         super::jobs::add,
         super::jobs::get,
+        super::jobs::waits,
         super::manage::cancel,
         super::manage::list,
         super::manage::list_all,

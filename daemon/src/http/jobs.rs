@@ -52,6 +52,11 @@ pub struct AddQuery {
     pub repeat: Option<String>,
     /// With `repeat`: the rule's IANA time zone (default `UTC`).
     pub repeat_tz: Option<String>,
+    /// Ids of jobs every job waits for, comma-separated (see the JSON
+    /// item's `depends_on`; an id with a comma needs the JSON form).
+    pub depends_on: Option<String>,
+    /// With `depends_on`: `cancel` (default) or `run`.
+    pub on_dependency_failure: Option<String>,
 }
 
 /// A job's repeat rule in a JSON add.
@@ -143,6 +148,29 @@ pub struct AddItem {
     /// payload the run left for the next: a `U:` line, or a remote
     /// finish's `data`); a run that fails or times out archives it.
     pub repeat: Option<RepeatItem>,
+    /// Ids of jobs (of this client, already added) this one waits for: it
+    /// is `blocked` until each has been archived, then waiting. At most
+    /// 1,000, none twice, not its own. An id that is not a job of the
+    /// store makes the store refuse the job: it is listed in the answer's
+    /// `refused`, and nothing is added for it.
+    #[schema(max_items = 1000)]
+    pub depends_on: Option<Vec<String>>,
+    /// What a dependency that ends other than `ok` does to this job:
+    /// `cancel` (default: archived `cancelled`, which its own dependents
+    /// see in turn) or `run` (it runs once every dependency has ended).
+    #[schema(value_type = Option<String>, example = "cancel")]
+    pub on_dependency_failure: Option<String>,
+}
+
+/// A job of an add that the store refused: a dependency is not a job.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RefusedItem {
+    /// The id the job would have had (nothing is stored under it).
+    pub id: String,
+    /// The field at fault: `depends_on[i]`, from 0.
+    pub field: String,
+    /// Why.
+    pub reason: String,
 }
 
 /// A time: epoch milliseconds or RFC 3339.
@@ -174,6 +202,11 @@ pub struct AddResponse {
     /// for them (their ids in `ids` name no job).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub duplicates: Vec<DuplicateItem>,
+    /// Jobs the store refused because a dependency is not a job: nothing
+    /// was added for them (their ids in `ids` name no job; they are kept
+    /// in the daemon's rejected file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedItem>,
 }
 
 /// Adds jobs. The body is one payload per line (a trailing CR is dropped,
@@ -243,9 +276,11 @@ pub async fn add(
             || query.on_conflict.is_some()
             || query.repeat.is_some()
             || query.repeat_tz.is_some()
+            || query.depends_on.is_some()
+            || query.on_dependency_failure.is_some()
         {
             return Err(ApiError::invalid(
-                "with a JSON body, give priority, delay_ms, run_at, tags, unique and repeat per item, not in the query",
+                "with a JSON body, give priority, delay_ms, run_at, tags, unique, repeat and depends_on per item, not in the query",
             ));
         }
         let items = parse_json_items(&body)?;
@@ -298,6 +333,14 @@ pub async fn add(
                     .map_err(place)?,
                 ),
             };
+            let (depends_on, on_dependency_failure) = check_deps(
+                &state,
+                &tenant.client,
+                &id,
+                item.depends_on.as_deref(),
+                item.on_dependency_failure.as_deref(),
+            )
+            .map_err(place)?;
             records.push(Record {
                 id,
                 jobtype: jobtype.clone(),
@@ -308,6 +351,8 @@ pub async fn add(
                 trace,
                 unique,
                 repeat,
+                depends_on,
+                on_dependency_failure,
             });
         }
         records
@@ -350,6 +395,10 @@ pub async fn add(
             }
             None => None,
         };
+        let listed: Option<Vec<String>> = query
+            .depends_on
+            .as_deref()
+            .map(|d| d.split(',').map(|id| id.trim().to_owned()).collect());
         let mut records = Vec::new();
         for (i, line) in body.split(|b| *b == b'\n').enumerate() {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -358,8 +407,16 @@ pub async fn add(
             }
             check_payload(line, max_payload)
                 .map_err(|e| e.line(i + 1).at(&format!("line {}", i + 1)))?;
+            let id = tenant.client.new_job_id();
+            let (depends_on, on_dependency_failure) = check_deps(
+                &state,
+                &tenant.client,
+                &id,
+                listed.as_deref(),
+                query.on_dependency_failure.as_deref(),
+            )?;
             records.push(Record {
-                id: tenant.client.new_job_id(),
+                id,
                 jobtype: jobtype.clone(),
                 priority,
                 run_at,
@@ -368,6 +425,8 @@ pub async fn add(
                 trace: trace.clone(),
                 unique: unique.clone(),
                 repeat: repeat.clone(),
+                depends_on,
+                on_dependency_failure,
             });
         }
         records
@@ -383,7 +442,9 @@ pub async fn add(
     let mut seen: HashSet<&str> = client_ids.iter().map(String::as_str).collect();
     let keyed: Vec<String> = records
         .iter()
-        .filter(|r| r.unique.is_some() && seen.insert(r.id.as_str()))
+        .filter(|r| {
+            (r.unique.is_some() || !r.depends_on.is_empty()) && seen.insert(r.id.as_str())
+        })
         .map(|r| r.id.clone())
         .collect();
     drop(seen);
@@ -422,6 +483,7 @@ pub async fn add(
         pending: Vec::new(),
         rejected: Vec::new(),
         duplicates: Vec::new(),
+        refused: Vec::new(),
     };
     if waiters.is_empty() {
         return Ok((StatusCode::OK, Json(response)));
@@ -437,6 +499,15 @@ pub async fn add(
                     id: strip(id),
                     existing: strip(&existing),
                     replaced,
+                })
+            }
+            Ok(Ok(Verdict::Refused { field, reason })) => {
+                // The store names the dependency by its store id.
+                let reason = reason.replace(&format!("\"{}-", tenant.client), "\"");
+                response.refused.push(RefusedItem {
+                    id: strip(id),
+                    field,
+                    reason,
                 })
             }
             Ok(Err(_)) | Err(_) => response.pending.push(strip(id)),
@@ -555,6 +626,62 @@ fn check_unique(
         );
     }
     Ok(unique)
+}
+
+/// The dependencies of job `id` (store id), checked: client ids made
+/// store ids, none twice nor `id` itself, at most
+/// [`MAX_DEPENDENCIES`](jobstore_api::limits::MAX_DEPENDENCIES), a known
+/// policy, and a store that keeps dependencies.
+fn check_deps(
+    state: &AppState,
+    client: &crate::tenant::Client,
+    id: &str,
+    depends_on: Option<&[String]>,
+    policy: Option<&str>,
+) -> ApiResult<(Vec<String>, jobstore_api::DependencyFailure)> {
+    let policy = match policy {
+        None => jobstore_api::DependencyFailure::default(),
+        Some(_) if depends_on.is_none() => {
+            return Err(ApiError::invalid("on_dependency_failure goes with depends_on")
+                .field("on_dependency_failure"));
+        }
+        Some(p) => p
+            .parse()
+            .map_err(|e: jobstore_api::Error| ApiError::from(e).field("on_dependency_failure"))?,
+    };
+    let Some(deps) = depends_on else {
+        return Ok((Vec::new(), policy));
+    };
+    if deps.is_empty() {
+        return Err(ApiError::invalid("depends_on is empty").field("depends_on"));
+    }
+    let mut stored = Vec::with_capacity(deps.len());
+    for (i, dep) in deps.iter().enumerate() {
+        let field = format!("depends_on[{i}]");
+        stored.push(
+            client
+                .job_id(dep)
+                .map_err(|e| ApiError::from(e).field(&field))?,
+        );
+    }
+    jobstore_api::validate::dependencies(id, &stored).map_err(|e| {
+        if e.kind() != jobstore_api::ErrorKind::InvalidInput {
+            return ApiError::from(e).field("depends_on");
+        }
+        let text = e.to_string();
+        let field = text
+            .find("depends_on[")
+            .and_then(|at| text[at..].find(']').map(|end| text[at..at + end + 1].to_owned()))
+            .unwrap_or_else(|| "depends_on".to_owned());
+        let text = text.replace(&format!("\"{client}-"), "\"");
+        ApiError::invalid(text).field(field)
+    })?;
+    if !state.store.capabilities().dependencies {
+        return Err(
+            ApiError::from(jobstore_api::Error::unsupported("dependencies")).field("depends_on"),
+        );
+    }
+    Ok((stored, policy))
 }
 
 /// A repeat rule of an add, checked: it parses in its zone and fires
@@ -741,6 +868,14 @@ pub struct JobView {
     /// due again at the rule's next time, `result` holding the last run's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<RepeatView>,
+    /// For a job added with dependencies: how many have not ended yet
+    /// (`GET /{client}/jobs/{id}/waits` lists them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependencies_pending: Option<u32>,
+    /// For a job added with dependencies: what a failed one does to it
+    /// (`cancel` or `run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_dependency_failure: Option<String>,
 }
 
 /// A repeating job's rule.
@@ -786,7 +921,11 @@ pub fn job_view(job: &Job, now: Millis) -> JobView {
         priority: job.priority,
         attempts: job.attempts,
         created: job.create_dt,
-        run_at: matches!(state, JobState::Waiting | JobState::Scheduled).then_some(job.dt),
+        run_at: matches!(
+            state,
+            JobState::Waiting | JobState::Scheduled | JobState::Blocked
+        )
+        .then_some(job.dt),
         lease_expires: locked.then_some(job.dt),
         locked_by: locked.then(|| job.lock.clone()),
         done: job.done_dt,
@@ -798,6 +937,16 @@ pub fn job_view(job: &Job, now: Millis) -> JobView {
         traceparent: job.trace.as_ref().map(|t| t.traceparent.clone()),
         tracestate: job.trace.as_ref().and_then(|t| t.tracestate.clone()),
         unique_key: job.flow.as_ref().and_then(|f| f.unique_key.clone()),
+        dependencies_pending: job
+            .flow
+            .as_ref()
+            .filter(|f| f.has_edges)
+            .map(|f| f.pending),
+        on_dependency_failure: job
+            .flow
+            .as_ref()
+            .filter(|f| f.has_edges)
+            .map(|f| f.on_dependency_failure.name().to_owned()),
         repeat: job
             .flow
             .as_ref()
@@ -824,6 +973,7 @@ pub fn job_view(job: &Job, now: Millis) -> JobView {
 
 fn state_name(s: JobState) -> &'static str {
     match s {
+        JobState::Blocked => "blocked",
         JobState::Waiting => "waiting",
         JobState::Scheduled => "scheduled",
         JobState::Running => "running",
@@ -862,6 +1012,123 @@ pub async fn get(
     }
 }
 
+/// What a job waits, or waited, for.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WaitsView {
+    /// The job.
+    pub id: String,
+    /// Dependencies that have not ended.
+    pub pending: u64,
+    /// Dependencies that ended, by result code.
+    pub done: BTreeMap<String, u64>,
+    /// One page of its dependencies, by id.
+    pub jobs: Vec<WaitView>,
+    /// Give this as `after` for the next page; absent on the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+/// One dependency.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WaitView {
+    /// The dependency's id.
+    pub id: String,
+    /// `pending`, or `done` with the code and status it ended with.
+    pub state: String,
+    /// Its result code, once it ended (deleted: `cancelled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// Its result status, once it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+}
+
+/// Query of `GET /{client}/jobs/{id}/waits`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct WaitsQuery {
+    /// The `next` of the previous page.
+    pub after: Option<String>,
+    /// At most this many dependencies (1 to 1,000; default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<usize>,
+}
+
+/// What a job waits, or waited, for: its dependencies by id, a page at a
+/// time, with how each ended, and the counts over all of them.
+#[utoipa::path(
+    get,
+    path = "/{client}/jobs/{id}/waits",
+    tag = "jobs",
+    params(ClientPath, ("id" = String, Path, description = "The job id as the add answered it", pattern = "^[^|/\u0000-\u001f\u007f-\u009f]{1,135}$"), WaitsQuery),
+    responses(
+        (status = 200, body = WaitsView),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, description = "No such job", body = ErrorBody),
+        (status = 501, description = "The store keeps no dependencies", body = ErrorBody),
+        (status = 503, body = ErrorBody)
+    ),
+    security(("bearer" = []), ())
+)]
+pub async fn waits(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    params: PathParams,
+    QueryOf(query): QueryOf<WaitsQuery>,
+) -> ApiResult<Json<WaitsView>> {
+    let local = params.get("id");
+    let id = tenant.client.job_id(local)?;
+    let after = match &query.after {
+        Some(a) => Some(
+            tenant
+                .client
+                .job_id(a)
+                .map_err(|e| ApiError::from(e).field("after"))?,
+        ),
+        None => None,
+    };
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=jobstore_api::limits::MAX_PAGE).contains(&limit) {
+        return Err(ApiError::invalid(format!(
+            "limit {limit} is outside 1..={}",
+            jobstore_api::limits::MAX_PAGE
+        ))
+        .field("limit"));
+    }
+    let Some(w) = state.store.job_waits(&id, after.as_deref(), limit).await? else {
+        return Err(ApiError::not_found(format!(
+            "no job {local:?} for client {}",
+            tenant.client
+        )));
+    };
+    let strip = |id: &str| tenant.client.strip(id).unwrap_or(id).to_owned();
+    Ok(Json(WaitsView {
+        id: local.to_owned(),
+        pending: w.pending,
+        done: w.done.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+        jobs: w
+            .edges
+            .iter()
+            .map(|e| match e.state {
+                jobstore_api::EdgeState::Pending => WaitView {
+                    id: strip(&e.target),
+                    state: "pending".to_owned(),
+                    code: None,
+                    status: None,
+                },
+                jobstore_api::EdgeState::Done { code, status } => WaitView {
+                    id: strip(&e.target),
+                    state: "done".to_owned(),
+                    code: Some(code.to_string()),
+                    status: Some(status),
+                },
+            })
+            .collect(),
+        next: w.next.as_deref().map(strip),
+    }))
+}
+
 /// Counts of one jobtype's jobs.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct JobtypeStats {
@@ -874,6 +1141,8 @@ pub struct JobtypeStats {
     pub scheduled: u64,
     /// Running under a valid lease.
     pub running: u64,
+    /// Waiting for the jobs they depend on.
+    pub blocked: u64,
     /// Archived, by result code.
     pub archived: BTreeMap<String, u64>,
     /// Whether the jobtype is paused (no daemon claims its jobs).
@@ -902,6 +1171,7 @@ fn jobtype_stats(c: &JobCounts, paused: &[String]) -> JobtypeStats {
         waiting: c.waiting,
         scheduled: c.scheduled,
         running: c.running,
+        blocked: c.blocked,
         archived: c
             .archived
             .iter()

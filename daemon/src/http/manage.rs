@@ -30,7 +30,7 @@ use crate::tenant::{self, Client};
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct JobFilter {
-    /// `waiting`, `scheduled`, `running`, `expired` or `archived`.
+    /// `waiting`, `scheduled`, `running`, `expired`, `blocked` or `archived`.
     pub state: Option<String>,
     /// Jobtypes, comma-separated (default: every jobtype of the client).
     #[serde(rename = "type")]
@@ -62,7 +62,7 @@ pub struct JobFilter {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
-    /// `waiting`, `scheduled`, `running`, `expired` or `archived` (required).
+    /// `waiting`, `scheduled`, `running`, `expired`, `blocked` or `archived` (required).
     pub state: Option<String>,
     /// Jobtypes, comma-separated (default: every jobtype).
     #[serde(rename = "type")]
@@ -262,7 +262,7 @@ fn query_of(scope: &Scope, filter: &JobFilter, prefix: &str) -> ApiResult<JobQue
         .as_deref()
         .ok_or_else(|| {
             ApiError::invalid(format!(
-                "{} is missing: waiting, scheduled, running, expired or archived",
+                "{} is missing: waiting, scheduled, running, expired, blocked or archived",
                 f("state")
             ))
             .field(f("state"))
@@ -573,7 +573,10 @@ async fn bulk(
     }
     let (done, cancelling): (Vec<String>, Vec<String>) = match action {
         Action::Rerun => (state.store.rerun_jobs(&ids, delay, now).await?, Vec::new()),
-        Action::Delete => (state.store.delete_jobs(&ids).await?.deleted, Vec::new()),
+        Action::Delete => (
+            state.store.delete_jobs(&ids, now).await?.deleted,
+            Vec::new(),
+        ),
         Action::Cancel => {
             let out = state.store.cancel_jobs(&ids, now).await?;
             (out.cancelled, out.marked)

@@ -114,6 +114,7 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ),
         ("/jobs", get(manage::list_all)),
         ("/{client}/jobs/{id}", get(jobs::get)),
+        ("/{client}/jobs/{id}/waits", get(jobs::waits)),
         ("/{client}/stats", get(jobs::client_stats)),
         ("/{client}/stats/history", get(timing::stats_history)),
         (

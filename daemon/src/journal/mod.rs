@@ -147,6 +147,14 @@ pub struct Record {
     /// `%` and `|` written `%25` and `%7C`); records without one read as
     /// `None`.
     pub repeat: Option<jobstore_api::Repeat>,
+    /// The jobs it depends on (store ids) and what a failed one does to
+    /// it, written after the run time as `run_at^<c|r><id>,<id>...` (`c`
+    /// cancel, `r` run; `%`, `,`, `^`, `@` and `|` in an id written
+    /// `%25`, `%2C`, `%5E`, `%40` and `%7C`), before the repeat rule's
+    /// `@`; records without them read as none.
+    pub depends_on: Vec<String>,
+    /// What a dependency that ends other than `ok` does to the job.
+    pub on_dependency_failure: jobstore_api::DependencyFailure,
 }
 
 /// Where the journal lives and how it writes.

@@ -649,6 +649,8 @@ mod tests {
             trace: None,
             unique: None,
             repeat: None,
+            depends_on: Vec::new(),
+            on_dependency_failure: Default::default(),
         };
         let mut file = vec![0u8; 19];
         let mut plan = Vec::new();

@@ -18,15 +18,19 @@
 //! `%` and `|` in the key are written `%25` and `%7C`). A repeating job
 //! writes its run-at field as `run_at@<rule text>` (`run_at` empty when
 //! `None`; the text of `Repeat::to_text`, with `%` and `|` written `%25`
-//! and `%7C`). Records written before tags, trace contexts, unique keys or
-//! repeat rules existed have none of them and read as they always did. The payload is escaped so that the line holds any bytes:
+//! and `%7C`). A job with dependencies writes them after the run time, before
+//! any rule: `run_at^<c|r><id>,<id>` (`c` cancels it when one fails, `r` runs
+//! it anyway; `%`, `,`, `^`, `@` and `|` in an id written `%25`, `%2C`,
+//! `%5E`, `%40` and `%7C`). Records written before tags, trace contexts,
+//! unique keys, repeat rules or dependencies existed have none of them and
+//! read as they always did. The payload is escaped so that the line holds any bytes:
 //! `\` → `\\`, newline → `\n`, CR → `\r`, every byte that is not part of
 //! valid UTF-8 → `\xHH` (lowercase hex); everything else is copied verbatim,
 //! so text payloads stay readable.
 
 use std::io::Write as _;
 
-use jobstore_api::{OnConflict, Repeat, TraceContext, Unique};
+use jobstore_api::{DependencyFailure, OnConflict, Repeat, TraceContext, Unique};
 
 use super::{JournalError, Record};
 
@@ -185,6 +189,11 @@ pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, J
             message: format!("unique key {:?} cannot be journaled", u.key),
         });
     }
+    if let Some(d) = record.depends_on.iter().find(|d| !name_ok(d)) {
+        return Err(JournalError::InvalidRecord {
+            message: format!("dependency {d:?} cannot be journaled"),
+        });
+    }
     if let Some(r) = &record.repeat
         && (r.rule.is_empty() || r.to_text().contains(char::is_control))
     {
@@ -257,6 +266,28 @@ pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, J
     out.push(b'|');
     if let Some(run_at) = record.run_at {
         let _ = write!(out, "{run_at}");
+    }
+    if !record.depends_on.is_empty() {
+        out.push(b'^');
+        out.push(match record.on_dependency_failure {
+            DependencyFailure::Run => b'r',
+            _ => b'c',
+        });
+        for (i, dep) in record.depends_on.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            for b in dep.bytes() {
+                match b {
+                    b'%' => out.extend_from_slice(b"%25"),
+                    b',' => out.extend_from_slice(b"%2C"),
+                    b'^' => out.extend_from_slice(b"%5E"),
+                    b'@' => out.extend_from_slice(b"%40"),
+                    b'|' => out.extend_from_slice(b"%7C"),
+                    b => out.push(b),
+                }
+            }
+        }
     }
     if let Some(r) = &record.repeat {
         out.push(b'@');
@@ -351,6 +382,8 @@ pub(crate) struct Fields<'a> {
     unique: Option<Unique>,
     run_at: Option<i64>,
     repeat: Option<Repeat>,
+    depends_on: Vec<String>,
+    on_dependency_failure: DependencyFailure,
 }
 
 /// Verifies a line (without its trailing newline): length, checksum, and
@@ -409,6 +442,13 @@ pub(crate) fn parse_line<'a>(line: &'a [u8], scratch: &mut Vec<u8>) -> Result<Fi
             (run_at, Some(Repeat::from_text(&text)))
         }
     };
+    let (run_at, depends_on, on_dependency_failure) = match run_at.split_once('^') {
+        None => (run_at, Vec::new(), DependencyFailure::default()),
+        Some((run_at, deps)) => {
+            let (policy, ids) = decode_deps(deps)?;
+            (run_at, ids, policy)
+        }
+    };
     let run_at = if run_at.is_empty() {
         None
     } else {
@@ -425,7 +465,43 @@ pub(crate) fn parse_line<'a>(line: &'a [u8], scratch: &mut Vec<u8>) -> Result<Fi
         unique,
         run_at,
         repeat,
+        depends_on,
+        on_dependency_failure,
     })
+}
+
+/// The dependencies of a run-at field, after its `^`: `<c|r>` then ids
+/// separated by `,`, each with `%25`, `%2C`, `%5E`, `%40`, `%7C` for `%`,
+/// `,`, `^`, `@`, `|`.
+fn decode_deps(field: &str) -> Result<(DependencyFailure, Vec<String>), Damage> {
+    let policy = match field.as_bytes().first() {
+        Some(b'c') => DependencyFailure::Cancel,
+        Some(b'r') => DependencyFailure::Run,
+        _ => return Err("bad dependency policy"),
+    };
+    let mut ids = Vec::new();
+    for escaped in field[1..].split(',') {
+        let mut id = String::with_capacity(escaped.len());
+        let mut rest = escaped;
+        while let Some(at) = rest.find('%') {
+            id.push_str(&rest[..at]);
+            id.push(match rest.get(at + 1..at + 3) {
+                Some("25") => '%',
+                Some("2C") => ',',
+                Some("5E") => '^',
+                Some("40") => '@',
+                Some("7C") => '|',
+                _ => return Err("bad escape in a dependency"),
+            });
+            rest = &rest[at + 3..];
+        }
+        id.push_str(rest);
+        if !name_ok(&id) {
+            return Err("bad dependency");
+        }
+        ids.push(id);
+    }
+    Ok((policy, ids))
 }
 
 /// The unique key of a priority field, after its `!`:
@@ -526,6 +602,8 @@ pub(crate) fn decode_line(line: &[u8]) -> Result<Record, Damage> {
         trace: fields.trace,
         unique: fields.unique,
         repeat: fields.repeat,
+        depends_on: fields.depends_on,
+        on_dependency_failure: fields.on_dependency_failure,
     })
 }
 
@@ -556,6 +634,8 @@ mod tests {
             trace: None,
             unique: None,
             repeat: None,
+            depends_on: Vec::new(),
+            on_dependency_failure: Default::default(),
         }
     }
 
@@ -595,6 +675,8 @@ mod tests {
             trace: None,
             unique: None,
             repeat: None,
+            depends_on: Vec::new(),
+            on_dependency_failure: Default::default(),
         };
         let line = line_of(&r);
         let body = b"j1|mail|-3|1700000000000|a\\\\b\\nc\\rd\\xffe|f";
@@ -759,6 +841,8 @@ mod tests {
                 trace: None,
                 unique: None,
                 repeat: None,
+                depends_on: Vec::new(),
+                on_dependency_failure: Default::default(),
             });
         }
     }
@@ -858,6 +942,40 @@ mod tests {
     }
 
     #[test]
+    fn dependencies_round_trip_and_bad_ones_are_damage() {
+        let waiting = |deps: &[&str], policy, repeat: Option<Repeat>| Record {
+            depends_on: deps.iter().map(|d| (*d).to_owned()).collect(),
+            on_dependency_failure: policy,
+            repeat,
+            run_at: Some(5),
+            ..rec("w", b"payload")
+        };
+        for r in [
+            waiting(&["a"], DependencyFailure::Cancel, None),
+            waiting(&["a,b", "c^d", "e@f", "g%2C"], DependencyFailure::Run, None),
+            waiting(&["x"], DependencyFailure::Run, Some(Repeat::new("@daily"))),
+        ] {
+            round_trip(&r);
+        }
+        let line = line_of(&waiting(&["a,b", "c"], DependencyFailure::Run, None));
+        let text = String::from_utf8(line).unwrap();
+        assert!(text.contains("|5^ra%2Cb,c|"), "{text}");
+        for field in ["5^", "5^x", "5^c", "5^ca,", "5^c%41", "5^c%2", "5^ca\u{1}"] {
+            let body = format!("id|t|0|{field}|data");
+            let line = format!(
+                "{:08x} {} {body}",
+                crc32c::crc32c(body.as_bytes()),
+                body.len()
+            );
+            assert!(decode_line(line.as_bytes()).is_err(), "{field:?} decoded");
+        }
+        let mut out = b"keep".to_vec();
+        let bad = waiting(&["a\nb"], DependencyFailure::Cancel, None);
+        assert!(encode_into(&bad, &mut out).is_err());
+        assert_eq!(out, b"keep");
+    }
+
+    #[test]
     fn invalid_names_are_refused() {
         for (id, jobtype) in [
             ("", "t"),
@@ -880,6 +998,8 @@ mod tests {
                 trace: None,
                 unique: None,
                 repeat: None,
+                depends_on: Vec::new(),
+                on_dependency_failure: Default::default(),
             };
             let mut out = b"keep".to_vec();
             let err = encode_into(&r, &mut out).unwrap_err();
@@ -1043,6 +1163,13 @@ mod tests {
         )
     }
 
+    fn deps() -> impl Strategy<Value = (Vec<String>, bool)> {
+        (
+            proptest::collection::vec("[^|\\p{Cc}]{1,12}|[%,^@]{1,4}", 0..5),
+            any::<bool>(),
+        )
+    }
+
     fn repeat() -> impl Strategy<Value = Option<Repeat>> {
         proptest::option::of(
             ("[^\\p{Cc}]{1,40}|[|%@ ,*]{1,6}", "UTC|[A-Za-z/_+-]{1,20}")
@@ -1075,8 +1202,17 @@ mod tests {
             trace in trace(),
             unique in unique(),
             repeat in repeat(),
+            (depends_on, run) in deps(),
         ) {
-            let r = Record { id, jobtype, priority, run_at, data, tags, trace, unique, repeat };
+            let on_dependency_failure = if run {
+                DependencyFailure::Run
+            } else {
+                DependencyFailure::Cancel
+            };
+            let r = Record {
+                id, jobtype, priority, run_at, data, tags, trace, unique, repeat,
+                depends_on, on_dependency_failure,
+            };
             let line = line_of(&r);
             prop_assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
             prop_assert!(!line.contains(&b'\r'));

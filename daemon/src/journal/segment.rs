@@ -482,6 +482,8 @@ mod tests {
                 trace: None,
                 unique: None,
                 repeat: None,
+                depends_on: Vec::new(),
+                on_dependency_failure: Default::default(),
             };
             let mut out = Vec::new();
             record::encode_into(&r, &mut out).unwrap();

@@ -25,6 +25,8 @@ fn rec(i: usize) -> Record {
         trace: trace_of(i),
         unique: None,
         repeat: None,
+        depends_on: Vec::new(),
+        on_dependency_failure: Default::default(),
     }
 }
 
@@ -287,6 +289,8 @@ async fn concurrent_appends_are_all_durable_and_read_exactly_once() {
                         trace: None,
                         unique: None,
                         repeat: None,
+                        depends_on: Vec::new(),
+                        on_dependency_failure: Default::default(),
                     })
                     .collect();
                 j.append(batch).await.unwrap();
@@ -600,6 +604,8 @@ async fn payloads_of_every_kind_round_trip() {
             trace: None,
             unique: None,
             repeat: None,
+            depends_on: Vec::new(),
+            on_dependency_failure: Default::default(),
         })
         .collect();
     j.append(records.clone()).await.unwrap();
@@ -631,6 +637,8 @@ async fn invalid_records_are_refused_whole() {
             trace: None,
             unique: None,
             repeat: None,
+            depends_on: Vec::new(),
+            on_dependency_failure: Default::default(),
         };
         let err = j.append(vec![rec(0), bad]).await.unwrap_err();
         assert!(matches!(err, JournalError::InvalidRecord { .. }), "{err}");
@@ -744,6 +752,8 @@ async fn a_journal_of_the_previous_version_replays() {
             trace: None,
             unique: None,
             repeat: None,
+            depends_on: Vec::new(),
+            on_dependency_failure: Default::default(),
         },
         Record {
             id: "job-b".into(),
@@ -755,6 +765,8 @@ async fn a_journal_of_the_previous_version_replays() {
             trace: None,
             unique: None,
             repeat: None,
+            depends_on: Vec::new(),
+            on_dependency_failure: Default::default(),
         },
         rec(3),
     ];
@@ -810,6 +822,8 @@ fn tricky(i: usize) -> Record {
         trace: trace_of(i),
         unique: None,
         repeat: None,
+        depends_on: Vec::new(),
+        on_dependency_failure: Default::default(),
     }
 }
 
@@ -888,6 +902,8 @@ fn check_recovers(rt: &tokio::runtime::Runtime, dir: &Path, expected: &[Record],
             trace: None,
             unique: None,
             repeat: None,
+            depends_on: Vec::new(),
+            on_dependency_failure: Default::default(),
         };
         j.append(vec![marker.clone()]).await.unwrap();
         let t = j.reserve(10, LONG).await.unwrap().unwrap();
@@ -1138,7 +1154,7 @@ proptest! {
         let dir = TempDir::new().unwrap();
         let records: Vec<Record> = batch
             .into_iter()
-            .map(|(id, jobtype, priority, run_at, data)| Record { id, jobtype, priority, run_at, data, tags: Vec::new(), trace: None, unique: None, repeat: None })
+            .map(|(id, jobtype, priority, run_at, data)| Record { id, jobtype, priority, run_at, data, tags: Vec::new(), trace: None, unique: None, repeat: None, depends_on: Vec::new(), on_dependency_failure: Default::default() })
             .collect();
         rt.block_on(async {
             let j = open_nosync(dir.path());

@@ -7,7 +7,7 @@
 const TOKEN = "jobstore.token";
 const COUNTS_MAX_AGE = 5; // seconds: the daemon answers counts from one snapshot this old at most
 const REFRESH_MS = 5000;
-const STATES = ["waiting", "scheduled", "running", "expired", "archived"];
+const STATES = ["waiting", "scheduled", "running", "expired", "blocked", "archived"];
 const CODES = ["ok", "failed", "retry", "error", "cancelled", "timeout"];
 
 let me = null; // { admin, client }
@@ -193,6 +193,7 @@ function countsRow(client, t, refresh) {
     link(route("/jobs", { client, type: t.type, state: "waiting" }), t.waiting),
     link(route("/jobs", { client, type: t.type, state: "scheduled" }), t.scheduled),
     link(route("/jobs", { client, type: t.type, state: "running" }), t.running),
+    link(route("/jobs", { client, type: t.type, state: "blocked" }), t.blocked || 0),
     archived.length
       ? h("span", {}, archived.map(([code, n], i) => [i ? ", " : "",
         link(route("/jobs", { client, type: t.type, state: "archived", code }), code + " " + n)]))
@@ -264,13 +265,13 @@ async function overview() {
     const rows = c.jobtypes.map((t) => {
       const row = countsRow(c.client, t, render);
       const s = series.get(t.type);
-      row.splice(7, 0, s ? chart(t.type, s.runs, s.fails) : "");
+      row.splice(8, 0, s ? chart(t.type, s.runs, s.fails) : "");
       return row;
     });
     sections.push(h("section", { "aria-labelledby": "c-" + c.client },
       h("h2", { id: "c-" + c.client }, "Client ", c.client),
       table("Jobs of " + c.client + " by jobtype",
-        ["Jobtype", "State", "Waiting", "Scheduled", "Running", "Archived", "Failures", "Last hour", "Action"],
+        ["Jobtype", "State", "Waiting", "Scheduled", "Running", "Blocked", "Archived", "Failures", "Last hour", "Action"],
         rows, "No jobs yet.")));
   }
   const workers = await Promise.all((stats.clients.length ? stats.clients.map((c) => c.client) : []).map(
@@ -353,8 +354,8 @@ async function bulkByIds(client, verb, label, ids, done) {
 
 const ACTIONS = {
   rerun: { label: "Run again", states: ["archived"] },
-  delete: { label: "Delete", states: ["waiting", "scheduled", "archived"] },
-  cancel: { label: "Cancel", states: ["waiting", "scheduled", "running", "expired"] },
+  delete: { label: "Delete", states: ["waiting", "scheduled", "blocked", "archived"] },
+  cancel: { label: "Cancel", states: ["waiting", "scheduled", "blocked", "running", "expired"] },
 };
 
 async function jobs(p) {
@@ -425,6 +426,7 @@ function describe(e) {
     case "rerun": return "run again" + (e.delay_ms ? " in " + e.delay_ms + " ms" : "");
     case "handed_back": return "handed back";
     case "cancel_requested": return "cancel requested";
+    case "unblocked": return "unblocked: its last dependency ended";
     case "repeated": return "ran: " + e.code + " " + e.status + "; runs again " + when(e.next_ms);
     default: return e.event;
   }
@@ -438,7 +440,7 @@ async function job(p) {
   const buttons = [];
   for (const [verb, a] of Object.entries(ACTIONS)) if (a.states.includes(j.state)) buttons.push(act(verb, a.label));
   let edit = null;
-  if (j.state === "waiting" || j.state === "scheduled") {
+  if (j.state === "waiting" || j.state === "scheduled" || j.state === "blocked") {
     const prio = h("input", { id: "e-priority", name: "priority", type: "number", value: j.priority });
     const due = h("input", { id: "e-run-at", name: "run_at", value: when(j.run_at).replace(" ", "T") });
     edit = h("form", { class: "filters" },
@@ -459,6 +461,17 @@ async function job(p) {
       } catch (e) { say(e.message, true); }
     });
   }
+  let waits = null;
+  if (j.dependencies_pending !== undefined) {
+    const w = await get(base + enc(p.id) + "/waits?limit=100");
+    const done = Object.entries(w.done).map(([c, n]) => c + " " + n).join(", ");
+    waits = [h("h2", {}, "Waits for"),
+      h("p", {}, w.pending + " pending" + (done ? "; ended: " + done : "")),
+      table("The jobs " + j.id + " waits for, by id", ["Job", "State", "Result"],
+        w.jobs.map((d) => [link(route("/job", { client: p.client, id: d.id }), d.id), d.state,
+          d.code ? d.code + " " + d.status : ""]), "None."),
+      w.next ? h("p", { class: "note" }, "The first 100 are shown.") : null];
+  }
   const r = j.result;
   show(
     h("h1", {}, "Job ", h("code", {}, j.id)),
@@ -475,6 +488,8 @@ async function job(p) {
       h("dt", {}, "Tags"), h("dd", {}, (j.tags || []).join(", ") || "none"),
       j.unique_key ? [h("dt", {}, "Unique key"), h("dd", {}, h("code", {}, j.unique_key),
         j.state === "archived" ? " (free again)" : " (held)")] : null,
+      j.dependencies_pending !== undefined ? [h("dt", {}, "Dependencies"), h("dd", {},
+        j.dependencies_pending + " pending; if one fails: " + (j.on_dependency_failure || "cancel"))] : null,
       j.repeat ? [h("dt", {}, "Repeats"), h("dd", {}, h("code", {}, j.repeat.rule),
         j.repeat.time_zone && j.repeat.time_zone !== "UTC" ? " in " + j.repeat.time_zone : " (UTC)",
         j.state === "archived" ? ", stopped: archived" : "")] : null),
@@ -483,6 +498,7 @@ async function job(p) {
     h("h2", {}, "Payload"),
     payload(j.data, j.data_base64),
     r ? [h("h2", {}, j.state === "archived" ? "Result" : "Last result"), h("p", {}, r.code + ", status " + r.status), h("h3", {}, "Output"), payload(r.output, r.output_base64)] : null,
+    waits,
     h("h2", {}, "History"),
     table("What happened to " + j.id + ", oldest first", ["When", "Attempt", "Event", "By"],
       (j.history || []).map((e) => [when(e.at), e.attempt, describe(e), e.by || ""]), "No events."));
