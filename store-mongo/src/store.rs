@@ -525,13 +525,11 @@ impl Outcome<'_> {
         let mut q = doc! { f::ID: { "$in": ids }, f::LOCK: owner };
         if self.ends() {
             q.insert(f::FX, doc! { "$exists": flow });
-            if flow {
-                if let Ok(set) = update.get_document_mut("$set") {
-                    set.insert(f::FX, 2_i32);
-                    set.insert(f::FX_AT, now);
-                    if let Outcome::Delete = self {
-                        set.insert(f::GONE, true);
-                    }
+            if flow && let Ok(set) = update.get_document_mut("$set") {
+                set.insert(f::FX, 2_i32);
+                set.insert(f::FX_AT, now);
+                if let Outcome::Delete = self {
+                    set.insert(f::GONE, true);
                 }
             }
         }
