@@ -42,6 +42,10 @@ pub(crate) const DUE_INDEX: &str = "list_due";
 /// first.
 pub(crate) const ARCHIVED_INDEX: &str = "list_archived";
 
+/// The sparse index of recorded deliveries and staged adds (`fx_at`),
+/// read by `settle_flows` only.
+pub(crate) const SETTLE_INDEX: &str = "settle";
+
 /// The sparse unique index of live keyed jobs' `ukey`.
 pub(crate) const UKEY_INDEX: &str = "ukey";
 
@@ -162,6 +166,15 @@ impl MongoStore {
                 IndexModel::builder()
                     .keys(doc! { "jobtype": 1, "lock": 1, "dt": 1, "id": 1 })
                     .options(named(DUE_INDEX))
+                    .build(),
+                IndexModel::builder()
+                    .keys(doc! { "fx_at": 1 })
+                    .options(
+                        IndexOptions::builder()
+                            .name(SETTLE_INDEX.to_owned())
+                            .sparse(true)
+                            .build(),
+                    )
                     .build(),
                 IndexModel::builder()
                     .keys(doc! { "result.code": 1, "done_dt": -1, "id": -1, "jobtype": 1 })

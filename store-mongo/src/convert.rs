@@ -5,8 +5,8 @@
 use jobstore_api::history::{EventKind, JobEvent};
 use jobstore_api::limits::MAX_HISTORY;
 use jobstore_api::{
-    Error, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobResult, LOCK_FREE, Millis,
-    NewJob, Result, ResultCode, TraceContext,
+    DependencyFailure, Error, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobResult,
+    LOCK_FREE, Millis, NewJob, Result, ResultCode, TraceContext,
 };
 use mongodb::bson::spec::BinarySubtype;
 use mongodb::bson::{Binary, Bson, Document, doc};
@@ -38,6 +38,55 @@ pub(crate) mod f {
     pub const UKEY: &str = "ukey";
     pub const UKEY_DONE: &str = "ukey_done";
     pub const REPEAT: &str = "repeat";
+    pub const FX: &str = "fx";
+    pub const FX_AT: &str = "fx_at";
+    pub const UP: &str = "up";
+    pub const WAITS: &str = "waits";
+    pub const WDONE: &str = "wdone";
+    pub const POL: &str = "pol";
+    pub const WBAD: &str = "wbad";
+    pub const GONE: &str = "gone";
+}
+
+/// The `lock` of a job whose add is still making its edges: read as
+/// absent, never claimed, counted or listed.
+pub(crate) const LOCK_STAGED: &str = "__staged";
+
+/// Whether `lock` keeps `dt` as `BLOCKED_BASE_MS + not_before`.
+pub(crate) fn offset_lock(lock: &str) -> bool {
+    lock == jobstore_api::LOCK_BLOCKED || lock == LOCK_STAGED
+}
+
+/// One ended edge as stored in `wdone`: `"<code>|<status>|<target>"`.
+pub(crate) fn done_edge(target: &str, code: ResultCode, status: u16) -> String {
+    format!("{}|{status}|{target}", code.as_str())
+}
+
+/// An ended edge of `wdone`: its target, code and status.
+pub(crate) fn parse_done_edge(s: &str) -> Result<(String, ResultCode, u16)> {
+    let mut parts = s.splitn(3, '|');
+    let (Some(code), Some(status), Some(target)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(malformed("job", f::WDONE));
+    };
+    Ok((
+        target.to_owned(),
+        code.parse().map_err(|_| malformed("job", f::WDONE))?,
+        status.parse().map_err(|_| malformed("job", f::WDONE))?,
+    ))
+}
+
+/// The strings of an array field (absent or null: none).
+pub(crate) fn str_array(d: &Document, field: &str) -> Result<Vec<String>> {
+    match d.get(field) {
+        None | Some(Bson::Null) => Ok(Vec::new()),
+        Some(Bson::Array(a)) => a
+            .iter()
+            .map(|b| b.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| malformed("job", field)),
+        Some(_) => Err(malformed("job", field)),
+    }
 }
 
 /// Bytes as BSON binary, subtype 0 (generic).
@@ -463,13 +512,18 @@ pub(crate) fn job_from_doc(d: &Document) -> Result<Job> {
         Some(_) => return Err(malformed(W, f::RESULT)),
     };
     let attempts: u32 = get_int(d, f::ATTEMPTS, W)?;
+    let lock = get_str(d, f::LOCK, W)?;
+    let mut dt = get_i64(d, f::DT, W)?;
+    if offset_lock(&lock) {
+        dt -= jobstore_api::BLOCKED_BASE_MS;
+    }
     Ok(Job {
         id: get_str(d, f::ID, W)?,
         jobtype: get_str(d, f::JOBTYPE, W)?,
         data: get_bytes(d, f::DATA, W)?,
         priority: get_int(d, f::PRIORITY, W)?,
-        dt: get_i64(d, f::DT, W)?,
-        lock: get_str(d, f::LOCK, W)?,
+        dt,
+        lock,
         attempts,
         create_dt: get_i64(d, f::CREATE_DT, W)?,
         done_dt: opt_i64(d, f::DONE_DT, W)?,
@@ -512,7 +566,17 @@ fn flow_from_doc(d: &Document) -> Result<Option<Box<FlowState>>> {
         })
         .transpose()?;
     let repeat = opt_str(d, f::REPEAT, "job")?;
-    Ok(FlowState::from_parts(key, repeat.as_deref()))
+    let deps = match opt_str(d, f::POL, "job")? {
+        None => None,
+        Some(pol) => {
+            let pol = pol
+                .parse::<DependencyFailure>()
+                .map_err(|_| malformed("job", f::POL))?;
+            let pending = u32::try_from(str_array(d, f::WAITS)?.len()).unwrap_or(u32::MAX);
+            Some((pending, pol))
+        }
+    };
+    Ok(FlowState::from_stored(key, repeat.as_deref(), deps))
 }
 
 /// A flag: absent (or null) is `false`; a boolean, or an integer (what

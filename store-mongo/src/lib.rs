@@ -2,6 +2,7 @@
 
 mod conn;
 mod convert;
+mod deps;
 mod error;
 mod manage;
 mod options;

@@ -11,7 +11,8 @@ use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::Hint;
 
 use crate::conn::{ARCHIVED_INDEX, DUE_INDEX};
-use crate::convert::{self, f};
+use crate::convert::{self, LOCK_STAGED, f};
+use crate::deps::{Ended, ended_projection, pending_effects};
 use crate::error;
 use crate::store::{
     MongoStore, RELEASE_COMMAND_BYTES, batch, claim_index, free_key, pack, recorded, stamped,
@@ -42,6 +43,7 @@ fn not_owned() -> Bson {
         LOCK_FREE.into(),
         LOCK_DONE.into(),
         LOCK_BLOCKED.into(),
+        LOCK_STAGED.into(),
     ])
 }
 
@@ -380,11 +382,29 @@ impl MongoStore {
             "$unset": { f::PREV_RESULT: "", f::CANCEL: "" },
             "$rename": free_key(),
         };
+        let mut flow_archive = archive.clone();
+        if let Ok(set) = flow_archive.get_document_mut("$set") {
+            set.insert(f::FX, 2_i32);
+            set.insert(f::FX_AT, now);
+        }
         let statements = vec![
             doc! {
-                "q": { f::ID: { "$in": ids }, f::LOCK: LOCK_FREE },
+                "q": { f::ID: { "$in": ids }, f::LOCK: LOCK_FREE, f::FX: { "$exists": false } },
                 "u": stamped(
                     recorded(archive, convert::event_doc(now, "", None, &EventKind::Cancelled)),
+                    &done_tok,
+                ),
+                "multi": true,
+            },
+            // Flow jobs, free or blocked: their waiters are told after.
+            doc! {
+                "q": {
+                    f::ID: { "$in": ids },
+                    f::LOCK: { "$in": [LOCK_FREE, LOCK_BLOCKED] },
+                    f::FX: { "$exists": true },
+                },
+                "u": stamped(
+                    recorded(flow_archive, convert::event_doc(now, "", None, &EventKind::Cancelled)),
                     &done_tok,
                 ),
                 "multi": true,
@@ -408,14 +428,18 @@ impl MongoStore {
             return Ok(CancelOutcome::default());
         }
         let docs = self
-            .find_with_token(ids, &[&done_tok, &mark_tok], doc! { f::ID: 1 })
+            .find_with_token(ids, &[&done_tok, &mark_tok], ended_projection())
             .await?;
         let mut by_id: HashMap<String, (bool, bool)> = HashMap::with_capacity(docs.len());
+        let mut ended = Vec::new();
         for d in &docs {
             let toks: Vec<&str> = match d.get(f::OP_TOKS) {
                 Some(Bson::Array(a)) => a.iter().filter_map(Bson::as_str).collect(),
                 _ => Vec::new(),
             };
+            if toks.contains(&done_tok.as_str()) && pending_effects(d) {
+                ended.push(Ended::from_doc(d)?);
+            }
             by_id.insert(
                 convert::get_str(d, f::ID, "job")?,
                 (
@@ -432,6 +456,7 @@ impl MongoStore {
                 _ => {}
             }
         }
+        self.deliver_after(ended, now).await;
         Ok(out)
     }
 
@@ -614,27 +639,58 @@ impl MongoStore {
     }
 
     /// Deletes the jobs of `ids` that are not locked: (1) reads their
-    /// locks, (2) one `delete_many` of the free and archived ones, still
-    /// free or archived; (3) only if it deleted fewer than it was given,
-    /// reads which are still there.
-    pub(crate) async fn delete_ids(&self, ids: &[&str]) -> Result<DeleteOutcome> {
+    /// locks (and flow markers), (2) one `delete_many` of the free and
+    /// archived plain ones, still free or archived; (3) only if it deleted
+    /// fewer than it was given, reads which are still there. Flow jobs go
+    /// through [`delete_flow`](Self::delete_flow).
+    pub(crate) async fn delete_ids(&self, ids: &[&str], now: Millis) -> Result<DeleteOutcome> {
         if ids.is_empty() {
             return Ok(DeleteOutcome::default());
         }
-        let locks = self.locks_of(ids).await?;
+        let docs = self
+            .find_jobs(
+                "find locks",
+                doc! { f::ID: { "$in": ids } },
+                doc! { f::ID: 1, f::LOCK: 1, f::FX: 1 },
+                ids.len(),
+            )
+            .await?;
+        let mut locks: HashMap<String, (String, bool)> = HashMap::with_capacity(docs.len());
+        for d in &docs {
+            locks.insert(
+                convert::get_str(d, f::ID, "job")?,
+                (
+                    convert::get_str(d, f::LOCK, "job")?,
+                    !matches!(d.get(f::FX), None | Some(Bson::Null)),
+                ),
+            );
+        }
         let mut out = DeleteOutcome::default();
         let mut free: Vec<&str> = Vec::with_capacity(ids.len());
+        let mut flow: Vec<&str> = Vec::new();
         for id in ids {
             match locks.get(*id) {
                 None => {}
-                Some(lock) if is_locked(lock) => out.running.push((*id).to_owned()),
+                Some((lock, _)) if lock == LOCK_STAGED => {}
+                Some((lock, _)) if is_locked(lock) => out.running.push((*id).to_owned()),
+                Some((_, true)) => flow.push(id),
                 Some(_) => free.push(id),
             }
+        }
+        if !flow.is_empty() {
+            let (deleted, running) = self.delete_flow(&flow, now).await?;
+            out.deleted.extend(deleted);
+            out.running.extend(running);
         }
         if free.is_empty() {
             return Ok(out);
         }
-        let filter = doc! { f::ID: { "$in": &free }, f::LOCK: { "$in": unlocked() } };
+        // A job linked to a waiter since (1) has `fx` now: not deleted here.
+        let filter = doc! {
+            f::ID: { "$in": &free },
+            f::LOCK: { "$in": unlocked() },
+            f::FX: { "$exists": false },
+        };
         let send = || self.call("delete jobs", self.jobs.delete_many(filter.clone()));
         let deleted = match send().await {
             Ok(r) => Some(r.deleted_count),
@@ -647,20 +703,101 @@ impl MongoStore {
             Err(e) => return Err(e),
         };
         if deleted == Some(free.len() as u64) {
-            out.deleted = free.into_iter().map(str::to_owned).collect();
+            out.deleted.extend(free.into_iter().map(str::to_owned));
             return Ok(out);
         }
         // Some changed between (1) and (2): taken by a claimer (refused
-        // now), or deleted by another caller.
+        // now), deleted by another caller, or linked to a waiter.
         let left = self.locks_of(&free).await?;
+        let mut linked = Vec::new();
         for id in free {
             match left.get(id) {
                 None => out.deleted.push(id.to_owned()),
                 Some(lock) if is_locked(lock) => out.running.push(id.to_owned()),
-                Some(_) => {}
+                Some(_) => linked.push(id),
             }
         }
+        if !linked.is_empty() {
+            let (deleted, running) = self.delete_flow(&linked, now).await?;
+            out.deleted.extend(deleted);
+            out.running.extend(running);
+        }
         Ok(out)
+    }
+
+    /// Deletes the flow jobs of `ids` not locked: the live ones become
+    /// tombstones recording their effects (`fx: 2`, `gone`), then every
+    /// one still unlocked is read, its waiters told (a live one ended
+    /// `cancelled`, 0) and it is deleted. Returns the ids deleted and
+    /// those found locked.
+    async fn delete_flow(&self, ids: &[&str], now: Millis) -> Result<(Vec<String>, Vec<String>)> {
+        let token = new_token();
+        let tombstone = doc! {
+            "q": {
+                f::ID: { "$in": ids },
+                f::LOCK: { "$in": [LOCK_FREE, LOCK_BLOCKED] },
+                f::FX: { "$exists": true },
+            },
+            "u": stamped(
+                doc! {
+                    "$set": {
+                        f::LOCK: LOCK_DONE,
+                        f::DT: now + ARCHIVE_HORIZON_MS,
+                        f::FX: 2_i32,
+                        f::FX_AT: now,
+                        f::GONE: true,
+                    },
+                    "$unset": { f::UKEY: "" },
+                },
+                &token,
+            ),
+            "multi": true,
+        };
+        self.send_updates_once_more("delete (flow)", &[vec![tombstone]], false)
+            .await?;
+        let docs = self
+            .find_jobs(
+                "delete (flow read)",
+                doc! { f::ID: { "$in": ids } },
+                ended_projection(),
+                ids.len(),
+            )
+            .await?;
+        let mut deleted = Vec::new();
+        let mut running = Vec::new();
+        let mut ended = Vec::new();
+        let mut archived = Vec::new();
+        for d in &docs {
+            let id = convert::get_str(d, f::ID, "job")?;
+            let lock = convert::get_str(d, f::LOCK, "job")?;
+            if is_locked(&lock) && lock != LOCK_STAGED {
+                running.push(id);
+                continue;
+            }
+            if lock != LOCK_DONE {
+                continue;
+            }
+            if pending_effects(d) {
+                let mut e = Ended::from_doc(d)?;
+                // Delivered here, then deleted below with the others.
+                e.gone = false;
+                ended.push(e);
+            }
+            archived.push(id);
+        }
+        if !ended.is_empty() {
+            self.deliver(ended, now).await?;
+        }
+        if !archived.is_empty() {
+            self.call(
+                "delete (flow)",
+                self.jobs
+                    .delete_many(doc! { f::ID: { "$in": &archived }, f::LOCK: LOCK_DONE }),
+            )
+            .await?;
+            deleted = archived;
+        }
+        Ok((deleted, running))
     }
 
     /// The lock of each job of `ids` that exists.
@@ -694,35 +831,56 @@ impl MongoStore {
         }
         let statements: Vec<(Document, usize)> = groups
             .into_iter()
-            .map(|((priority, run_at, data), ids)| {
+            .flat_map(|((priority, run_at, data), ids)| {
                 let mut set = Document::new();
                 if let Some(p) = priority {
                     set.insert(f::PRIORITY, p);
                 }
-                if let Some(dt) = run_at {
-                    set.insert(f::DT, dt);
-                }
                 if let Some(data) = data {
                     set.insert(f::DATA, convert::binary(data));
-                }
-                if run_at.is_none_or(|dt| dt <= now) {
-                    set.insert(f::WAKE, &token);
                 }
                 let size = ids.iter().map(|id| id.len() + 16).sum::<usize>()
                     + data.map_or(0, <[u8]>::len)
                     + 512;
-                let statement = doc! {
-                    "q": { f::ID: { "$in": &ids }, f::LOCK: LOCK_FREE },
-                    "u": stamped(
-                        recorded(
-                            doc! { "$set": set },
-                            convert::event_doc(now, "", None, &EventKind::Edited),
+                let statement = |lock: Bson, set: Document| {
+                    doc! {
+                        "q": { f::ID: { "$in": &ids }, f::LOCK: lock },
+                        "u": stamped(
+                            recorded(
+                                doc! { "$set": set },
+                                convert::event_doc(now, "", None, &EventKind::Edited),
+                            ),
+                            &token,
                         ),
-                        &token,
-                    ),
-                    "multi": true,
+                        "multi": true,
+                    }
                 };
-                (statement, size)
+                let mut free = set.clone();
+                if let Some(dt) = run_at {
+                    free.insert(f::DT, dt);
+                }
+                if run_at.is_none_or(|dt| dt <= now) {
+                    free.insert(f::WAKE, &token);
+                }
+                match run_at {
+                    // Free and blocked jobs alike (a blocked job's
+                    // not-before time is kept in `dt` with an offset).
+                    None => vec![(
+                        statement(
+                            Bson::Document(doc! { "$in": [LOCK_FREE, LOCK_BLOCKED] }),
+                            free,
+                        ),
+                        size,
+                    )],
+                    Some(dt) => {
+                        let mut blocked = set;
+                        blocked.insert(f::DT, BLOCKED_BASE_MS + dt);
+                        vec![
+                            (statement(LOCK_FREE.into(), free), size),
+                            (statement(LOCK_BLOCKED.into(), blocked), size),
+                        ]
+                    }
+                }
             })
             .collect();
         let commands = pack(statements, RELEASE_COMMAND_BYTES);

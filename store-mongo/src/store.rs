@@ -20,7 +20,8 @@ use mongodb::{Client, Collection, Database};
 use rand::seq::SliceRandom;
 
 use crate::conn::{self, CLAIM_INDEX, CODES_INDEX, PURGE_INDEX};
-use crate::convert::{self, f};
+use crate::convert::{self, LOCK_STAGED, f};
+use crate::deps::Fate;
 use crate::error::{self, DUPLICATE_KEY, MAX_BSON_DOCUMENT};
 use crate::options::MongoOptions;
 use crate::stats;
@@ -415,9 +416,23 @@ enum Outcome<'a> {
 }
 
 impl Outcome<'_> {
+    /// Whether this outcome ends the job (its waiters are to be told).
+    fn ends(&self) -> bool {
+        matches!(self, Outcome::Archive(..) | Outcome::Delete)
+    }
+
     /// The update statement applying this outcome to the jobs of `ids`
-    /// still locked by `owner`, stamping `token`.
-    fn statement(&self, ids: &[&str], owner: &str, token: &str, now: Millis) -> Document {
+    /// still locked by `owner`, stamping `token`. An ending outcome
+    /// applies to plain jobs only (no `fx`), or with `flow` to flow jobs
+    /// only, recording their effects (`fx: 2`).
+    fn statement(
+        &self,
+        ids: &[&str],
+        owner: &str,
+        token: &str,
+        now: Millis,
+        flow: bool,
+    ) -> Document {
         let archived = |result: Option<Document>| {
             let mut set = doc! {
                 f::LOCK: LOCK_DONE,
@@ -507,11 +522,18 @@ impl Outcome<'_> {
         if let Outcome::Archive(..) = self {
             update.insert("$rename", free_key());
         }
-        doc! {
-            "q": { f::ID: { "$in": ids }, f::LOCK: owner },
-            "u": update,
-            "multi": true,
+        let mut q = doc! { f::ID: { "$in": ids }, f::LOCK: owner };
+        if self.ends() {
+            q.insert(f::FX, doc! { "$exists": flow });
+            if flow && let Ok(set) = update.get_document_mut("$set") {
+                set.insert(f::FX, 2_i32);
+                set.insert(f::FX_AT, now);
+                if let Outcome::Delete = self {
+                    set.insert(f::GONE, true);
+                }
+            }
         }
+        doc! { "q": q, "u": update, "multi": true }
     }
 }
 
@@ -778,11 +800,12 @@ impl MongoStore {
             return Ok(Vec::new());
         }
         let token = new_token();
-        let statements: Vec<(Document, usize)> = outcomes(releases, now)
-            .into_iter()
+        let groups = outcomes(releases, now);
+        let statements: Vec<(Document, usize)> = groups
+            .iter()
             .map(|(outcome, ids)| {
-                let size = outcome.size(&ids, owner);
-                (outcome.statement(&ids, owner, &token, now), size)
+                let size = outcome.size(ids, owner);
+                (outcome.statement(ids, owner, &token, now, false), size)
             })
             .collect();
         let commands = pack(statements, RELEASE_COMMAND_BYTES);
@@ -793,14 +816,48 @@ impl MongoStore {
             .await?
             .map(|(n, _)| n);
         let ids: Vec<&str> = releases.iter().map(|r| r.id.as_str()).collect();
+        let ends = groups.iter().any(|(o, _)| o.ends());
         let released: Vec<&str> = match matched {
-            Some(0) => Vec::new(),
+            Some(0) if !ends => Vec::new(),
             Some(n) if n == ids.len() as u64 => ids,
             // Later operations may have changed some of these jobs since;
             // each appended its own token and left this one in place.
+            // Ending entries of flow jobs (`fx`) still locked by the owner
+            // take the flow path.
             _ => {
-                let found = self.ids_with_token(&ids, &token).await?;
-                ids.into_iter().filter(|i| found.contains(*i)).collect()
+                let docs = self
+                    .find_jobs(
+                        "find",
+                        doc! {
+                            f::ID: { "$in": &ids },
+                            "$or": [
+                                { f::OP_TOKS: &token },
+                                { f::LOCK: owner, f::FX: { "$exists": true } },
+                            ],
+                        },
+                        doc! { f::ID: 1, f::OP_TOKS: 1 },
+                        ids.len(),
+                    )
+                    .await?;
+                let mut found = HashSet::new();
+                let mut flow = HashSet::new();
+                for d in &docs {
+                    let id = convert::get_str(d, f::ID, "job")?;
+                    if convert::str_array(d, f::OP_TOKS)?.contains(&token) {
+                        found.insert(id);
+                    } else {
+                        flow.insert(id);
+                    }
+                }
+                let mut released: Vec<&str> =
+                    ids.iter().copied().filter(|i| found.contains(*i)).collect();
+                if !flow.is_empty() {
+                    released.extend(
+                        self.release_flow(&groups, &flow, owner, &token, now)
+                            .await?,
+                    );
+                }
+                released
             }
         };
         let taken: HashSet<&str> = released.iter().copied().collect();
@@ -814,6 +871,7 @@ impl MongoStore {
                 f::ID: { "$in": &deleted },
                 f::LOCK: LOCK_DONE,
                 f::OP_TOKS: &token,
+                f::GONE: { "$exists": false },
             };
             let send = || async {
                 self.call("release (delete)", self.jobs.delete_many(filter.clone()))
@@ -830,6 +888,61 @@ impl MongoStore {
             }
         }
         Ok(released.into_iter().map(str::to_owned).collect())
+    }
+
+    /// The ending entries of `groups` whose jobs are flow jobs still
+    /// locked by `owner` (`flow`): one more `update` command recording
+    /// their effects with the archive, the token's read-back, and the
+    /// delivery to their waiters. Returns the ids released.
+    async fn release_flow<'a>(
+        &self,
+        groups: &[(Outcome<'a>, Vec<&'a str>)],
+        flow: &HashSet<String>,
+        owner: &str,
+        token: &str,
+        now: Millis,
+    ) -> Result<Vec<&'a str>> {
+        let statements: Vec<(Document, usize)> = groups
+            .iter()
+            .filter(|(o, _)| o.ends())
+            .filter_map(|(outcome, ids)| {
+                let ids: Vec<&str> = ids.iter().copied().filter(|i| flow.contains(*i)).collect();
+                (!ids.is_empty()).then(|| {
+                    let size = outcome.size(&ids, owner);
+                    (outcome.statement(&ids, owner, token, now, true), size)
+                })
+            })
+            .collect();
+        if statements.is_empty() {
+            return Ok(Vec::new());
+        }
+        let commands = pack(statements, RELEASE_COMMAND_BYTES);
+        self.send_updates_once_more("release (flow)", &commands, false)
+            .await?;
+        let asked: Vec<&str> = flow.iter().map(String::as_str).collect();
+        let docs = self
+            .find_jobs(
+                "release (flow read)",
+                doc! { f::ID: { "$in": &asked }, f::OP_TOKS: token },
+                crate::deps::ended_projection(),
+                asked.len(),
+            )
+            .await?;
+        let mut done = HashSet::new();
+        let mut ended = Vec::new();
+        for d in &docs {
+            let e = crate::deps::Ended::from_doc(d)?;
+            done.insert(e.id.clone());
+            if crate::deps::pending_effects(d) {
+                ended.push(e);
+            }
+        }
+        self.deliver_after(ended, now).await;
+        Ok(groups
+            .iter()
+            .flat_map(|(_, ids)| ids.iter().copied())
+            .filter(|i| done.contains(*i))
+            .collect())
     }
 
     /// One aggregation counting the eligible jobs of each of `jobtypes`
@@ -1146,31 +1259,14 @@ fn cap_i64() -> i64 {
     i64::try_from(WAITING_COUNT_CAP).unwrap_or(i64::MAX)
 }
 
-#[async_trait]
-impl JobStore for MongoStore {
-    fn capabilities(&self) -> Capabilities {
-        let caps = Capabilities::new(self.max_payload())
-            .with_waiting_count_cap(WAITING_COUNT_CAP)
-            .with_management()
-            .with_tags_and_history()
-            .with_stats()
-            .with_trace()
-            .with_schedules()
-            .with_repeat();
-        let caps = if self.unique_jobs {
-            caps.with_unique_jobs()
-        } else {
-            caps
-        };
-        if self.uses_change_streams() {
-            caps.with_notifications()
-        } else {
-            caps
-        }
-    }
-
-    async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
-        validate::new_jobs(jobs, &self.capabilities(), now)?;
+impl MongoStore {
+    /// Adds `jobs` (validated, none with dependencies): one insert, or the
+    /// keyed path.
+    pub(crate) async fn add_without_deps(
+        &self,
+        jobs: &[NewJob],
+        now: Millis,
+    ) -> Result<AddOutcome> {
         if jobs.is_empty() {
             return Ok(AddOutcome::default());
         }
@@ -1221,6 +1317,87 @@ impl JobStore for MongoStore {
             }
         }
         Ok(out)
+    }
+
+    /// Adds a batch holding jobs with dependencies: the others first (as
+    /// any batch), then the waiters (`deps.rs`), the outcome in batch order.
+    async fn add_with_deps(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
+        let others: Vec<NewJob> = jobs
+            .iter()
+            .filter(|j| j.dependencies().is_empty())
+            .cloned()
+            .collect();
+        let first = self.add_without_deps(&others, now).await?;
+        let batch_new: HashSet<String> = first.new.iter().cloned().collect();
+        let waiters: Vec<&NewJob> = jobs
+            .iter()
+            .filter(|j| !j.dependencies().is_empty())
+            .collect();
+        let fates = self.add_waiters(&waiters, &batch_new, now).await?;
+        let existing: HashSet<&str> = first.existing.iter().map(String::as_str).collect();
+        let mut dups: HashMap<&str, &Duplicate> = first
+            .duplicates
+            .iter()
+            .map(|d| (d.id.as_str(), d))
+            .collect();
+        let mut out = AddOutcome::default();
+        for job in jobs {
+            let id = job.id.as_str();
+            match fates.get(id) {
+                Some(Fate::New) => out.new.push(job.id.clone()),
+                Some(Fate::Existing) => out.existing.push(job.id.clone()),
+                Some(Fate::Duplicate(holder)) => out.duplicates.push(Duplicate {
+                    id: job.id.clone(),
+                    existing: holder.clone(),
+                    replaced: false,
+                }),
+                Some(Fate::Refused(r)) => out.refused.push(r.clone()),
+                None if batch_new.contains(id) => out.new.push(job.id.clone()),
+                None if existing.contains(id) => out.existing.push(job.id.clone()),
+                None => {
+                    if let Some(d) = dups.remove(id) {
+                        out.duplicates.push(d.clone());
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl JobStore for MongoStore {
+    fn capabilities(&self) -> Capabilities {
+        let caps = Capabilities::new(self.max_payload())
+            .with_waiting_count_cap(WAITING_COUNT_CAP)
+            .with_management()
+            .with_tags_and_history()
+            .with_stats()
+            .with_trace()
+            .with_schedules()
+            .with_repeat()
+            .with_dependencies();
+        let caps = if self.unique_jobs {
+            caps.with_unique_jobs()
+        } else {
+            caps
+        };
+        if self.uses_change_streams() {
+            caps.with_notifications()
+        } else {
+            caps
+        }
+    }
+
+    async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
+        validate::new_jobs(jobs, &self.capabilities(), now)?;
+        if jobs.is_empty() {
+            return Ok(AddOutcome::default());
+        }
+        if jobs.iter().any(|j| !j.dependencies().is_empty()) {
+            return self.add_with_deps(jobs, now).await;
+        }
+        self.add_without_deps(jobs, now).await
     }
 
     async fn waiting_jobtypes(&self, now: Millis) -> Result<Vec<WaitingJobtype>> {
@@ -1365,6 +1542,8 @@ impl JobStore for MongoStore {
         validate::id(id)?;
         self.read("find job", self.jobs.find_one(doc! { f::ID: id }))
             .await?
+            // An add still making its edges has not stored the job yet.
+            .filter(|d| d.get_str(f::LOCK).ok() != Some(LOCK_STAGED))
             .map(|d| convert::job_from_doc(&d))
             .transpose()
     }
@@ -1375,10 +1554,13 @@ impl JobStore for MongoStore {
             return Ok(0);
         }
         let codes: Vec<&str> = codes.iter().map(|c| c.as_str()).collect();
+        // A job whose waiters are still to be told (`fx: 2`) is kept
+        // until they are.
         let filter = doc! {
             "result.code": { "$in": codes },
             f::DONE_DT: { "$lt": before },
             f::LOCK: LOCK_DONE,
+            f::FX: { "$ne": 2 },
         };
         let mut purged = 0;
         let size = self.purge_batch();
@@ -1431,7 +1613,8 @@ impl JobStore for MongoStore {
                 ] }),
                 "running": when(doc! { "$and": [
                     { "$ne": ["$lock", LOCK_FREE] }, { "$ne": ["$lock", LOCK_DONE] },
-                    { "$ne": ["$lock", LOCK_BLOCKED] }, { "$gt": ["$dt", now] },
+                    { "$ne": ["$lock", LOCK_BLOCKED] }, { "$ne": ["$lock", LOCK_STAGED] },
+                    { "$gt": ["$dt", now] },
                 ] }),
                 "blocked": when(doc! { "$eq": ["$lock", LOCK_BLOCKED] }),
                 "archived": when(done),
@@ -1534,12 +1717,27 @@ impl JobStore for MongoStore {
     async fn delete_jobs(&self, ids: &[String], now: Millis) -> Result<DeleteOutcome> {
         validate::ids(ids)?;
         validate::time("now", now)?;
-        self.delete_ids(&distinct(ids)).await
+        self.delete_ids(&distinct(ids), now).await
     }
 
     async fn edit_jobs(&self, edits: &[JobEdit], now: Millis) -> Result<Vec<String>> {
         validate::edits(edits, &self.capabilities(), now)?;
         self.edit_ids(edits, now).await
+    }
+
+    async fn job_waits(
+        &self,
+        id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Waits>> {
+        validate::waits(id, after, limit)?;
+        self.waits_of(id, after, limit).await
+    }
+
+    async fn settle_flows(&self, now: Millis, limit: usize) -> Result<u64> {
+        validate::time("now", now)?;
+        self.settle(now, limit).await
     }
 
     async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {

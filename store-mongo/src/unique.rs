@@ -386,7 +386,7 @@ impl MongoStore {
     /// may have applied: the positions refused with a duplicate key (on
     /// `_id` or `ukey`), and whether it was sent twice (then a refused
     /// document may be one the first attempt stored).
-    async fn insert_keyed(&self, docs: &[Document]) -> Result<(HashSet<usize>, bool)> {
+    pub(crate) async fn insert_keyed(&self, docs: &[Document]) -> Result<(HashSet<usize>, bool)> {
         let first = match self.insert_jobs(docs).await {
             Ok(refused) => self.after_round_trip("add", 1).await.map(|()| refused),
             Err(e) => Err(e),
