@@ -95,7 +95,12 @@ WITH r AS (
     DELETE FROM jobs j
     USING r
     WHERE j.id = r.id AND r.kind IN ('a', 'd') AND j.lock = $2
-      AND ($12 OR (j.waited IS NULL AND (r.kind = 'a' OR j.pending IS NULL)))
+      -- One CASE over j and r, so that the planner keeps it a join filter
+      -- and estimates the scan of jobs as before (an IS NULL pushed down to
+      -- it makes the estimate of an unanalyzed table 1 row, and the plan a
+      -- nested loop over r, 32 MiB of outputs, once per job).
+      AND CASE WHEN j.waited IS NULL AND (r.kind = 'a' OR j.pending IS NULL) THEN true
+               ELSE $12 END
     RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt,
               j.tags, j.history, j.claimed_at, j.traceparent, j.tracestate, j.unique_key,
               j.repeat_rule, j.pending, j.dep_policy, r.kind, r.code, r.status, r.output
@@ -127,12 +132,16 @@ WITH r AS (
         traceparent = EXCLUDED.traceparent, tracestate = EXCLUDED.tracestate,
         unique_key = EXCLUDED.unique_key, repeat_rule = EXCLUDED.repeat_rule,
         pending = EXCLUDED.pending, dep_policy = EXCLUDED.dep_policy
+), gone_ids AS MATERIALIZED (
+    -- gone's ids alone: its rows carry the outputs (up to 32 MiB).
+    SELECT id FROM gone
 ), missed AS MATERIALIZED (
     -- Archive and delete entries not applied (none in a plain list that
     -- its owner still holds): lost, or left to the flow path.
-    SELECT r.id FROM r
-    WHERE r.kind IN ('a', 'd') AND NOT $12
-      AND NOT EXISTS (SELECT 1 FROM gone g WHERE g.id = r.id)
+    -- (From the id and kind arrays, not from r: r's rows carry the outputs.)
+    SELECT x.id FROM unnest($1::text[], $3::text[]) AS x (id, kind)
+    WHERE x.kind IN ('a', 'd') AND NOT $12
+      AND NOT EXISTS (SELECT 1 FROM gone_ids g WHERE g.id = x.id)
 ), notified AS (
     SELECT count(pg_notify($10, d.jobtype)) AS n
     FROM (SELECT DISTINCT jobtype FROM freed) d
