@@ -10,11 +10,11 @@ use jobstore_api::batch::split_by_size;
 use jobstore_api::history::{PendingClaim, complete_history, history_from_json, with_added};
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
-    ARCHIVE_HORIZON_MS, AddOutcome, BLOCKED_BASE_MS, DependencyFailure, EdgeState, LOCK_BLOCKED,
-    Refusal, WaitEdge, Waits, Capabilities, Duplicate, Error, FlowState, Handler,
-    HandlerLimits, HandlerVersion, Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob,
-    OnConflict, Release, Result, ResultCode, StatsBucket, StatsDelta, StatsQuery, SysidLease,
-    TraceContext, WaitingJobtype, WorkWatcher, duration_ms, validate,
+    ARCHIVE_HORIZON_MS, AddOutcome, BLOCKED_BASE_MS, Capabilities, DependencyFailure, Duplicate,
+    EdgeState, Error, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobCounts,
+    JobRelease, JobResult, JobStore, LOCK_BLOCKED, Millis, NewJob, OnConflict, Refusal, Release,
+    Result, ResultCode, StatsBucket, StatsDelta, StatsQuery, SysidLease, TraceContext, WaitEdge,
+    WaitingJobtype, Waits, WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,

@@ -12,8 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobstore_api::{
-    DependencyFailure, Job, JobRelease, JobResult, JobState, JobStore, NewJob, Release,
-    ResultCode,
+    DependencyFailure, Job, JobRelease, JobResult, JobState, JobStore, NewJob, Release, ResultCode,
 };
 use jobstore_conformance::services::{postgres_url, unique_namespace};
 use jobstore_postgres::{PgStore, PgStoreOptions};
@@ -73,7 +72,7 @@ async fn get(store: &dyn JobStore, id: &str) -> Job {
 }
 
 fn failed() -> JobResult {
-    JobResult::from_status(500)
+    JobResult::from_status(400)
 }
 
 /// A schema migrated to version 16 with jobs in it takes migration 17: its
@@ -169,8 +168,8 @@ fn a_cancel_runs_down_a_chain_of_1000() {
             .await
             .unwrap();
         for i in 1..n {
-            let job = NewJob::new(format!("c{i:04}"), "t", "")
-                .depends_on([format!("c{:04}", i - 1)]);
+            let job =
+                NewJob::new(format!("c{i:04}"), "t", "").depends_on([format!("c{:04}", i - 1)]);
             let out = s.add_jobs(&[job], T0).await.unwrap();
             assert_eq!(out.new.len(), 1);
         }
@@ -187,15 +186,18 @@ fn a_cancel_runs_down_a_chain_of_1000() {
         );
         let counts = s.job_counts(T0 + 1).await.unwrap();
         assert_eq!(counts[0].blocked, 0);
-        assert_eq!(counts[0].archived.get(&ResultCode::Cancelled), Some(&(n as u64)));
+        assert_eq!(
+            counts[0].archived.get(&ResultCode::Cancelled),
+            Some(&(n as u64))
+        );
 
         // A chain that runs: each release unblocks the next link only.
         s.add_jobs(&[NewJob::new("r0000", "r", "")], T0 + 2)
             .await
             .unwrap();
         for i in 1..n {
-            let job = NewJob::new(format!("r{i:04}"), "r", "")
-                .depends_on([format!("r{:04}", i - 1)]);
+            let job =
+                NewJob::new(format!("r{i:04}"), "r", "").depends_on([format!("r{:04}", i - 1)]);
             s.add_jobs(&[job], T0 + 2).await.unwrap();
         }
         for i in 0..n {
@@ -204,7 +206,7 @@ fn a_cancel_runs_down_a_chain_of_1000() {
             let ids: Vec<&str> = got.iter().map(|j| j.id.as_str()).collect();
             let want = format!("r{i:04}");
             assert_eq!(ids, [want.as_str()]);
-            let rel = JobRelease::new(want.clone(), Release::Archive(JobResult::from_status(0)));
+            let rel = JobRelease::new(want.clone(), Release::Archive(JobResult::from_status(200)));
             s.release_jobs(&[rel], "sys", now).await.unwrap();
         }
     });
@@ -287,9 +289,9 @@ fn links_race_the_release_of_their_target() {
                     }
                 })
             };
-            let rel = JobRelease::new(x.clone(), Release::Archive(JobResult::from_status(0)));
+            let rel = JobRelease::new(x.clone(), Release::Archive(JobResult::from_status(200)));
             let released = other.release_jobs(&[rel], "sys", now + 1).await.unwrap();
-            assert_eq!(released, [x.clone()]);
+            assert_eq!(released, [x]);
             adds.await.unwrap();
         }
         let counts = store.job_counts(T0 + 1000).await.unwrap();
