@@ -65,8 +65,9 @@ WITH picked AS (
                         AND j.history = '[]' AND j.traceparent IS NULL THEN NULL
                    ELSE ROW(j.code, j.status, j.output, j.cancel_requested, j.tags,
                             j.history::text, j.traceparent, j.tracestate) END AS rare,
-              j.unique_key, j.repeat_rule
+              j.unique_key, j.repeat_rule, j.pending, j.dep_policy
 )
-SELECT id, data, priority, attempts, create_dt, was_dt, rare, unique_key, repeat_rule
+SELECT id, data, priority, attempts, create_dt, was_dt, rare, unique_key, repeat_rule,
+       pending, dep_policy
 FROM claimed
 ORDER BY priority DESC, was_dt, id

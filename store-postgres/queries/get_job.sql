@@ -9,11 +9,11 @@
 SELECT id, jobtype, data, priority, dt, lock, attempts, create_dt,
        NULL::int8 AS done_dt, code, status, output, cancel_requested, tags,
        history::text, claimed_at, lock AS claimed_by, traceparent, tracestate,
-       unique_key, repeat_rule
+       unique_key, repeat_rule, pending, dep_policy
 FROM jobs WHERE id = $1
 UNION ALL
 SELECT id, jobtype, data, priority, dt, '__done', attempts, create_dt,
        done_dt, code, status, output, false, tags, history::text,
-       claimed_at, claimed_by, traceparent, tracestate, unique_key, repeat_rule
+       claimed_at, claimed_by, traceparent, tracestate, unique_key, repeat_rule, pending, dep_policy
 FROM archive WHERE id = $1
 LIMIT 1

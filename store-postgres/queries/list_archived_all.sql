@@ -10,12 +10,12 @@
 SELECT p.id, p.jobtype, p.data, p.priority, p.dt, '__done' AS lock, p.attempts, p.create_dt,
        p.done_dt, p.code, p.status, p.output, false AS cancel_requested,
        p.tags, p.history::text, p.claimed_at, p.claimed_by,
-       p.traceparent, p.tracestate, p.unique_key, p.repeat_rule
+       p.traceparent, p.tracestate, p.unique_key, p.repeat_rule, p.pending, p.dep_policy
 FROM unnest($1::text[]) AS c (code)
 CROSS JOIN LATERAL (
     SELECT id, jobtype, CASE WHEN $7 THEN data ELSE '' END AS data, priority, dt,
            attempts, create_dt, done_dt, code, status, output, tags, history,
-           claimed_at, claimed_by, traceparent, tracestate, unique_key, repeat_rule
+           claimed_at, claimed_by, traceparent, tracestate, unique_key, repeat_rule, pending, dep_policy
     FROM archive
     WHERE code = c.code AND (done_dt, id) < ($3, $4)
       AND done_dt >= $8

@@ -1,4 +1,5 @@
--- One page of running jobs (locked, dt > now) by lease expiry: dt, id.
+-- One page of running jobs (locked, dt > now, below the blocked range
+-- dt >= 400000000000000) by lease expiry: dt, id.
 -- $1 jobtypes (text[], for an exact list; NULL otherwise), $2, $3 the
 -- jobtype range [from, to) when $1 is NULL (as in list_waiting.sql), $4
 -- rows to return (the page's limit + 1), $5, $6 the key to start after:
@@ -30,14 +31,15 @@ WITH RECURSIVE skip (jobtype) AS (
 SELECT p.id, p.jobtype, p.data, p.priority, p.dt, p.lock, p.attempts, p.create_dt,
        NULL::int8 AS done_dt, p.code, p.status, p.output, p.cancel_requested,
        p.tags, p.history::text, p.claimed_at, p.lock AS claimed_by,
-       p.traceparent, p.tracestate, p.unique_key, p.repeat_rule
+       p.traceparent, p.tracestate, p.unique_key, p.repeat_rule, p.pending, p.dep_policy
 FROM types t
 CROSS JOIN LATERAL (
     SELECT id, jobtype, CASE WHEN $9 THEN data ELSE '' END AS data, priority, dt, lock,
            attempts, create_dt, code, status, output, cancel_requested,
-           tags, history, claimed_at, traceparent, tracestate, unique_key, repeat_rule
+           tags, history, claimed_at, traceparent, tracestate, unique_key, repeat_rule, pending, dep_policy
     FROM jobs
     WHERE jobtype = t.jobtype AND lock <> '' AND (dt, id) > ($5, $6)
+      AND dt < 400000000000000
       AND create_dt >= $7 AND create_dt < $8
       AND ($10::text IS NULL OR $10 = ANY (tags))
     ORDER BY dt, id

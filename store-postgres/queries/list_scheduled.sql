@@ -39,12 +39,12 @@ WITH RECURSIVE skip (jobtype) AS (
 SELECT s.id, s.jobtype, s.data, s.priority, s.dt, s.lock, s.attempts, s.create_dt,
        NULL::int8 AS done_dt, s.code, s.status, s.output, s.cancel_requested,
        s.tags, s.history::text, s.claimed_at, s.lock AS claimed_by,
-       s.traceparent, s.tracestate, s.unique_key, s.repeat_rule
+       s.traceparent, s.tracestate, s.unique_key, s.repeat_rule, s.pending, s.dep_policy
 FROM prios p
 CROSS JOIN LATERAL (
     SELECT id, jobtype, CASE WHEN $9 THEN data ELSE '' END AS data, priority, dt, lock,
            attempts, create_dt, code, status, output, cancel_requested,
-           tags, history, claimed_at, traceparent, tracestate, unique_key, repeat_rule
+           tags, history, claimed_at, traceparent, tracestate, unique_key, repeat_rule, pending, dep_policy
     FROM jobs
     WHERE jobtype = p.jobtype AND lock = '' AND priority = p.priority
       AND (dt, id) > ($5, $6)

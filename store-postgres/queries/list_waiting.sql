@@ -35,12 +35,12 @@ WITH RECURSIVE skip (jobtype) AS (
 SELECT p.id, p.jobtype, p.data, p.priority, p.dt, p.lock, p.attempts, p.create_dt,
        NULL::int8 AS done_dt, p.code, p.status, p.output, p.cancel_requested,
        p.tags, p.history::text, p.claimed_at, p.lock AS claimed_by,
-       p.traceparent, p.tracestate, p.unique_key, p.repeat_rule
+       p.traceparent, p.tracestate, p.unique_key, p.repeat_rule, p.pending, p.dep_policy
 FROM types t
 CROSS JOIN LATERAL (
     (SELECT id, jobtype, CASE WHEN $11 THEN data ELSE '' END AS data, priority, dt, lock,
             attempts, create_dt, code, status, output, cancel_requested,
-            tags, history, claimed_at, traceparent, tracestate, unique_key, repeat_rule
+            tags, history, claimed_at, traceparent, tracestate, unique_key, repeat_rule, pending, dep_policy
      FROM jobs
      WHERE jobtype = t.jobtype AND lock = '' AND priority = $6::int8 AND (dt, id) > ($7, $8)
        AND dt <= $4 AND create_dt >= $9 AND create_dt < $10
@@ -50,7 +50,7 @@ CROSS JOIN LATERAL (
     UNION ALL
     (SELECT id, jobtype, CASE WHEN $11 THEN data ELSE '' END, priority, dt, lock,
             attempts, create_dt, code, status, output, cancel_requested,
-            tags, history, claimed_at, traceparent, tracestate, unique_key, repeat_rule
+            tags, history, claimed_at, traceparent, tracestate, unique_key, repeat_rule, pending, dep_policy
      FROM jobs
      WHERE jobtype = t.jobtype AND lock = '' AND priority < $6::int8
        AND dt <= $4 AND create_dt >= $9 AND create_dt < $10

@@ -6,6 +6,12 @@
 -- delete) are skipped, so a purge never waits on one. By ctid: the rows found are deleted with a TID
 -- scan (by id, the planner joins against a scan of the whole archive for
 -- every batch).
+--
+-- A purged waiter (`pending` not NULL: added with dependencies) loses its
+-- edges in the same statement (`gone_edges`, by the primary key's
+-- prefix; nothing for plain rows); edges to a purged target stay, with
+-- its code and status. Returns the number of rows purged.
+WITH purged AS (
 DELETE FROM archive
 WHERE ctid = ANY (ARRAY(
     SELECT a.ctid
@@ -19,3 +25,9 @@ WHERE ctid = ANY (ARRAY(
     ) a
     LIMIT $2
 ))
+RETURNING id, pending
+), gone_edges AS (
+    DELETE FROM edges g
+    WHERE g.waiter = ANY (ARRAY(SELECT id FROM purged WHERE pending IS NOT NULL))
+)
+SELECT count(*) FROM purged

@@ -7,7 +7,17 @@
 -- run's, or NULL), $7 outputs (archive, repeat; NULL otherwise).
 -- $8 now (done_dt), $9 now + 1000 years (dt of archived jobs), $10 channel,
 -- $11 the payloads of repeats (NULL: keep the job's; the whole array is
--- NULL, padded by unnest, for a list without one).
+-- NULL, padded by unnest, for a list without one), $12 the flow path
+-- (see below).
+--
+-- Dependencies (README, "Dependencies"): an archive or delete applies
+-- here only to a row without waiters (`waited` NULL), and a delete only
+-- to a row without edges of its own (`pending` NULL), unless $12 (the
+-- flow path, which runs this statement in a transaction followed by
+-- jobstore_end_edges). An archive or delete entry not applied whose row
+-- the statement's snapshot shows locked by $2 comes back as (id, 'f'):
+-- the store sends it through the flow path. A plain list applies every
+-- entry, and that check reads nothing.
 --
 -- Retry, unget and repeat update the job in place (clearing its cancel
 -- mark) and notify the channel once per jobtype freed; a repeat also
@@ -29,7 +39,10 @@
 -- aborted statement again; README, "Lock order and deadlocks".) (Both CTEs run in one statement: with
 -- both kinds, the updates would lock their ids in order, then the
 -- deletes theirs, and a cancel locking both in id order between them
--- could close a cycle.) Returns the ids released.
+-- could close a cycle.) Returns (id, what, code, status) per entry
+-- applied: what 'r' for a job freed (retry, unget, repeat), else the
+-- entry's kind ('a' with its code and status, 'd'); and (id, 'f') per
+-- entry left to the flow path.
 --
 -- Every job changed gets one event (by $2, at $8): `retried` (delay_ms =
 -- dt - now, and the run's status if given), `handed_back` (attempts after
@@ -82,14 +95,20 @@ WITH r AS (
     DELETE FROM jobs j
     USING r
     WHERE j.id = r.id AND r.kind IN ('a', 'd') AND j.lock = $2
+      -- One CASE over j and r, so that the planner keeps it a join filter
+      -- and estimates the scan of jobs as before (an IS NULL pushed down to
+      -- it makes the estimate of an unanalyzed table 1 row, and the plan a
+      -- nested loop over r, 32 MiB of outputs, once per job).
+      AND CASE WHEN j.waited IS NULL AND (r.kind = 'a' OR j.pending IS NULL) THEN true
+               ELSE $12 END
     RETURNING j.id, j.jobtype, j.data, j.priority, j.attempts, j.create_dt,
               j.tags, j.history, j.claimed_at, j.traceparent, j.tracestate, j.unique_key,
-              j.repeat_rule, r.kind, r.code, r.status, r.output
+              j.repeat_rule, j.pending, j.dep_policy, r.kind, r.code, r.status, r.output
 ), archived AS (
     INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt,
                          done_dt, code, status, output, tags, history,
                          claimed_at, claimed_by, traceparent, tracestate, unique_key,
-                         repeat_rule)
+                         repeat_rule, pending, dep_policy)
     SELECT id, jobtype, data, priority, $9, attempts, create_dt, $8, code, status, output,
            tags,
            CASE WHEN claimed_at IS NOT NULL THEN history
@@ -97,7 +116,7 @@ WITH r AS (
                     'at', $8::int8, 'by', $2::text, 'attempt', attempts, 'event', 'archived',
                     'code', code, 'status', status)) END,
            claimed_at, CASE WHEN claimed_at IS NOT NULL THEN $2::text END,
-           traceparent, tracestate, unique_key, repeat_rule
+           traceparent, tracestate, unique_key, repeat_rule, pending, dep_policy
     FROM gone
     WHERE kind = 'a'
     -- add_jobs never lets an archived id back into jobs; should one get
@@ -111,11 +130,24 @@ WITH r AS (
         tags = EXCLUDED.tags, history = EXCLUDED.history,
         claimed_at = EXCLUDED.claimed_at, claimed_by = EXCLUDED.claimed_by,
         traceparent = EXCLUDED.traceparent, tracestate = EXCLUDED.tracestate,
-        unique_key = EXCLUDED.unique_key, repeat_rule = EXCLUDED.repeat_rule
+        unique_key = EXCLUDED.unique_key, repeat_rule = EXCLUDED.repeat_rule,
+        pending = EXCLUDED.pending, dep_policy = EXCLUDED.dep_policy
+), gone_ids AS MATERIALIZED (
+    -- gone's ids alone: its rows carry the outputs (up to 32 MiB).
+    SELECT id FROM gone
+), missed AS MATERIALIZED (
+    -- Archive and delete entries not applied (none in a plain list that
+    -- its owner still holds): lost, or left to the flow path.
+    -- (From the id and kind arrays, not from r: r's rows carry the outputs.)
+    SELECT x.id FROM unnest($1::text[], $3::text[]) AS x (id, kind)
+    WHERE x.kind IN ('a', 'd') AND NOT $12
+      AND NOT EXISTS (SELECT 1 FROM gone_ids g WHERE g.id = x.id)
 ), notified AS (
     SELECT count(pg_notify($10, d.jobtype)) AS n
     FROM (SELECT DISTINCT jobtype FROM freed) d
 )
-SELECT freed.id FROM freed, notified
+SELECT freed.id, 'r' AS what, NULL::text AS code, NULL::int4 AS status FROM freed, notified
 UNION ALL
-SELECT id FROM gone
+SELECT id, kind, code, status FROM gone
+UNION ALL
+SELECT m.id, 'f', NULL, NULL FROM missed m JOIN jobs j ON j.id = m.id WHERE j.lock = $2

@@ -28,7 +28,7 @@
 WITH la AS (
     SELECT a.id, a.jobtype, a.data, a.priority, a.create_dt, a.code, a.status, a.output,
            a.tags, a.history, a.attempts, a.done_dt, a.claimed_at, a.claimed_by,
-           a.traceparent, a.tracestate, a.unique_key, a.repeat_rule, o.n
+           a.traceparent, a.tracestate, a.unique_key, a.repeat_rule, a.pending, a.dep_policy, o.n
     FROM archive a
     JOIN unnest($1::text[]) WITH ORDINALITY AS o (id, n) ON a.id = o.id
     ORDER BY a.id
@@ -36,7 +36,7 @@ WITH la AS (
 ), back AS (
     INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt,
                       cancel_requested, code, status, output, tags, history,
-                      traceparent, tracestate, unique_key, repeat_rule)
+                      traceparent, tracestate, unique_key, repeat_rule, pending, dep_policy)
     SELECT id, jobtype, data, priority, $2, '', 0, create_dt, false, code, status, output,
            tags,
            CASE WHEN claimed_at IS NULL
@@ -49,7 +49,7 @@ WITH la AS (
                     jsonb_build_object('at', $4::int8, 'attempt', 0, 'event', 'rerun',
                                        'delay_ms', $2::int8 - $4::int8))
                 END,
-           traceparent, tracestate, unique_key, repeat_rule
+           traceparent, tracestate, unique_key, repeat_rule, pending, dep_policy
     FROM la
     ORDER BY n
     ON CONFLICT DO NOTHING

@@ -41,3 +41,7 @@ pub(crate) const DELETE_SCHEDULE: &str = include_str!("../queries/delete_schedul
 pub(crate) const PAUSE_SCHEDULE: &str = include_str!("../queries/pause_schedule.sql");
 pub(crate) const DUE_SCHEDULES: &str = include_str!("../queries/due_schedules.sql");
 pub(crate) const ADVANCE_SCHEDULE: &str = include_str!("../queries/advance_schedule.sql");
+pub(crate) const LIST_BLOCKED: &str = include_str!("../queries/list_blocked.sql");
+pub(crate) const JOB_WAITS: &str = include_str!("../queries/job_waits.sql");
+pub(crate) const END_EDGES: &str = include_str!("../queries/end_edges.sql");
+pub(crate) const ADD_FLOW_JOBS: &str = include_str!("../queries/add_flow_jobs.sql");

@@ -10,10 +10,11 @@ use jobstore_api::batch::split_by_size;
 use jobstore_api::history::{PendingClaim, complete_history, history_from_json, with_added};
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
-    ARCHIVE_HORIZON_MS, AddOutcome, Capabilities, Duplicate, Error, FlowState, Handler,
-    HandlerLimits, HandlerVersion, Job, JobCounts, JobRelease, JobResult, JobStore, Millis, NewJob,
-    OnConflict, Release, Result, ResultCode, StatsBucket, StatsDelta, StatsQuery, SysidLease,
-    TraceContext, WaitingJobtype, WorkWatcher, duration_ms, validate,
+    ARCHIVE_HORIZON_MS, AddOutcome, BLOCKED_BASE_MS, Capabilities, DependencyFailure, Duplicate,
+    EdgeState, Error, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobCounts,
+    JobRelease, JobResult, JobStore, LOCK_BLOCKED, Millis, NewJob, OnConflict, Refusal, Release,
+    Result, ResultCode, StatsBucket, StatsDelta, StatsQuery, SysidLease, TraceContext, WaitEdge,
+    WaitingJobtype, Waits, WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -251,6 +252,7 @@ impl PgStore {
         releases: &'q [&'q JobRelease],
         owner: &'q str,
         now: Millis,
+        flow: bool,
     ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
         let n = releases.len();
         let mut ids: Vec<&str> = Vec::with_capacity(n);
@@ -297,6 +299,7 @@ impl PgStore {
             .bind(now + ARCHIVE_HORIZON_MS)
             .bind(&self.channel)
             .bind(datas)
+            .bind(flow)
     }
 
     /// The list statement of `query` (see `queries/list_*.sql`), its
@@ -323,7 +326,23 @@ impl PgStore {
         };
         let q = match query.state {
             JobState::Blocked => {
-                return Err(Error::unsupported("list_jobs of blocked jobs"));
+                // Stored dt is BLOCKED_BASE_MS + the not-before time the
+                // cursor holds; the first page starts at the range's start.
+                let (dt, id) = match key {
+                    Some(k) => (k.dt + BLOCKED_BASE_MS, k.id.clone()),
+                    None => (BLOCKED_BASE_MS, String::new()),
+                };
+                sqlx::query(q::LIST_BLOCKED)
+                    .bind(types)
+                    .bind(from)
+                    .bind(to)
+                    .bind(rows)
+                    .bind(dt)
+                    .bind(id)
+                    .bind(created_from)
+                    .bind(created_to)
+                    .bind(query.with_data)
+                    .bind(tag)
             }
             JobState::Waiting | JobState::Expired => {
                 // First page: a priority above every i32, so the whole
@@ -420,6 +439,217 @@ impl PgStore {
         Ok(q)
     }
 
+    /// The flow path of a release: `entries` (archive or delete entries
+    /// of jobs with edges) applied by `queries/release_jobs.sql` with `$12`
+    /// set, and their edges ended (`queries/end_edges.sql`), in one
+    /// transaction. Returns the ids applied.
+    async fn release_flow(
+        &self,
+        entries: &[&JobRelease],
+        owner: &str,
+        now: Millis,
+    ) -> std::result::Result<Vec<String>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let rows = self
+            .release_query(entries, owner, now, true)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut ended = Ended::default();
+        let mut released = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let id: String = r.try_get(0)?;
+            match r.try_get::<String, _>(1)?.as_str() {
+                "a" => ended.push(&id, r.try_get(2)?, r.try_get(3)?),
+                "d" => {
+                    ended.push(&id, None, None);
+                    ended.forget.push(id.clone());
+                }
+                _ => {}
+            }
+            released.push(id);
+        }
+        self.end_edges(&mut tx, &ended, now).await?;
+        tx.commit().await?;
+        Ok(released)
+    }
+
+    /// The flow path of a cancel: `queries/cancel_jobs.sql` with `$4` set
+    /// for `ids` (free or blocked jobs with waiters) and the edges to the
+    /// jobs archived ended, in one transaction. Returns the ids cancelled
+    /// and marked (a job claimed meanwhile).
+    async fn cancel_flow(
+        &self,
+        ids: &[String],
+        now: Millis,
+    ) -> std::result::Result<(Vec<String>, Vec<String>), sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(q::CANCEL_JOBS)
+            .bind(ids)
+            .bind(now)
+            .bind(now + ARCHIVE_HORIZON_MS)
+            .bind(true)
+            .fetch_all(&mut *tx)
+            .await?;
+        let (mut cancelled, mut marked) = (Vec::new(), Vec::new());
+        let mut ended = Ended::default();
+        for r in &rows {
+            let id: String = r.try_get(0)?;
+            if r.try_get::<String, _>(1)? == "c" {
+                ended.push(&id, None, None);
+                cancelled.push(id);
+            } else {
+                marked.push(id);
+            }
+        }
+        self.end_edges(&mut tx, &ended, now).await?;
+        tx.commit().await?;
+        Ok((cancelled, marked))
+    }
+
+    /// The flow path of a delete: `queries/delete_jobs.sql` with `$2` set
+    /// for `ids` (jobs with edges), their own edges dropped and those to
+    /// the live ones ended as cancelled, in one transaction. Returns the
+    /// ids deleted and refused (a job claimed meanwhile).
+    async fn delete_flow(
+        &self,
+        ids: &[String],
+        now: Millis,
+    ) -> std::result::Result<(Vec<String>, Vec<String>), sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(q::DELETE_JOBS)
+            .bind(ids)
+            .bind(true)
+            .fetch_all(&mut *tx)
+            .await?;
+        let (mut deleted, mut running) = (Vec::new(), Vec::new());
+        let mut ended = Ended::default();
+        for r in &rows {
+            let id: String = r.try_get(0)?;
+            if r.try_get::<String, _>(1)? == "d" {
+                if r.try_get::<bool, _>(2)? {
+                    ended.push(&id, None, None);
+                }
+                ended.forget.push(id.clone());
+                deleted.push(id);
+            } else {
+                running.push(id);
+            }
+        }
+        self.end_edges(&mut tx, &ended, now).await?;
+        tx.commit().await?;
+        Ok((deleted, running))
+    }
+
+    /// Ends the edges of `ended` in the flow path's transaction
+    /// (`jobstore_end_edges`: the cascade, the unblocks, their notices).
+    async fn end_edges(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        ended: &Ended,
+        now: Millis,
+    ) -> std::result::Result<(), sqlx::Error> {
+        if ended.targets.is_empty() && ended.forget.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(q::END_EDGES)
+            .bind(&ended.targets)
+            .bind(&ended.codes)
+            .bind(&ended.statuses)
+            .bind(&ended.forget)
+            .bind(now)
+            .bind(now + ARCHIVE_HORIZON_MS)
+            .bind(&self.channel)
+            .execute(&mut *tx)
+            .await?;
+        Ok(())
+    }
+
+    /// A batch with at least one job with dependencies
+    /// (`queries/add_flow_jobs.sql`): what became of each job, in batch
+    /// order.
+    async fn add_flow_chunk(&self, jobs: &[NewJob], now: Millis) -> Result<Vec<Added>> {
+        let cols = AddColumns::of(jobs, now);
+        let keys: Vec<Option<&str>> = jobs
+            .iter()
+            .map(|j| j.unique_key().map(|u| u.key.as_str()))
+            .collect();
+        let windows: Vec<Option<i64>> = jobs
+            .iter()
+            .map(|j| j.unique_key().and_then(|u| u.window).map(duration_ms))
+            .collect();
+        let replace: Vec<bool> = jobs
+            .iter()
+            .map(|j| {
+                j.unique_key()
+                    .is_some_and(|u| u.on_conflict == OnConflict::ReplaceData)
+            })
+            .collect();
+        let mut dep_pos: Vec<i32> = Vec::new();
+        let mut dep_ids: Vec<&str> = Vec::new();
+        let mut policies: Vec<Option<&'static str>> = Vec::with_capacity(jobs.len());
+        for (i, job) in jobs.iter().enumerate() {
+            let deps = job.dependencies();
+            let pos = i32::try_from(i + 1).unwrap_or(i32::MAX);
+            dep_pos.extend(std::iter::repeat_n(pos, deps.len()));
+            dep_ids.extend(deps.iter().map(String::as_str));
+            policies.push((!deps.is_empty()).then(|| {
+                job.flow
+                    .as_ref()
+                    .map_or(DependencyFailure::default(), |f| f.on_dependency_failure)
+                    .name()
+            }));
+        }
+        let rows = retry_deadlock(|| {
+            cols.bind(sqlx::query(q::ADD_FLOW_JOBS))
+                .bind(&cols.repeats)
+                .bind(&keys)
+                .bind(&windows)
+                .bind(&replace)
+                .bind(&dep_pos)
+                .bind(&dep_ids)
+                .bind(&policies)
+                .bind(now)
+                .bind(now + ARCHIVE_HORIZON_MS)
+                .bind(&self.channel)
+                .fetch_all(&self.pool)
+        })
+        .await
+        .map_err(|e| map("add_jobs", e))?;
+        let mut out: Vec<Option<Added>> = vec![None; jobs.len()];
+        for r in &rows {
+            let pos: i32 = get(r, 0)?;
+            let slot = usize::try_from(pos - 1)
+                .ok()
+                .and_then(|i| out.get_mut(i))
+                .ok_or_else(|| Error::backend_msg(format!("add_flow_jobs: position {pos}")))?;
+            let holder: Option<String> = get(r, 2)?;
+            *slot = Some(match get::<String>(r, 1)?.as_str() {
+                "n" => Added::New,
+                "e" => Added::Existing,
+                "d" => Added::Duplicate {
+                    holder: holder.ok_or_else(|| {
+                        Error::backend_msg("add_flow_jobs: a duplicate without a holder")
+                    })?,
+                    replaced: get(r, 3)?,
+                },
+                "r" => Added::Refused {
+                    dep: holder.ok_or_else(|| {
+                        Error::backend_msg("add_flow_jobs: a refusal without a dependency")
+                    })?,
+                    index: usize::try_from(get::<Option<i32>>(r, 4)?.unwrap_or(0)).unwrap_or(0),
+                },
+                other => {
+                    return Err(Error::backend_msg(format!(
+                        "add_flow_jobs: unexpected outcome {other:?}"
+                    )));
+                }
+            });
+        }
+        out.into_iter()
+            .map(|a| a.ok_or_else(|| Error::backend_msg("add_flow_jobs: a job left undecided")))
+            .collect()
+    }
+
     async fn ids_query(
         &self,
         what: &str,
@@ -444,12 +674,53 @@ fn repeat_data(how: &Release) -> Option<&[u8]> {
     }
 }
 
+/// The targets a flow path ended (code `None`: deleted or cancelled,
+/// `cancelled` with status 0) and the deleted waiters whose own edges go.
+#[derive(Debug, Default)]
+struct Ended {
+    targets: Vec<String>,
+    codes: Vec<String>,
+    statuses: Vec<i32>,
+    forget: Vec<String>,
+}
+
+impl Ended {
+    fn push(&mut self, id: &str, code: Option<String>, status: Option<i32>) {
+        self.targets.push(id.to_owned());
+        match code {
+            Some(code) => {
+                self.codes.push(code);
+                self.statuses.push(status.unwrap_or(0));
+            }
+            None => {
+                self.codes.push(ResultCode::Cancelled.as_str().to_owned());
+                self.statuses.push(0);
+            }
+        }
+    }
+}
+
+/// An edge's state from its `state`, `code` and `status` columns.
+fn edge_state(state: String, code: Option<String>, status: Option<i32>) -> Result<EdgeState> {
+    if state == "p" {
+        return Ok(EdgeState::Pending);
+    }
+    match result_of(code, status, None)? {
+        Some(r) => Ok(EdgeState::Done {
+            code: r.code,
+            status: r.status,
+        }),
+        None => Err(Error::backend_msg("an ended edge without a code")),
+    }
+}
+
 /// What became of one job of a keyed add (`add_unique_jobs`).
 #[derive(Debug, Clone)]
 enum Added {
     New,
     Existing,
     Duplicate { holder: String, replaced: bool },
+    Refused { dep: String, index: usize },
 }
 
 /// How many times a statement PostgreSQL aborted to break a deadlock
@@ -558,13 +829,14 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         (Some(at), Some(r)) => Some((at, r.code, r.status)),
         _ => None,
     };
+    let lock: String = get(row, 5)?;
     Ok(Job {
         id: get(row, 0)?,
         jobtype: get(row, 1)?,
         data: get(row, 2)?,
         priority: get(row, 3)?,
-        dt: get(row, 4)?,
-        lock: get(row, 5)?,
+        dt: read_dt(get(row, 4)?, &lock),
+        lock,
         attempts,
         create_dt,
         done_dt,
@@ -573,7 +845,7 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
         tags: get(row, 13)?,
         history: complete_history(with_added(stored, create_dt), claim, archived),
         claimed_due: None,
-        flow: flow_of(get(row, 19)?, get(row, 20)?),
+        flow: flow_of(get(row, 19)?, get(row, 20)?, get(row, 21)?, get(row, 22)?)?,
         trace: match get::<Option<String>>(row, 17)? {
             None => None,
             Some(traceparent) => Some(TraceContext {
@@ -584,10 +856,40 @@ fn job_from_row(row: &PgRow) -> Result<Job> {
     })
 }
 
-/// A job's stored flow from its `unique_key` and `repeat_rule` columns:
-/// `None` for a plain job.
-fn flow_of(unique_key: Option<String>, repeat_rule: Option<String>) -> Option<Box<FlowState>> {
-    FlowState::from_parts(unique_key, repeat_rule.as_deref())
+/// A job's stored flow from its `unique_key`, `repeat_rule`, `pending`
+/// and `dep_policy` columns: `None` for a plain job.
+fn flow_of(
+    unique_key: Option<String>,
+    repeat_rule: Option<String>,
+    pending: Option<i32>,
+    policy: Option<String>,
+) -> Result<Option<Box<FlowState>>> {
+    let deps = match pending {
+        None => None,
+        Some(p) => {
+            let policy = match policy.as_deref() {
+                Some(text) => DependencyFailure::from_str(text)
+                    .map_err(|_| Error::backend_msg(format!("unknown policy {text:?}")))?,
+                None => DependencyFailure::default(),
+            };
+            Some((u32::try_from(p).unwrap_or(0), policy))
+        }
+    };
+    Ok(FlowState::from_stored(
+        unique_key,
+        repeat_rule.as_deref(),
+        deps,
+    ))
+}
+
+/// A job's `dt` as read from its stored one: a blocked job's is its
+/// not-before time (stored as [`BLOCKED_BASE_MS`] + it).
+fn read_dt(stored: Millis, lock: &str) -> Millis {
+    if lock == LOCK_BLOCKED {
+        stored - BLOCKED_BASE_MS
+    } else {
+        stored
+    }
 }
 
 /// Column `i`, a job's attempts: never negative but by a row edited by
@@ -678,7 +980,7 @@ fn claimed_from_row(
         tags,
         history: complete_history(with_added(stored, create_dt), Some(claim), None),
         claimed_due: Some(get(row, 5)?),
-        flow: flow_of(get(row, 7)?, get(row, 8)?),
+        flow: flow_of(get(row, 7)?, get(row, 8)?, get(row, 9)?, get(row, 10)?)?,
         trace,
     })
 }
@@ -789,16 +1091,23 @@ impl JobStore for PgStore {
             .with_schedules()
             .with_unique_jobs()
             .with_repeat()
+            .with_dependencies()
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {
         validate::new_jobs(jobs, &self.capabilities(), now)?;
         let mut outcome = AddOutcome::default();
-        if jobs.iter().any(|j| j.unique_key().is_some()) {
-            // A batch with a key: add_unique_jobs, one statement per
-            // ADD_CHUNK_BYTES of payload as below.
+        let deps = jobs.iter().any(|j| !j.dependencies().is_empty());
+        if deps || jobs.iter().any(|j| j.unique_key().is_some()) {
+            // A batch with a key or a dependency: add_unique_jobs or
+            // add_flow_jobs, one statement per ADD_CHUNK_BYTES of payload
+            // as below.
             for chunk in Self::add_chunks(jobs) {
-                let added = self.add_unique_chunk(chunk, now).await?;
+                let added = if deps {
+                    self.add_flow_chunk(chunk, now).await?
+                } else {
+                    self.add_unique_chunk(chunk, now).await?
+                };
                 for (job, added) in chunk.iter().zip(added) {
                     match added {
                         Added::New => outcome.new.push(job.id.clone()),
@@ -810,6 +1119,9 @@ impl JobStore for PgStore {
                                 replaced,
                             })
                         }
+                        Added::Refused { dep, index } => outcome
+                            .refused
+                            .push(Refusal::unknown_dependency(&job.id, index, &dep)),
                     }
                 }
             }
@@ -932,15 +1244,38 @@ impl JobStore for PgStore {
             )
         });
         let mut released = Vec::with_capacity(releases.len());
-        for group in [stay, go] {
-            for chunk in Self::release_chunks(&group) {
-                let rows =
-                    retry_deadlock(|| self.release_query(chunk, owner, now).fetch_all(&self.pool))
-                        .await
-                        .map_err(|e| map("release_jobs", e))?;
+        // Archive and delete entries of jobs with edges, which the
+        // statement leaves to the flow path (none in a plain list).
+        let mut flow_ids: HashSet<String> = HashSet::new();
+        for group in [&stay, &go] {
+            for chunk in Self::release_chunks(group) {
+                let rows = retry_deadlock(|| {
+                    self.release_query(chunk, owner, now, false)
+                        .fetch_all(&self.pool)
+                })
+                .await
+                .map_err(|e| map("release_jobs", e))?;
                 for r in &rows {
-                    released.push(get::<String>(r, 0)?);
+                    let id: String = get(r, 0)?;
+                    if get::<String>(r, 1)? == "f" {
+                        flow_ids.insert(id);
+                    } else {
+                        released.push(id);
+                    }
                 }
+            }
+        }
+        if !flow_ids.is_empty() {
+            let flow: Vec<&JobRelease> = go
+                .iter()
+                .filter(|e| flow_ids.contains(&e.id))
+                .copied()
+                .collect();
+            for chunk in Self::release_chunks(&flow) {
+                let done = retry_deadlock(|| self.release_flow(chunk, owner, now))
+                    .await
+                    .map_err(|e| map("release_jobs", e))?;
+                released.extend(done);
             }
         }
         Ok(released)
@@ -969,16 +1304,26 @@ impl JobStore for PgStore {
                 .bind(ids)
                 .bind(now)
                 .bind(now + ARCHIVE_HORIZON_MS)
+                .bind(false)
                 .fetch_all(&self.pool)
         })
         .await
         .map_err(|e| map("cancel_jobs", e))?;
+        let mut flow = Vec::new();
         for r in &rows {
             let id: String = get(r, 0)?;
             match get::<String>(r, 1)?.as_str() {
                 "c" => outcome.cancelled.push(id),
+                "f" => flow.push(id),
                 _ => outcome.marked.push(id),
             }
+        }
+        if !flow.is_empty() {
+            let (cancelled, marked) = retry_deadlock(|| self.cancel_flow(&flow, now))
+                .await
+                .map_err(|e| map("cancel_jobs", e))?;
+            outcome.cancelled.extend(cancelled);
+            outcome.marked.extend(marked);
         }
         Ok(outcome)
     }
@@ -1009,15 +1354,16 @@ impl JobStore for PgStore {
         let batch = self.options.get_purge_batch();
         let mut total = 0;
         loop {
-            let done = sqlx::query(q::PURGE_ARCHIVED)
+            let row = sqlx::query(q::PURGE_ARCHIVED)
                 .bind(before)
                 .bind(i64::from(batch))
                 .bind(&codes)
-                .execute(&self.pool)
+                .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map("purge_archived", e))?;
-            total += done.rows_affected();
-            if done.rows_affected() < u64::from(batch) {
+            let n = count(get(&row, 0)?);
+            total += n;
+            if n < u64::from(batch) {
                 return Ok(total);
             }
         }
@@ -1044,6 +1390,7 @@ impl JobStore for PgStore {
                 ("waiting", _) => c.waiting += n,
                 ("scheduled", _) => c.scheduled += n,
                 ("running", _) => c.running += n,
+                ("blocked", _) => c.blocked += n,
                 ("archived", Some(code)) => {
                     let code = ResultCode::from_str(&code)
                         .map_err(|_| Error::backend_msg(format!("unknown result code {code:?}")))?;
@@ -1101,17 +1448,29 @@ impl JobStore for PgStore {
         if ids.is_empty() {
             return Ok(outcome);
         }
-        let rows = sqlx::query(q::DELETE_JOBS)
-            .bind(ids)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| map("delete_jobs", e))?;
+        let rows = retry_deadlock(|| {
+            sqlx::query(q::DELETE_JOBS)
+                .bind(ids)
+                .bind(false)
+                .fetch_all(&self.pool)
+        })
+        .await
+        .map_err(|e| map("delete_jobs", e))?;
+        let mut flow = Vec::new();
         for r in &rows {
             let id: String = get(r, 0)?;
             match get::<String>(r, 1)?.as_str() {
                 "d" => outcome.deleted.push(id),
+                "f" => flow.push(id),
                 _ => outcome.running.push(id),
             }
+        }
+        if !flow.is_empty() {
+            let (deleted, running) = retry_deadlock(|| self.delete_flow(&flow, now))
+                .await
+                .map_err(|e| map("delete_jobs", e))?;
+            outcome.deleted.extend(deleted);
+            outcome.running.extend(running);
         }
         Ok(outcome)
     }
@@ -1144,6 +1503,52 @@ impl JobStore for PgStore {
             );
         }
         Ok(edited)
+    }
+
+    async fn job_waits(
+        &self,
+        id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<Waits>> {
+        validate::waits(id, after, limit)?;
+        // One more edge than asked says whether a next page follows.
+        let rows = sqlx::query(q::JOB_WAITS)
+            .bind(id)
+            .bind(after.unwrap_or(""))
+            .bind(limit as i64 + 1)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map("job_waits", e))?;
+        let mut known = false;
+        let mut waits = Waits {
+            id: id.to_owned(),
+            ..Waits::default()
+        };
+        for r in &rows {
+            match get::<String>(r, 0)?.as_str() {
+                "k" => known = true,
+                "c" => {
+                    let n = count(get(r, 5)?);
+                    match edge_state(get(r, 2)?, get(r, 3)?, None)? {
+                        EdgeState::Pending => waits.pending += n,
+                        EdgeState::Done { code, .. } => *waits.done.entry(code).or_default() += n,
+                    }
+                }
+                _ => waits.edges.push(WaitEdge {
+                    target: get(r, 1)?,
+                    state: edge_state(get(r, 2)?, get(r, 3)?, get(r, 4)?)?,
+                }),
+            }
+        }
+        if !known {
+            return Ok(None);
+        }
+        if waits.edges.len() > limit {
+            waits.edges.truncate(limit);
+            waits.next = waits.edges.last().map(|e| e.target.clone());
+        }
+        Ok(Some(waits))
     }
 
     async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {

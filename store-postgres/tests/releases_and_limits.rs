@@ -706,10 +706,17 @@ column archive.traceparent text null
 column archive.tracestate text null
 column archive.unique_key text null collate C
 column archive.repeat_rule text null
+column archive.pending integer null
+column archive.dep_policy text null
 column archive_counts.jobtype text not null collate C
 column archive_counts.code text not null
 column archive_counts.n bigint not null
 column archive_counts.slot smallint not null
+column edges.waiter text not null collate C
+column edges.target text not null collate C
+column edges.state \"char\" not null
+column edges.code text null
+column edges.status integer null
 column handlers.seq bigint not null default nextval('handlers_seq_seq'::regclass)
 column handlers.jobtype text not null collate C
 column handlers.dt bigint not null
@@ -744,6 +751,9 @@ column jobs.traceparent text null
 column jobs.tracestate text null
 column jobs.unique_key text null collate C
 column jobs.repeat_rule text null
+column jobs.pending integer null
+column jobs.dep_policy text null
+column jobs.waited boolean null
 column paused.jobtype text not null collate C
 column paused.dt bigint not null
 column schedules.name text not null collate C
@@ -780,6 +790,9 @@ archive_counts archive_counts_pkey: PRIMARY KEY (jobtype, code, slot)
 archive_counts_pkey: CREATE UNIQUE INDEX archive_counts_pkey ON archive_counts USING btree (jobtype, code, slot)
 archive_pkey: CREATE UNIQUE INDEX archive_pkey ON archive USING btree (id)
 archive_unique: CREATE INDEX archive_unique ON archive USING btree (jobtype, unique_key, done_dt, id) WHERE (unique_key IS NOT NULL)
+edges edges_pkey: PRIMARY KEY (waiter, target)
+edges_open: CREATE INDEX edges_open ON edges USING btree (target, waiter) WHERE (state = 'p'::\"char\")
+edges_pkey: CREATE UNIQUE INDEX edges_pkey ON edges USING btree (waiter, target)
 handlers handlers_pkey: PRIMARY KEY (seq)
 handlers_newest: CREATE INDEX handlers_newest ON handlers USING btree (jobtype, dt DESC, seq DESC)
 handlers_pkey: CREATE UNIQUE INDEX handlers_pkey ON handlers USING btree (seq)

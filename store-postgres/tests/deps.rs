@@ -1,0 +1,338 @@
+//! Dependencies on PostgreSQL (migration 17): a schema of migration 16
+//! with jobs in it takes migration 17 (old rows read back as before, new
+//! jobs wait for them, a job held across the migration releases into its
+//! new waiters); a cancel runs down a chain of 1,000 jobs in one call; a
+//! failure cascades over many jobtypes, counted as every cancel is; adds
+//! linking to a target race its release from another handle, and no
+//! waiter is left blocked; a plain release list never takes the flow path.
+
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobstore_api::{
+    DependencyFailure, Job, JobRelease, JobResult, JobState, JobStore, NewJob, Release, ResultCode,
+};
+use jobstore_conformance::services::{postgres_url, unique_namespace};
+use jobstore_postgres::{PgStore, PgStoreOptions};
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{ConnectOptions, Connection, Executor};
+
+const T0: i64 = 1_700_000_000_000;
+const MIN: Duration = Duration::from_secs(60);
+/// The last migration before dependencies.
+const MIGRATION_16: i64 = 20261208000016;
+
+fn options(url: &str, schema: String) -> PgStoreOptions {
+    PgStoreOptions::from_url(url)
+        .expect("url")
+        .schema(schema)
+        .max_connections(4)
+}
+
+/// Runs `test` on a store in a fresh schema, then drops the schema.
+fn with_store<F, Fut>(test: F)
+where
+    F: FnOnce(PgStore) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    jobstore_conformance::block_on(async {
+        let Some(url) = postgres_url().await else {
+            return;
+        };
+        let store = PgStore::connect_with(options(&url, unique_namespace()))
+            .await
+            .expect("connect");
+        finish(store, test).await;
+    });
+}
+
+/// Runs `test` on `store`, then drops its schema.
+async fn finish<F, Fut>(store: PgStore, test: F)
+where
+    F: FnOnce(PgStore) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let schema = store.schema().to_owned();
+    let pool = store.pool().clone();
+    let outcome = tokio::spawn(test(store)).await;
+    let drop = format!("DROP SCHEMA \"{schema}\" CASCADE");
+    sqlx::query(sqlx::AssertSqlSafe(drop))
+        .execute(&pool)
+        .await
+        .expect("drop schema");
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+async fn get(store: &dyn JobStore, id: &str) -> Job {
+    store.get_job(id).await.unwrap().expect(id)
+}
+
+fn failed() -> JobResult {
+    JobResult::from_status(400)
+}
+
+/// A schema migrated to version 16 with jobs in it takes migration 17: its
+/// jobs read back without dependencies, a new job waits for an old live
+/// one and an old archived one, and the old job, held across the
+/// migration by a daemon, released into its new waiter unblocks it.
+#[test]
+fn a_schema_of_migration_16_takes_migration_17() {
+    jobstore_conformance::block_on(async {
+        let Some(url) = postgres_url().await else {
+            return;
+        };
+        let schema = unique_namespace();
+        let base = PgConnectOptions::from_str(&url).expect("url");
+        let mut conn = base
+            .clone()
+            .options([("search_path", schema.as_str())])
+            .connect()
+            .await
+            .expect("connect");
+        conn.execute(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{schema}\"")))
+            .await
+            .expect("create schema");
+        let mut migrator = sqlx::migrate!();
+        migrator.set_locking(false);
+        migrator
+            .run_direct(Some(MIGRATION_16), &mut conn, false)
+            .await
+            .expect("migrations 1 to 16");
+        conn.execute(
+            "SELECT add_jobs(ARRAY['plain', 'held'], ARRAY['t', 't'], \
+                             ARRAY['p', 'h']::bytea[], ARRAY[0, 0], \
+                             ARRAY[1700000000000, 1700000000000]::int8[], ARRAY['', ''], \
+                             ARRAY[NULL, NULL]::text[], ARRAY[NULL, NULL]::text[], \
+                             1700000000000, 'c');
+             UPDATE jobs SET lock = 'sys-old', dt = 1700000060000, attempts = 1, \
+                             claimed_at = 1700000000000 WHERE id = 'held';
+             INSERT INTO archive (id, jobtype, data, priority, dt, attempts, create_dt, \
+                                  done_dt, code, status, output) \
+             VALUES ('done', 't', 'd', 0, 9e15, 1, 5, 6, 'failed', 500, 'out');",
+        )
+        .await
+        .expect("jobs of version 16");
+        conn.close().await.unwrap();
+
+        let store = PgStore::connect_with(options(&url, schema))
+            .await
+            .expect("migration 17");
+        finish(store, |store| async move {
+            let s: &dyn JobStore = &store;
+            assert_eq!(get(s, "plain").await.flow, None);
+            assert_eq!(get(s, "done").await.flow, None);
+            let out = s
+                .add_jobs(
+                    &[NewJob::new("w", "u", "")
+                        .depends_on(["held", "done"])
+                        .on_dependency_failure(DependencyFailure::Run)],
+                    T0 + 1,
+                )
+                .await
+                .unwrap();
+            assert_eq!(out.new, ["w"]);
+            let w = get(s, "w").await;
+            assert_eq!((w.state(T0 + 1), w.dt), (JobState::Blocked, T0 + 1));
+            assert_eq!(w.flow.as_ref().unwrap().pending, 1);
+            let released = s
+                .release_jobs(
+                    &[JobRelease::new("held", Release::Archive(failed()))],
+                    "sys-old",
+                    T0 + 5,
+                )
+                .await
+                .unwrap();
+            assert_eq!(released, ["held"]);
+            let w = get(s, "w").await;
+            assert_eq!((w.state(T0 + 5), w.dt), (JobState::Waiting, T0 + 5));
+            let waits = s.job_waits("w", None, 10).await.unwrap().unwrap();
+            assert_eq!(waits.done.get(&ResultCode::Failed), Some(&2));
+        })
+        .await;
+    });
+}
+
+/// A chain of 1,000 jobs, each waiting for the one before: a cancel of
+/// the first archives all of them in one call, each naming the one before.
+/// Another chain of 1,000 unblocks one link per release.
+#[test]
+fn a_cancel_runs_down_a_chain_of_1000() {
+    with_store(|store| async move {
+        let s: &dyn JobStore = &store;
+        let n = 1000;
+        s.add_jobs(&[NewJob::new("c0000", "t", "")], T0)
+            .await
+            .unwrap();
+        for i in 1..n {
+            let job =
+                NewJob::new(format!("c{i:04}"), "t", "").depends_on([format!("c{:04}", i - 1)]);
+            let out = s.add_jobs(&[job], T0).await.unwrap();
+            assert_eq!(out.new.len(), 1);
+        }
+        let counts = s.job_counts(T0).await.unwrap();
+        assert_eq!((counts[0].waiting, counts[0].blocked), (1, n as u64 - 1));
+        let out = s.cancel_jobs(&["c0000".to_owned()], T0 + 1).await.unwrap();
+        assert_eq!(out.cancelled, ["c0000"]);
+        let last = get(s, &format!("c{:04}", n - 1)).await;
+        let result = last.result.unwrap();
+        assert_eq!(result.code, ResultCode::Cancelled);
+        assert_eq!(
+            String::from_utf8(result.output).unwrap(),
+            format!("[jobstore] dependency c{:04} ended cancelled\n", n - 2)
+        );
+        let counts = s.job_counts(T0 + 1).await.unwrap();
+        assert_eq!(counts[0].blocked, 0);
+        assert_eq!(
+            counts[0].archived.get(&ResultCode::Cancelled),
+            Some(&(n as u64))
+        );
+
+        // A chain that runs: each release unblocks the next link only.
+        s.add_jobs(&[NewJob::new("r0000", "r", "")], T0 + 2)
+            .await
+            .unwrap();
+        for i in 1..n {
+            let job =
+                NewJob::new(format!("r{i:04}"), "r", "").depends_on([format!("r{:04}", i - 1)]);
+            s.add_jobs(&[job], T0 + 2).await.unwrap();
+        }
+        for i in 0..n {
+            let now = T0 + 3 + i as i64;
+            let got = s.claim_jobs("r", 10, "sys", MIN, now).await.unwrap();
+            let ids: Vec<&str> = got.iter().map(|j| j.id.as_str()).collect();
+            let want = format!("r{i:04}");
+            assert_eq!(ids, [want.as_str()]);
+            let rel = JobRelease::new(want.clone(), Release::Archive(JobResult::from_status(200)));
+            s.release_jobs(&[rel], "sys", now).await.unwrap();
+        }
+    });
+}
+
+/// A failure cascades over many jobtypes: one target, 40 waiters of 40
+/// jobtypes, each with a waiter of its own in 40 more: one release
+/// archives all 80 as cancelled, and counts them per jobtype.
+#[test]
+fn a_failure_cascades_over_many_jobtypes() {
+    with_store(|store| async move {
+        let s: &dyn JobStore = &store;
+        s.add_jobs(&[NewJob::new("x", "src", "")], T0)
+            .await
+            .unwrap();
+        let first: Vec<NewJob> = (0..40)
+            .map(|i| NewJob::new(format!("a{i:02}"), format!("ta{i:02}"), "").depends_on(["x"]))
+            .collect();
+        s.add_jobs(&first, T0).await.unwrap();
+        let second: Vec<NewJob> = (0..40)
+            .map(|i| {
+                NewJob::new(format!("b{i:02}"), format!("tb{i:02}"), "")
+                    .depends_on([format!("a{i:02}"), "x".to_owned()])
+            })
+            .collect();
+        s.add_jobs(&second, T0).await.unwrap();
+        s.claim_jobs("src", 1, "sys", MIN, T0).await.unwrap();
+        let rel = JobRelease::new("x", Release::Archive(failed()));
+        assert_eq!(s.release_jobs(&[rel], "sys", T0 + 1).await.unwrap(), ["x"]);
+        let counts = s.job_counts(T0 + 1).await.unwrap();
+        let cancelled: u64 = counts
+            .iter()
+            .filter(|c| c.jobtype.starts_with('t'))
+            .map(|c| c.archived.get(&ResultCode::Cancelled).copied().unwrap_or(0))
+            .sum();
+        assert_eq!(cancelled, 80);
+        assert!(counts.iter().all(|c| c.blocked == 0));
+        // Both of b00's edges ended: x directly (it names x, the least
+        // failing target of its round), a00 in the next round.
+        let b = get(s, "b00").await;
+        assert_eq!(
+            b.result.unwrap().output,
+            b"[jobstore] dependency x ended failed\n"
+        );
+        let waits = s.job_waits("b00", None, 10).await.unwrap().unwrap();
+        assert_eq!(waits.pending, 0);
+        assert_eq!(b.flow.unwrap().pending, 0);
+    });
+}
+
+/// Adds that link to a target race its release from another handle:
+/// every waiter is either linked before the archive (and unblocked by it)
+/// or finds the target archived; none is left blocked.
+#[test]
+fn links_race_the_release_of_their_target() {
+    with_store(|store| async move {
+        let url = postgres_url().await.expect("url");
+        let other = Arc::new(
+            PgStore::connect_with(options(&url, store.schema().to_owned()))
+                .await
+                .expect("second handle"),
+        );
+        let store = Arc::new(store);
+        for round in 0..20 {
+            let x = format!("x{round:02}");
+            let now = T0 + round * 10;
+            store
+                .add_jobs(&[NewJob::new(x.clone(), "src", "")], now)
+                .await
+                .unwrap();
+            store.claim_jobs("src", 1, "sys", MIN, now).await.unwrap();
+            let adds = {
+                let store = store.clone();
+                let x = x.clone();
+                tokio::spawn(async move {
+                    for i in 0..10 {
+                        let w = NewJob::new(format!("w{round:02}-{i}"), "w", "").depends_on([&x]);
+                        let out = store.add_jobs(&[w], now + 1).await.unwrap();
+                        assert_eq!(out.new.len(), 1);
+                    }
+                })
+            };
+            let rel = JobRelease::new(x.clone(), Release::Archive(JobResult::from_status(200)));
+            let released = other.release_jobs(&[rel], "sys", now + 1).await.unwrap();
+            assert_eq!(released, [x]);
+            adds.await.unwrap();
+        }
+        let counts = store.job_counts(T0 + 1000).await.unwrap();
+        let w = counts.iter().find(|c| c.jobtype == "w").unwrap();
+        assert_eq!((w.blocked, w.waiting), (0, 200));
+        other.close().await;
+    });
+}
+
+/// A plain release list is applied by its one statement: no entry comes
+/// back for the flow path, and a job with waiters does (counted by the
+/// edges it ends).
+#[test]
+fn plain_lists_never_take_the_flow_path() {
+    with_store(|store| async move {
+        let s: &dyn JobStore = &store;
+        let jobs: Vec<NewJob> = (0..50)
+            .map(|i| NewJob::new(format!("p{i:02}"), "t", ""))
+            .collect();
+        s.add_jobs(&jobs, T0).await.unwrap();
+        s.add_jobs(&[NewJob::new("w", "u", "").depends_on(["p07"])], T0)
+            .await
+            .unwrap();
+        s.claim_jobs("t", 50, "sys", MIN, T0).await.unwrap();
+        let marked: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE waited")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(marked, 1);
+        let rels: Vec<JobRelease> = (0..50)
+            .map(|i| JobRelease::new(format!("p{i:02}"), Release::Archive(failed())))
+            .collect();
+        let released = s.release_jobs(&rels, "sys", T0 + 1).await.unwrap();
+        assert_eq!(released.len(), 50);
+        let w = get(s, "w").await;
+        assert_eq!(w.result.unwrap().code, ResultCode::Cancelled);
+        let edges: Vec<(String, String, String)> =
+            sqlx::query_as("SELECT waiter, target, state::text FROM edges")
+                .fetch_all(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(edges, [("w".into(), "p07".into(), "d".into())]);
+    });
+}
