@@ -85,6 +85,12 @@ pub struct BenchArgs {
     /// are those of keyed adds, claims and archives (never a duplicate).
     #[arg(long)]
     pub unique: bool,
+    /// Every job repeats (`HOURLY`) and each claimed job is released with
+    /// a repeat an hour ahead instead of an archive (store), so the figures
+    /// are those of repeating adds and claim+repeat; the store must support
+    /// repeating jobs.
+    #[arg(long)]
+    pub repeat: bool,
     /// Jobs per second: the fixed-rate phase of e2e, the steady load of
     /// soak.
     #[arg(long, default_value_t = 100)]
@@ -280,6 +286,9 @@ fn check(a: &BenchArgs) -> Result<(), CliError> {
     }
     if a.unique && a.mode != Mode::Store {
         return Err(CliError::usage("--unique is for the store mode"));
+    }
+    if a.repeat && a.mode != Mode::Store {
+        return Err(CliError::usage("--repeat is for the store mode"));
     }
     if let Some(hold) = a.hold_xmin {
         if a.mode != Mode::Soak {
@@ -716,6 +725,12 @@ impl Report {
                 p("add_batch", json!(a.add_batch));
                 if a.unique {
                     p("unique", json!(true));
+                }
+                if a.mode == Mode::Store {
+                    p(
+                        "release",
+                        json!(if a.repeat { "repeat" } else { "archive" }),
+                    );
                 }
             }
             Mode::Drain => {

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 use jobstore_api::{
-    JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release, Unique, duration_ms, now_millis,
+    JobRelease, JobResult, JobStore, JobStoreExt, NewJob, Release, Repeat, Unique, duration_ms,
+    now_millis,
 };
 use serde_json::{Value, json};
 
@@ -19,6 +20,11 @@ use crate::{
 /// The lease of bench claims: long enough that nothing expires mid-run.
 const LEASE: Duration = Duration::from_secs(600);
 
+/// The rule of `store --repeat`'s jobs; each run is released with a
+/// repeat [`REPEAT_IN`] ahead, so no job is claimed twice in a run.
+const REPEAT_RULE: &str = "HOURLY";
+const REPEAT_IN: Duration = Duration::from_secs(3600);
+
 /// Makes the jobs of one batch of adds, without borrowing the context.
 #[derive(Clone)]
 pub(crate) struct JobGen {
@@ -27,6 +33,7 @@ pub(crate) struct JobGen {
     payload: usize,
     priority: i32,
     unique: bool,
+    repeat: bool,
 }
 
 impl JobGen {
@@ -43,6 +50,7 @@ impl JobGen {
             payload: ctx.args.payload,
             priority: 0,
             unique: ctx.args.unique,
+            repeat: ctx.args.repeat,
         }
     }
 
@@ -59,8 +67,13 @@ impl JobGen {
             vec![b'x'; self.payload],
         )
         .priority(self.priority);
-        if self.unique {
+        let job = if self.unique {
             job.unique(Unique::new(format!("{}{i:010}", self.tag)))
+        } else {
+            job
+        };
+        if self.repeat {
+            job.repeat(Repeat::new(REPEAT_RULE))
         } else {
             job
         }
@@ -136,6 +149,24 @@ fn archive_all(jobs: Vec<jobstore_api::Job>) -> Vec<JobRelease> {
         .collect()
 }
 
+/// Releases every job with a repeat at `now + REPEAT_IN`, an ok result and
+/// the payload kept.
+fn repeat_all(jobs: Vec<jobstore_api::Job>, now: jobstore_api::Millis) -> Vec<JobRelease> {
+    let at = now + duration_ms(REPEAT_IN);
+    jobs.into_iter()
+        .map(|j| {
+            JobRelease::new(
+                j.id,
+                Release::Repeat {
+                    at,
+                    result: JobResult::from_status(200),
+                    data: None,
+                },
+            )
+        })
+        .collect()
+}
+
 /// Claims and archives the jobs `range` of `jobtype` under `owner`, the
 /// `i`th with the result `result(i)`: jobs added at priority 1 beside a
 /// waiting backlog at 0, so each claim takes only them, in order.
@@ -180,16 +211,32 @@ pub(crate) async fn archive_range(
     Ok(())
 }
 
-/// `store`: batched adds, then concurrent claim+archive of every job.
+/// `store`: batched adds, then concurrent claim+archive of every job
+/// (with `--repeat`: repeating jobs, each claimed once and released with a
+/// repeat an hour ahead, claim+repeat; the figures keep their names).
 pub(crate) async fn store(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     let a = &ctx.args;
     let n = a.jobs;
+    let repeat = a.repeat;
+    if repeat && !ctx.store.capabilities().repeat {
+        return Err(CliError::usage(format!(
+            "--repeat: the {} store does not support repeating jobs",
+            ctx.backend
+        )));
+    }
     let jobs_of = JobGen::new(ctx, "s", a.jobtypes);
     let bar = ctx.bar(n as u64, "adding");
     let (add_lat, add_time) = add_range(ctx, &jobs_of, 0, n, &bar).await?;
     bar.finish_and_clear();
 
-    let bar = ctx.bar(n as u64, "claim+archive");
+    let bar = ctx.bar(
+        n as u64,
+        if repeat {
+            "claim+repeat"
+        } else {
+            "claim+archive"
+        },
+    );
     let cpu_from = ctx.cpu_mark().await;
     let started = Instant::now();
     let mut handles = Vec::new();
@@ -222,16 +269,22 @@ pub(crate) async fn store(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
                     empty[k] = true;
                     continue;
                 }
-                let releases = archive_all(got);
+                let now = now_millis();
+                let releases = if repeat {
+                    repeat_all(got, now)
+                } else {
+                    archive_all(got)
+                };
                 let t0 = Instant::now();
                 let released = store
-                    .release_jobs(&releases, &owner, now_millis())
+                    .release_jobs(&releases, &owner, now)
                     .await
                     .map_err(store_err("release_jobs"))?;
                 release_lat.push(t0.elapsed());
                 if released.len() != releases.len() {
                     return Err(CliError::local(format!(
-                        "release_jobs archived {} of {} jobs held",
+                        "release_jobs {} {} of {} jobs held",
+                        if repeat { "repeated" } else { "archived" },
                         released.len(),
                         releases.len()
                     )));
@@ -256,22 +309,48 @@ pub(crate) async fn store(ctx: &Ctx, r: &mut Report) -> Result<(), CliError> {
     bar.finish_and_clear();
     if done != n {
         return Err(CliError::local(format!(
-            "claimed and archived {done} jobs of {n}"
+            "claimed and {} {done} jobs of {n}",
+            if repeat { "repeated" } else { "archived" }
         )));
     }
-    expect_counts(&ctx.counts().await?, 0, n as u64)?;
+    if repeat {
+        expect_repeated(&ctx.counts().await?, n as u64)?;
+    } else {
+        expect_counts(&ctx.counts().await?, 0, n as u64)?;
+    }
 
     r.figure("adds_per_s", rate(n, add_time));
     r.figure("claim_archive_per_s", rate(n, ca_time));
     r.cpu_figures("client", cpu_from, cpu_to, n);
     r.figure("jobs_added", n);
-    r.figure("jobs_archived", done);
+    r.figure("jobs_archived", if repeat { 0 } else { done });
+    if repeat {
+        r.figure("jobs_repeated", done);
+    }
     r.figure("add_seconds", round3(add_time.as_secs_f64()));
     r.figure("claim_archive_seconds", round3(ca_time.as_secs_f64()));
     r.figure("add_latency", add_lat.summary());
     r.figure("claim_latency", claim_lat.summary());
     r.figure("release_latency", release_lat.summary());
+    if repeat {
+        r.note(
+            "--repeat: every job repeats (HOURLY) and was released with a repeat an hour ahead, \
+             not archived; claim_archive_* are claim+repeat figures",
+        );
+    }
     Ok(())
+}
+
+/// Fails unless all `n` jobs wait for their next run (scheduled), none
+/// waiting, running or archived.
+fn expect_repeated(c: &jobstore_api::JobCounts, n: u64) -> Result<(), CliError> {
+    if c.scheduled == n && c.total() == n {
+        Ok(())
+    } else {
+        Err(CliError::local(format!(
+            "the store's counts are off: expected {n} scheduled for their next run, found {c:?}"
+        )))
+    }
 }
 
 /// `samples` claims of `batch` jobs of `jobtype`, each handed back (unget)

@@ -332,6 +332,9 @@ fn bench_modes(
         assert!(ns.starts_with("bench_"), "{ns}");
         assert!(report["parameters"].is_object(), "{report}");
         assert!(num(&report["seconds"], "seconds") > 0.0);
+        if mode == "store" {
+            assert_eq!(report["parameters"]["release"], "archive", "{report}");
+        }
         check_figures(mode, &report["figures"]);
         check_cpu(mode, backend, &report["figures"]);
         if mode == "soak" {
@@ -364,6 +367,38 @@ fn store_mode_with_unique_keys(
         };
         assert_eq!(report["parameters"]["unique"], true, "{report}");
         check_figures("store", &report["figures"]);
+        let ns = report["namespace"].as_str().expect("namespace").to_owned();
+        namespace_gone(backend, &url, dir.path(), &ns).await;
+    });
+}
+
+/// `store --repeat`: every job repeats; each is claimed once and released
+/// with a repeat, none archived, and the report says which release it used.
+#[rstest]
+fn store_mode_with_repeat(
+    #[values("memory", "sqlite", "postgres", "redis")] backend: &'static str,
+) {
+    block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(url) = base_url(backend, dir.path()).await else {
+            return;
+        };
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let report = {
+            let (url, data) = (url.clone(), data.clone());
+            tokio::task::spawn_blocking(move || bench_with(&url, &data, "store", &["--repeat"]))
+                .await
+                .unwrap()
+        };
+        assert_eq!(report["parameters"]["release"], "repeat", "{report}");
+        let f = &report["figures"];
+        assert_eq!(f["jobs_added"], 400, "{f}");
+        assert_eq!(f["jobs_repeated"], 400, "{f}");
+        assert_eq!(f["jobs_archived"], 0, "{f}");
+        rate(&f["adds_per_s"], "adds/s");
+        rate(&f["claim_archive_per_s"], "claim+repeat/s");
+        assert!(f["release_latency"]["calls"].as_u64().unwrap() >= 8, "{f}");
         let ns = report["namespace"].as_str().expect("namespace").to_owned();
         namespace_gone(backend, &url, dir.path(), &ns).await;
     });
@@ -514,6 +549,7 @@ fn bad_arguments_are_usage_errors() {
         ],
         &["bench", "store", "--store", "ftp://nowhere"],
         &["bench", "drain", "--store", "memory://", "--unique"],
+        &["bench", "drain", "--store", "memory://", "--repeat"],
         // --hold-xmin: soak only, PostgreSQL only, above 0
         &[
             "bench",
