@@ -146,6 +146,50 @@ pub struct Waits {
     pub next: Option<String>,
 }
 
+impl Waits {
+    /// The waits of job `id` from all its edges (in any order): the counts
+    /// over every edge, and the page of at most `limit` edges after
+    /// `after` in target order, `next` set when more follow.
+    pub fn page(
+        id: &str,
+        edges: impl IntoIterator<Item = WaitEdge>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Waits {
+        let mut waits = Waits {
+            id: id.to_owned(),
+            ..Waits::default()
+        };
+        let mut edges: Vec<WaitEdge> = edges.into_iter().collect();
+        for e in &edges {
+            waits.count(e.state, 1);
+        }
+        edges.sort_by(|a, b| a.target.cmp(&b.target));
+        edges.retain(|e| after.is_none_or(|a| e.target.as_str() > a));
+        edges.truncate(limit.saturating_add(1));
+        waits.edges = edges;
+        waits.end_page(limit);
+        waits
+    }
+
+    /// Counts `n` edges in `state`.
+    pub fn count(&mut self, state: EdgeState, n: u64) {
+        match state {
+            EdgeState::Pending => self.pending += n,
+            EdgeState::Done { code, .. } => *self.done.entry(code).or_default() += n,
+        }
+    }
+
+    /// Ends a page read with one edge more than `limit`: that edge says a
+    /// next page follows (`next`, the last target kept).
+    pub fn end_page(&mut self, limit: usize) {
+        if self.edges.len() > limit {
+            self.edges.truncate(limit);
+            self.next = self.edges.last().map(|e| e.target.clone());
+        }
+    }
+}
+
 /// The rule of a repeating job: when a run ends ok, the daemon computes
 /// the next time from it and releases the job with
 /// [`Release::Repeat`](crate::Release::Repeat), so the job is free again,

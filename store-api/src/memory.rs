@@ -550,34 +550,12 @@ impl JobStore for MemoryStore {
         if !inner.jobs.contains_key(id) {
             return Ok(None);
         }
-        let mut waits = Waits {
-            id: id.to_owned(),
-            ..Waits::default()
-        };
-        let Some(edges) = inner.waits.get(id) else {
-            return Ok(Some(waits));
-        };
-        for state in edges.values() {
-            match state {
-                EdgeState::Pending => waits.pending += 1,
-                EdgeState::Done { code, .. } => *waits.done.entry(*code).or_default() += 1,
-            }
-        }
-        let from = match after {
-            Some(a) => std::ops::Bound::Excluded(a.to_owned()),
-            None => std::ops::Bound::Unbounded,
-        };
-        let mut page = edges.range((from, std::ops::Bound::Unbounded));
-        for (target, state) in page.by_ref().take(limit) {
-            waits.edges.push(WaitEdge {
-                target: target.clone(),
-                state: *state,
-            });
-        }
-        if page.next().is_some() {
-            waits.next = waits.edges.last().map(|e| e.target.clone());
-        }
-        Ok(Some(waits))
+        let edges = inner.waits.get(id).into_iter().flatten();
+        let edges = edges.map(|(target, state)| WaitEdge {
+            target: target.clone(),
+            state: *state,
+        });
+        Ok(Some(Waits::page(id, edges, after, limit)))
     }
 
     async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {

@@ -614,10 +614,6 @@ impl MongoStore {
         if convert::get_str(&d, f::LOCK, "job")? == LOCK_STAGED {
             return Ok(None);
         }
-        let mut waits = Waits {
-            id: id.to_owned(),
-            ..Waits::default()
-        };
         let mut edges: Vec<WaitEdge> = convert::str_array(&d, f::WAITS)?
             .into_iter()
             .map(|target| WaitEdge {
@@ -625,25 +621,14 @@ impl MongoStore {
                 state: EdgeState::Pending,
             })
             .collect();
-        waits.pending = edges.len() as u64;
         for e in convert::str_array(&d, f::WDONE)? {
             let (target, code, status) = convert::parse_done_edge(&e)?;
-            *waits.done.entry(code).or_default() += 1;
             edges.push(WaitEdge {
                 target,
                 state: EdgeState::Done { code, status },
             });
         }
-        edges.sort_by(|a, b| a.target.cmp(&b.target));
-        let mut page = edges
-            .into_iter()
-            .filter(|e| after.is_none_or(|a| e.target.as_str() > a))
-            .peekable();
-        waits.edges = page.by_ref().take(limit).collect();
-        if page.peek().is_some() {
-            waits.next = waits.edges.last().map(|e| e.target.clone());
-        }
-        Ok(Some(waits))
+        Ok(Some(Waits::page(id, edges, after, limit)))
     }
 
     /// `settle_flows`: the deliveries recorded before `now - grace`, and

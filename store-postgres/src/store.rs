@@ -1530,10 +1530,7 @@ impl JobStore for PgStore {
                 "k" => known = true,
                 "c" => {
                     let n = count(get(r, 5)?);
-                    match edge_state(get(r, 2)?, get(r, 3)?, None)? {
-                        EdgeState::Pending => waits.pending += n,
-                        EdgeState::Done { code, .. } => *waits.done.entry(code).or_default() += n,
-                    }
+                    waits.count(edge_state(get(r, 2)?, get(r, 3)?, None)?, n);
                 }
                 _ => waits.edges.push(WaitEdge {
                     target: get(r, 1)?,
@@ -1544,10 +1541,7 @@ impl JobStore for PgStore {
         if !known {
             return Ok(None);
         }
-        if waits.edges.len() > limit {
-            waits.edges.truncate(limit);
-            waits.next = waits.edges.last().map(|e| e.target.clone());
-        }
+        waits.end_page(limit);
         Ok(Some(waits))
     }
 

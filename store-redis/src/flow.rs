@@ -386,37 +386,16 @@ impl RedisStore {
         if lock == LOCK_STAGED {
             return Ok(None);
         }
-        let mut edges: BTreeMap<String, EdgeState> = BTreeMap::new();
+        let mut edges = Vec::new();
         while let (Some(x), Some(v)) = (it.next(), it.next()) {
-            let x = string(x, "edge target")?;
+            let target = string(x, "edge target")?;
             let v = String::from_utf8(bytes(v, "edge")?).map_err(|_| malformed("edge"))?;
-            edges.insert(x, edge_state(&v)?);
-        }
-        let mut waits = Waits {
-            id: id.to_owned(),
-            ..Waits::default()
-        };
-        for state in edges.values() {
-            match state {
-                EdgeState::Pending => waits.pending += 1,
-                EdgeState::Done { code, .. } => *waits.done.entry(*code).or_default() += 1,
-            }
-        }
-        let from = match after {
-            Some(a) => std::ops::Bound::Excluded(a.to_owned()),
-            None => std::ops::Bound::Unbounded,
-        };
-        let mut page = edges.range((from, std::ops::Bound::Unbounded));
-        for (target, state) in page.by_ref().take(limit) {
-            waits.edges.push(WaitEdge {
-                target: target.clone(),
-                state: *state,
+            edges.push(WaitEdge {
+                target,
+                state: edge_state(&v)?,
             });
         }
-        if page.next().is_some() {
-            waits.next = waits.edges.last().map(|e| e.target.clone());
-        }
-        Ok(Some(waits))
+        Ok(Some(Waits::page(id, edges, after, limit)))
     }
 }
 

@@ -2222,10 +2222,7 @@ impl JobStore for SqliteStore {
                 _ => {}
             }
         }
-        if waits.edges.len() > limit {
-            waits.edges.truncate(limit);
-            waits.next = waits.edges.last().map(|e| e.target.clone());
-        }
+        waits.end_page(limit);
         Ok(Some(waits))
     }
 
