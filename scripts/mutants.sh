@@ -78,6 +78,23 @@ groups=(
     "unique-redis|store-redis/src/*.rs|--re add.rs:164: --re add.rs:27[46]: --re add.rs:30[0-2]: --re Status::duplicate --re unique_flow --re store.rs:334: --test-package jobstore-redis -- --lib --tests -- unique keyed duplicate"
     "unique-postgres|store-postgres/src/*.rs|--re add_unique_chunk --re flow_of --test-package jobstore-postgres -- --lib --tests -- unique keyed"
     "unique-mongo|store-mongo/src/*.rs|--re convert.rs:.*ukey --re flow_from_doc --re rerun_ids --re free_key --re send_updates --re store-mongo/src/unique.rs: --test-package jobstore-mongo -- --lib --tests -- unique keyed rerun"
+    # Repeating jobs: the contract's Repeat and FlowState constructors
+    # (flow.rs), NewJob's repeat builders, Release::Repeat's output and
+    # the capability (types.rs), the validators job_flow, repeat, release
+    # and release_how (validate.rs), and the reference store's repeat
+    # release (memory.rs); the daemon's Repeating, settle, repeat_ok and
+    # note (policy.rs) and the U: lines (output.rs); the journal's rule in
+    # the run_at field; each store's functions the change added, or its
+    # lines the change added to older ones (line numbers as of 8975c60).
+    # Tests: those whose names say repeat (the suite's six behaviours and
+    # each store's own), with the crate's or the daemon's unit tests.
+    "repeat-api|store-api/src/flow.rs store-api/src/memory.rs store-api/src/validate.rs store-api/src/types.rs|--re flow.rs:.*Repeat:: --re flow.rs:.*utc --re flow.rs:.*is_empty --re FlowState::of --re FlowState::from_parts --re memory.rs:2[89][0-9]: --re NewJob::repeat --re output_len --re with_repeat --re validate.rs:1[5-8][0-9]: --re validate.rs:2[7-9][0-9]: --re validate.rs:3[0-2][0-9]: --test-package jobstore-api --test-package jobstore-conformance -- --lib --tests -- repeat flow release"
+    "repeat-daemon|daemon/src/executor/policy.rs daemon/src/runner/output.rs|--re Repeating --re settle --re repeat_ok --re policy.rs:.*note --re output.rs:12[4-9]: --re output.rs:13[0-4]: --re output.rs:181: --re unescape --test-package jobstore-daemon --cargo-arg=--lib -- executor::policy runner::output"
+    "repeat-journal|daemon/src/journal/record.rs|--re record.rs:18[89]: --re record.rs:19[0-4]: --re record.rs:25[5-9]: --re record.rs:26[0-4]: --re record.rs:40[0-9]: --re record.rs:41[0-5]: --re push_escaped --re percent_decoded --test-package jobstore-daemon --cargo-arg=--lib -- journal::record"
+    "repeat-sqlite|store-sqlite/src/store.rs|--re keep_entry --re entry_bytes --re add_flow_jobs --re store.rs:82[0-6]: --re store.rs:101[3-7]: --re store.rs:1219: --re store.rs:122[0-2]: --test-package jobstore-sqlite -- --lib --tests -- repeat every_step_reads_as_the_reference_store"
+    "repeat-postgres|store-postgres/src/store.rs|--re release_chunks --re add_chunk.-> --re add_chunk$ --re release_query --re repeat_data --re flow_of --re store.rs:91[6-9]: --re store.rs:92[0-9]: --re store.rs:144[89]: --re store.rs:145[0-2]: --test-package jobstore-postgres -- --lib --tests -- repeat rules_travel a_list_mixing"
+    "repeat-redis|store-redis/src/*.rs|--re add.rs:25[5-9]: --re add.rs:26[0-8]: --re add.rs:28[5-8]: --re job_flow --re decode.rs:209: --re store.rs:33[3-8]: --re store.rs:34[6-9]: --re store.rs:35[0-4]: --re store.rs:386: --re store.rs:395: --re store.rs:50[7-9]: --re store.rs:51[0-8]: --test-package jobstore-redis -- --lib --tests -- repeat"
+    "repeat-mongo|store-mongo/src/*.rs|--re convert.rs:7[2-4]: --re convert.rs:12[1-9]: --re convert.rs:2[0-9][0-9]: --re convert.rs:3[0-4][0-9]: --re flow_from_doc --re store.rs:4[4-9][0-9]: --re store.rs:5[2-5][0-9]: --test-package jobstore-mongo -- --lib --tests -- repeat"
 )
 
 wanted=("$@")

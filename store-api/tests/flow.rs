@@ -70,4 +70,16 @@ fn repeat_rules_round_trip_through_their_text() {
         Some(Repeat::new("HOURLY"))
     );
     assert_eq!(FlowState::from_parts(None, None), None);
+    // What every backend's read builds from its columns or fields.
+    let read = FlowState::from_parts(Some("k".into()), Some("TZ=Europe/Paris HOURLY")).unwrap();
+    assert_eq!(read.unique_key.as_deref(), Some("k"));
+    assert_eq!(
+        read.repeat,
+        Some(Repeat::new("HOURLY").time_zone("Europe/Paris"))
+    );
+    let rule_only = FlowState::from_parts(None, Some("@daily")).unwrap();
+    assert_eq!(
+        (rule_only.unique_key, rule_only.repeat),
+        (None, Some(Repeat::new("@daily")))
+    );
 }

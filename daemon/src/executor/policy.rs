@@ -351,6 +351,7 @@ pub fn out_of_limits(limits: &Limits, attempt: u32, created: Millis, now: Millis
 mod tests {
     use super::*;
     use crate::runner::Parsed;
+    use jobstore_api::FlowState;
 
     fn outcome(status: u16) -> Outcome {
         Outcome::new(
@@ -519,6 +520,105 @@ mod tests {
                 );
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_repeating_job_counts_from_its_claims_due_time_or_its_claim() {
+        let job = |flow: Option<Box<FlowState>>, claimed_due| Job {
+            id: "r".into(),
+            jobtype: "t".into(),
+            data: Vec::new(),
+            priority: 0,
+            dt: 0,
+            lock: "me".into(),
+            attempts: 1,
+            create_dt: 0,
+            done_dt: None,
+            result: None,
+            cancel_requested: false,
+            tags: Vec::new(),
+            history: Vec::new(),
+            claimed_due,
+            flow,
+            trace: None,
+        };
+        let rule = Repeat::new("HOURLY").time_zone("Europe/Paris");
+        let flow = FlowState::from_parts(None, Some(&rule.to_text()));
+        assert_eq!(
+            Repeating::of(&job(flow.clone(), Some(MON - MIN)), MON).as_deref(),
+            Some(&Repeating {
+                rule: rule.clone(),
+                due: MON - MIN,
+                claimed: MON,
+            })
+        );
+        assert_eq!(
+            Repeating::of(&job(flow, None), MON).as_deref(),
+            Some(&Repeating {
+                rule,
+                due: MON,
+                claimed: MON,
+            }),
+            "no due time (a claim that did not say): the claim's"
+        );
+        assert_eq!(Repeating::of(&job(None, None), MON), None, "plain");
+        let keyed = Some(Box::new(FlowState::unique("k")));
+        assert_eq!(Repeating::of(&job(keyed, None), MON), None, "keyed only");
+    }
+
+    #[test]
+    fn a_repeating_jobs_next_payload_may_be_as_large_as_the_limit() {
+        let r = repeating("HOURLY", "UTC");
+        let mut o = outcome(200);
+        o.data = Some(vec![b'x'; 16]);
+        match settled(&mut o, &r, false).0 {
+            Release::Repeat { data, result, .. } => {
+                assert_eq!(data, Some(vec![b'x'; 16]));
+                assert_eq!(result.output, b"out", "no note");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_rule_that_does_not_move_forward_archives_the_job() {
+        // Rule::check (and so the HTTP add) refuses such a rule, but a
+        // job added through a store directly may carry it: its next time
+        // is the base itself (due at midnight) or before it.
+        for due in [MON - 10 * 60 * MIN, MON - 30 * MIN] {
+            let r = Repeating {
+                rule: Repeat::new("SCHEDULED, START OF DAY"),
+                due,
+                claimed: MON - 20 * MIN,
+            };
+            match settled(&mut outcome(200), &r, false) {
+                (Release::Archive(res), "ok") => {
+                    let text = String::from_utf8(res.output).unwrap();
+                    assert!(text.contains("fires no more"), "{text}");
+                }
+                other => panic!("due {due}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_note_is_added_only_when_it_fits_under_the_output_cap() {
+        use jobstore_api::limits::MAX_OUTPUT;
+        let line = b"[jobstore] n\n".len();
+        for (len, added) in [
+            (MAX_OUTPUT / 2, true),
+            (MAX_OUTPUT - line, true),
+            (MAX_OUTPUT - line + 1, false),
+        ] {
+            let mut o = outcome(200);
+            o.output = vec![b'o'; len];
+            note(&mut o, "n");
+            let want = if added { len + line } else { len };
+            assert_eq!(o.output.len(), want, "output of {len} bytes");
+            if added {
+                assert!(o.output.ends_with(b"[jobstore] n\n"));
+            }
         }
     }
 
