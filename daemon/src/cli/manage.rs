@@ -36,7 +36,7 @@ pub struct FilterArgs {
     /// Jobtypes (repeat, or comma-separated); default every jobtype.
     #[arg(long = "type", value_name = "TYPE")]
     jobtype: Vec<String>,
-    /// waiting, scheduled, running, expired or archived.
+    /// waiting, scheduled, running, expired, blocked or archived.
     #[arg(long)]
     state: Option<String>,
     /// Result codes of archived jobs (repeat, or comma-separated).
@@ -208,7 +208,7 @@ async fn list(a: ListArgs) -> Result<(), CliError> {
     let filter = a.filter.filter(None);
     if filter.state.is_none() {
         return Err(CliError::usage(
-            "--state is required: waiting, scheduled, running, expired or archived",
+            "--state is required: waiting, scheduled, running, expired, blocked or archived",
         ));
     }
     let mut cursor = a.cursor.clone();
