@@ -721,7 +721,7 @@ fn hostile_requests_get_4xx_and_the_daemon_stays_healthy() {
         assert_eq!(s, 200);
         assert_eq!(
             v["jobtypes"],
-            json!([{"type": "bin", "waiting": 1, "scheduled": 0, "running": 0, "archived": {}, "paused": false}])
+            json!([{"type": "bin", "waiting": 1, "scheduled": 0, "running": 0, "blocked": 0, "archived": {}, "paused": false}])
         );
         let (_, v) = json(c.get(format!("{u}/stats")).bearer_auth(ADMIN)).await;
         assert_eq!(v["clients"].as_array().unwrap().len(), 1, "{v}");

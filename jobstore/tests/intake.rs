@@ -279,7 +279,7 @@ fn every_endpoint_and_its_errors() {
         assert_eq!(s, 200, "{v}");
         assert_eq!(
             v["jobtypes"],
-            json!([{"type": "mail", "waiting": 1, "scheduled": 1, "running": 0, "archived": {"cancelled": 1}, "paused": false}])
+            json!([{"type": "mail", "waiting": 1, "scheduled": 1, "running": 0, "blocked": 0, "archived": {"cancelled": 1}, "paused": false}])
         );
         json(c.post(format!("{u}/globex/job/report/add")).body("x")).await;
         let (s, v) = eventually(WAIT, "globex stats", || {

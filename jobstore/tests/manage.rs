@@ -237,7 +237,7 @@ fn pause_delete_and_edit(#[case] backend: &'static str) {
         let (_, stats) = api.get("/acme/stats").await;
         assert_eq!(
             stats["jobtypes"],
-            json!([{"type": "quick", "waiting": 0, "scheduled": 0, "running": 0, "archived": {}, "paused": true}])
+            json!([{"type": "quick", "waiting": 0, "scheduled": 0, "running": 0, "blocked": 0, "archived": {}, "paused": true}])
         );
         let table = cli(&d.url, &["stats", "acme"]);
         let text = String::from_utf8_lossy(&table.stdout);

@@ -192,6 +192,7 @@ pub fn stats(clients: &[ClientStats]) -> Table {
         "waiting",
         "scheduled",
         "running",
+        "blocked",
         "archived",
         "paused",
     ]);
@@ -209,6 +210,7 @@ pub fn stats(clients: &[ClientStats]) -> Table {
                 j.waiting.to_string(),
                 j.scheduled.to_string(),
                 j.running.to_string(),
+                j.blocked.to_string(),
                 archived,
                 if j.paused { "paused" } else { "" }.to_owned(),
             ]);
