@@ -110,7 +110,8 @@ impl Refusal {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum EdgeState {
-    /// The dependency is still live (or was run again).
+    /// The dependency is still live. An edge, once done, stays done: a
+    /// dependency run again later does not make it pending again.
     Pending,
     /// The dependency ended with this result (deleted: `cancelled`, 0).
     Done {
