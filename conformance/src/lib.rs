@@ -345,6 +345,9 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(deps_job_waits_pages);
         __jobstore_conformance_test!(deps_validation);
         __jobstore_conformance_test!(deps_fan_in_is_exact);
+        __jobstore_conformance_test!(deps_hold_keeps_the_waiter_blocked);
+        __jobstore_conformance_test!(deps_unblock_jobs_skips_what_is_left);
+        __jobstore_conformance_test!(deps_unblock_racing_the_last_dependency);
 
         #[test]
         fn unique_keys_isolated_between_namespaces() {

@@ -1,8 +1,8 @@
 //! A store that offers neither schedules, unique keys, repeating jobs nor
 //! dependencies, as a third-party backend may declare: the reference store
 //! behind a layer that turns `Capabilities::schedules`, `unique_jobs`,
-//! `repeat` and `dependencies` off, answers every schedule method and
-//! `job_waits` as the trait's defaults do (`Unsupported`), and validates
+//! `repeat` and `dependencies` off, answers every schedule method,
+//! `job_waits`, `waits_of` and `unblock_jobs` as the trait's defaults do (`Unsupported`), and validates
 //! adds and releases against its own capabilities (a job with a unique
 //! key, a rule or dependencies, a `Release::Repeat`: `Unsupported`). The
 //! whole suite passes, its schedule, unique-key, repeat and dependency
@@ -42,6 +42,14 @@ impl jobstore_api::layer::StoreLayer for NoOptions {
         _: usize,
     ) -> Result<Option<jobstore_api::Waits>> {
         Err(Error::unsupported("job_waits"))
+    }
+
+    async fn waits_of(&self, _: &[String], _: usize) -> Result<Vec<jobstore_api::Waits>> {
+        Err(Error::unsupported("waits_of"))
+    }
+
+    async fn unblock_jobs(&self, _: &[String], _: Millis) -> Result<Vec<String>> {
+        Err(Error::unsupported("unblock_jobs"))
     }
 
     async fn add_jobs(&self, jobs: &[NewJob], now: Millis) -> Result<AddOutcome> {

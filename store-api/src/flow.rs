@@ -33,12 +33,19 @@ pub struct JobFlow {
     /// What a dependency that ends other than `ok` does to this job.
     #[serde(default)]
     pub on_dependency_failure: DependencyFailure,
+    /// The daemon hands this job's run the outputs of its dependencies,
+    /// not only their ids and codes. Only with `depends_on`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub with_outputs: bool,
 }
 
 impl JobFlow {
     /// Whether the flow asks for nothing (a job with it is a plain job).
     pub fn is_empty(&self) -> bool {
-        self.unique.is_none() && self.repeat.is_none() && self.depends_on.is_empty()
+        self.unique.is_none()
+            && self.repeat.is_none()
+            && self.depends_on.is_empty()
+            && !self.with_outputs
     }
 }
 
@@ -57,14 +64,21 @@ pub enum DependencyFailure {
     /// The dependency counts as done: the waiter runs once every
     /// dependency has ended, and reads their codes.
     Run,
+    /// The edge is held ([`EdgeState::Held`]): the waiter stays blocked
+    /// for an operator, who runs the dependency again (the edge resolves
+    /// when it ends again), unblocks the waiter
+    /// ([`JobStore::unblock_jobs`](crate::JobStore::unblock_jobs)),
+    /// cancels or deletes it.
+    Hold,
 }
 
 impl DependencyFailure {
-    /// The name used on the wire (`cancel`, `run`).
+    /// The name used on the wire (`cancel`, `run`, `hold`).
     pub fn name(self) -> &'static str {
         match self {
             DependencyFailure::Cancel => "cancel",
             DependencyFailure::Run => "run",
+            DependencyFailure::Hold => "hold",
         }
     }
 }
@@ -75,8 +89,9 @@ impl std::str::FromStr for DependencyFailure {
         match s {
             "cancel" => Ok(DependencyFailure::Cancel),
             "run" => Ok(DependencyFailure::Run),
+            "hold" => Ok(DependencyFailure::Hold),
             _ => Err(crate::Error::invalid(format!(
-                "on_dependency_failure: {s:?} is not cancel or run"
+                "on_dependency_failure: {s:?} is not cancel, run or hold"
             ))),
         }
     }
@@ -120,6 +135,27 @@ pub enum EdgeState {
         /// Its result status.
         status: u16,
     },
+    /// The dependency ended other than `ok` with this result, and the
+    /// waiter's policy is [`DependencyFailure::Hold`]: the waiter stays
+    /// blocked. The edge resolves again when the dependency ends again
+    /// (after a run again): `Done` if `ok`, else held with the new result.
+    Held {
+        /// Its result code.
+        code: crate::ResultCode,
+        /// Its result status.
+        status: u16,
+    },
+    /// Passed over by an operator's
+    /// [`unblock_jobs`](crate::JobStore::unblock_jobs) while pending or
+    /// held: the dependency's end no longer reaches the waiter.
+    Skipped,
+}
+
+impl EdgeState {
+    /// Whether the edge still keeps its waiter blocked (pending or held).
+    pub fn is_open(self) -> bool {
+        matches!(self, EdgeState::Pending | EdgeState::Held { .. })
+    }
 }
 
 /// One dependency of a waiter.
@@ -139,6 +175,12 @@ pub struct Waits {
     pub id: String,
     /// Edges still pending.
     pub pending: u64,
+    /// Edges held ([`EdgeState::Held`]).
+    #[serde(default)]
+    pub held: u64,
+    /// Edges skipped by an operator ([`EdgeState::Skipped`]).
+    #[serde(default)]
+    pub skipped: u64,
     /// Edges resolved, by the dependency's result code.
     pub done: std::collections::BTreeMap<crate::ResultCode, u64>,
     /// One page of its edges, by target id.
@@ -177,6 +219,8 @@ impl Waits {
     pub fn count(&mut self, state: EdgeState, n: u64) {
         match state {
             EdgeState::Pending => self.pending += n,
+            EdgeState::Held { .. } => self.held += n,
+            EdgeState::Skipped => self.skipped += n,
             EdgeState::Done { code, .. } => *self.done.entry(code).or_default() += n,
         }
     }
@@ -346,8 +390,9 @@ pub struct FlowState {
     /// run again repeats again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<Repeat>,
-    /// How many of its dependencies have not ended yet (0 once none is
-    /// pending, or for a job added without dependencies).
+    /// How many of its dependencies keep it blocked: pending, or held
+    /// ([`EdgeState::is_open`]). 0 once none is, or for a job added
+    /// without dependencies.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pending: u32,
     /// It was added with dependencies: [`JobStore::job_waits`](crate::JobStore::job_waits)
@@ -358,6 +403,44 @@ pub struct FlowState {
     /// meaningful with `has_edges`).
     #[serde(default)]
     pub on_dependency_failure: DependencyFailure,
+    /// Its run is handed its dependencies' outputs ([`JobFlow::with_outputs`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub with_outputs: bool,
+}
+
+/// The dependencies part of a stored flow, as a backend reads it back
+/// ([`FlowState::from_stored`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoredDeps {
+    /// Edges pending or held.
+    pub pending: u32,
+    /// The policy it was added with.
+    pub policy: DependencyFailure,
+    /// [`JobFlow::with_outputs`].
+    pub with_outputs: bool,
+}
+
+impl StoredDeps {
+    /// `pending` open edges under `policy`, without outputs.
+    pub fn new(pending: u32, policy: DependencyFailure) -> Self {
+        StoredDeps {
+            pending,
+            policy,
+            with_outputs: false,
+        }
+    }
+
+    /// Sets [`with_outputs`](Self::with_outputs).
+    pub fn with_outputs(mut self, with_outputs: bool) -> Self {
+        self.with_outputs = with_outputs;
+        self
+    }
+}
+
+impl From<(u32, DependencyFailure)> for StoredDeps {
+    fn from((pending, policy): (u32, DependencyFailure)) -> Self {
+        StoredDeps::new(pending, policy)
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -385,6 +468,7 @@ impl FlowState {
             } else {
                 flow.on_dependency_failure
             },
+            with_outputs: flow.with_outputs && !flow.depends_on.is_empty(),
         };
         (state != FlowState::default()).then(|| Box::new(state))
     }
@@ -392,23 +476,25 @@ impl FlowState {
     /// The stored flow from its columns or fields (`None` when both are
     /// absent): what every backend's read builds.
     pub fn from_parts(unique_key: Option<String>, repeat: Option<&str>) -> Option<Box<FlowState>> {
-        Self::from_stored(unique_key, repeat, None)
+        Self::from_stored(unique_key, repeat, None::<StoredDeps>)
     }
 
     /// [`from_parts`](Self::from_parts) with the dependencies a job was
-    /// added with, when it had any: how many are still pending, and its
-    /// policy.
+    /// added with, when it had any: how many still keep it blocked, its
+    /// policy, and whether its run gets their outputs.
     pub fn from_stored(
         unique_key: Option<String>,
         repeat: Option<&str>,
-        deps: Option<(u32, DependencyFailure)>,
+        deps: Option<impl Into<StoredDeps>>,
     ) -> Option<Box<FlowState>> {
+        let deps: Option<StoredDeps> = deps.map(Into::into);
         let state = FlowState {
             unique_key,
             repeat: repeat.map(Repeat::from_text),
-            pending: deps.map_or(0, |(pending, _)| pending),
+            pending: deps.map_or(0, |d| d.pending),
             has_edges: deps.is_some(),
-            on_dependency_failure: deps.map_or_else(DependencyFailure::default, |(_, p)| p),
+            on_dependency_failure: deps.map_or_else(DependencyFailure::default, |d| d.policy),
+            with_outputs: deps.is_some_and(|d| d.with_outputs),
         };
         (state != FlowState::default()).then(|| Box::new(state))
     }

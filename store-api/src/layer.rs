@@ -296,6 +296,18 @@ pub trait StoreLayer: Send + Sync + Debug {
             .await
     }
 
+    /// [`JobStore::waits_of`].
+    async fn waits_of(&self, ids: &[String], limit: usize) -> Result<Vec<crate::Waits>> {
+        self.around("waits_of", self.inner().waits_of(ids, limit))
+            .await
+    }
+
+    /// [`JobStore::unblock_jobs`].
+    async fn unblock_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        self.around("unblock_jobs", self.inner().unblock_jobs(ids, now))
+            .await
+    }
+
     /// [`JobStore::settle_flows`].
     async fn settle_flows(&self, now: Millis, limit: usize) -> Result<u64> {
         self.around("settle_flows", self.inner().settle_flows(now, limit))
@@ -537,6 +549,12 @@ impl<L: StoreLayer> JobStore for L {
         limit: usize,
     ) -> Result<Option<crate::Waits>> {
         StoreLayer::job_waits(self, id, after, limit).await
+    }
+    async fn waits_of(&self, ids: &[String], limit: usize) -> Result<Vec<crate::Waits>> {
+        StoreLayer::waits_of(self, ids, limit).await
+    }
+    async fn unblock_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        StoreLayer::unblock_jobs(self, ids, now).await
     }
     async fn settle_flows(&self, now: Millis, limit: usize) -> Result<u64> {
         StoreLayer::settle_flows(self, now, limit).await

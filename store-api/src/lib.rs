@@ -19,7 +19,7 @@ mod watch;
 pub use error::{BoxError, Error, ErrorKind, Result};
 pub use flow::{
     DependencyFailure, Duplicate, EdgeState, FlowState, JobFlow, OnConflict, Refusal, Repeat,
-    Unique, WaitEdge, Waits,
+    StoredDeps, Unique, WaitEdge, Waits,
 };
 pub use history::{EventKind, JobEvent, PendingClaim};
 pub use manage::*;

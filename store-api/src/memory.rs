@@ -45,7 +45,7 @@ struct Inner {
     schedules: BTreeMap<String, ScheduleRecord>,
     /// Per waiter, its dependencies by target id and how each stands.
     waits: HashMap<String, BTreeMap<String, EdgeState>>,
-    /// Per dependency, the waiters whose edge to it is pending.
+    /// Per dependency, the waiters whose edge to it is open (pending or held).
     waiters: HashMap<String, std::collections::BTreeSet<String>>,
 }
 
@@ -396,7 +396,10 @@ impl JobStore for MemoryStore {
             }
             !gone
         });
-        purged.iter().for_each(|id| forget_waiter(&mut inner, id));
+        for id in &purged {
+            forget_waiter(&mut inner, id);
+            inner.waiters.remove(id);
+        }
         Ok((n - inner.jobs.len()) as u64)
     }
 
@@ -493,6 +496,8 @@ impl JobStore for MemoryStore {
                     if live {
                         end_edges(&mut inner, id, ResultCode::Cancelled, 0, now, &mut woken);
                     }
+                    // Edges held on it stay held for good (rerun is gone).
+                    inner.waiters.remove(id);
                     outcome.deleted.push(id.clone());
                 }
             }
@@ -537,6 +542,45 @@ impl JobStore for MemoryStore {
         due.dedup();
         due.iter().for_each(|jt| self.notify(jt));
         Ok(edited)
+    }
+
+    async fn unblock_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        validate::cancel(ids, now)?;
+        let mut inner = self.lock();
+        let mut unblocked = Vec::new();
+        let mut woken = Vec::new();
+        for id in ids {
+            if inner.jobs.get(id).is_none_or(|j| j.lock != LOCK_BLOCKED) {
+                continue;
+            }
+            let mut open = Vec::new();
+            if let Some(edges) = inner.waits.get_mut(id) {
+                for (target, state) in edges.iter_mut().filter(|(_, s)| s.is_open()) {
+                    *state = EdgeState::Skipped;
+                    open.push(target.clone());
+                }
+            }
+            for target in open {
+                if let Some(ws) = inner.waiters.get_mut(&target) {
+                    ws.remove(id);
+                    if ws.is_empty() {
+                        inner.waiters.remove(&target);
+                    }
+                }
+            }
+            let job = inner.jobs.get_mut(id).expect("checked above");
+            job.flow.get_or_insert_with(Default::default).pending = 0;
+            job.lock = LOCK_FREE.to_owned();
+            job.dt = job.dt.max(now);
+            record(job, now, "", EventKind::Unblocked);
+            woken.push(job.jobtype.clone());
+            unblocked.push(id.clone());
+        }
+        drop(inner);
+        woken.sort_unstable();
+        woken.dedup();
+        woken.iter().for_each(|jt| self.notify(jt));
+        Ok(unblocked)
     }
 
     async fn job_waits(
@@ -882,7 +926,20 @@ fn link(inner: &mut Inner, id: &str, deps: &[String], now: Millis) {
             if code != ResultCode::Ok && failed.is_none() {
                 failed = Some((dep.clone(), code));
             }
-            EdgeState::Done { code, status }
+            let policy = inner.jobs[id]
+                .flow
+                .as_ref()
+                .map_or_else(DependencyFailure::default, |f| f.on_dependency_failure);
+            if code != ResultCode::Ok && policy == DependencyFailure::Hold {
+                inner
+                    .waiters
+                    .entry(dep.clone())
+                    .or_default()
+                    .insert(id.to_owned());
+                EdgeState::Held { code, status }
+            } else {
+                EdgeState::Done { code, status }
+            }
         } else {
             inner
                 .waiters
@@ -893,7 +950,7 @@ fn link(inner: &mut Inner, id: &str, deps: &[String], now: Millis) {
         };
         edges.insert(dep.clone(), state);
     }
-    let pending = edges.values().filter(|e| **e == EdgeState::Pending).count();
+    let pending = edges.values().filter(|e| e.is_open()).count();
     inner.waits.insert(id.to_owned(), edges);
     let job = inner.jobs.get_mut(id).expect("just added");
     let flow = job.flow.get_or_insert_with(Default::default);
@@ -917,11 +974,12 @@ fn cancel_for_dependency(job: &mut Job, dep: &str, code: ResultCode, now: Millis
     record(job, now, "", EventKind::Cancelled);
 }
 
-/// Ends the pending edges to `target`, which left the live states with
+/// Ends the open edges to `target`, which left the live states with
 /// `code` and `status`, and applies what follows: blocked waiters under
 /// `Cancel` whose dependency did not end `ok` are archived `cancelled`
-/// (whose own edges end in turn), the others are unblocked once nothing
-/// is pending. The jobtypes of unblocked jobs are pushed to `woken`.
+/// (whose own edges end in turn), those under `Hold` keep the edge open
+/// as held, the others are unblocked once no edge is open. The jobtypes
+/// of unblocked jobs are pushed to `woken`.
 fn end_edges(
     inner: &mut Inner,
     target: &str,
@@ -936,6 +994,20 @@ fn end_edges(
             continue;
         };
         for w in waiters {
+            let Some(job) = inner.jobs.get_mut(&w) else {
+                continue;
+            };
+            let flow = job.flow.get_or_insert_with(Default::default);
+            let hold = job.lock == LOCK_BLOCKED
+                && code != ResultCode::Ok
+                && flow.on_dependency_failure == DependencyFailure::Hold;
+            if hold {
+                if let Some(edge) = inner.waits.get_mut(&w).and_then(|e| e.get_mut(&t)) {
+                    *edge = EdgeState::Held { code, status };
+                }
+                inner.waiters.entry(t.clone()).or_default().insert(w);
+                continue;
+            }
             if let Some(edge) = inner.waits.get_mut(&w).and_then(|e| e.get_mut(&t)) {
                 *edge = EdgeState::Done { code, status };
             }
@@ -966,7 +1038,7 @@ fn forget_waiter(inner: &mut Inner, id: &str) {
         return;
     };
     for (target, state) in edges {
-        if state == EdgeState::Pending
+        if state.is_open()
             && let Some(ws) = inner.waiters.get_mut(&target)
         {
             ws.remove(id);

@@ -150,17 +150,21 @@ pub trait JobStore: Send + Sync + Debug {
     /// ended other than `ok` and the policy is
     /// [`DependencyFailure::Cancel`](crate::DependencyFailure::Cancel), the
     /// job is stored archived `cancelled` (status 0, output
-    /// `[jobstore] dependency <id> ended <code>`, `done_dt = now`); else it
+    /// `[jobstore] dependency <id> ended <code>`, `done_dt = now`); under
+    /// [`Hold`](crate::DependencyFailure::Hold) that edge is stored held
+    /// ([`EdgeState::Held`](crate::EdgeState::Held)); else it
     /// is stored [`JobState::Blocked`] (`lock =`
     /// [`LOCK_BLOCKED`], `dt` its not-before time, `run_at` or `now`) while
-    /// any dependency is live, or free as a plain job when none is. While
+    /// any edge is pending or held, or free as a plain job when none is. While
     /// blocked it is never claimed, renewed or released, and counts and
     /// lists as blocked. When its last dependency ends (see
     /// [`release_jobs`](JobStore::release_jobs)) it becomes free with `dt =
     /// max(not_before, now)` and the event
     /// [`EventKind::Unblocked`](crate::EventKind::Unblocked), and its
     /// jobtype is notified as for an add. Every read carries
-    /// [`FlowState::pending`](crate::FlowState::pending) and the policy;
+    /// [`FlowState::pending`](crate::FlowState::pending), the policy and
+    /// [`with_outputs`](crate::JobFlow::with_outputs) (which needs
+    /// `depends_on`, else the batch is `InvalidInput`);
     /// [`job_waits`](JobStore::job_waits) lists the dependencies. Invalid
     /// dependencies ([`validate::dependencies`](crate::validate::dependencies):
     /// its own id, an id twice, more than
@@ -254,9 +258,19 @@ pub trait JobStore: Send + Sync + Debug {
     /// `cancelled`, 0): each blocked waiter whose policy is `Cancel` and
     /// for which the code is not `ok` is archived `cancelled` (status 0,
     /// output `[jobstore] dependency <id> ended <code>`, the event
-    /// `Cancelled`), which ends its own edges in turn; every other blocked
-    /// waiter counts the dependency done and is unblocked when none is
-    /// left pending. Each edge ends once: however many times and by however
+    /// `Cancelled`), which ends its own edges in turn; each blocked waiter
+    /// whose policy is `Hold` and for which the code is not `ok` keeps the
+    /// edge open as held with that result (it stays blocked, and nothing
+    /// runs down); every other blocked waiter counts the dependency done
+    /// and is unblocked when no edge is left pending or held. A held edge
+    /// waits for its dependency's next end (after a
+    /// [`rerun_jobs`](JobStore::rerun_jobs)), which resolves it the same
+    /// way: done if `ok`, else held again with the new result. (Whether an
+    /// id added again after its job was deleted or purged resolves edges
+    /// held on the old job is unspecified.) A waiter that is no longer
+    /// blocked (unblocked by [`unblock_jobs`](JobStore::unblock_jobs),
+    /// cancelled, archived) is not changed by a later end; its edge records
+    /// the end unless skipped. Each edge ends once: however many times and by however
     /// many callers its dependency's end is delivered, and when the last
     /// dependencies of a waiter end at the same instant on different
     /// handles, the waiter is unblocked exactly once. A repeat or a retry
@@ -374,7 +388,9 @@ pub trait JobStore: Send + Sync + Debug {
     /// other state, and unknown ids, are untouched. A job with a unique key
     /// takes the key back; if another live job of its jobtype holds it (or
     /// an earlier id of the same call took it), the job stays archived and
-    /// is not returned. Returns the ids run again (order unspecified). Watchers wake as for an add. A store
+    /// is not returned. The edges held on a job run again stay held: its
+    /// next end resolves them (see [`release_jobs`](JobStore::release_jobs)).
+    /// Returns the ids run again (order unspecified). Watchers wake as for an add. A store
     /// without [`Capabilities::edit_jobs`] answers `Unsupported`.
     async fn rerun_jobs(
         &self,
@@ -420,8 +436,8 @@ pub trait JobStore: Send + Sync + Debug {
     /// order, from just after `after`, at most `limit` (`1..=`
     /// [`MAX_PAGE`](crate::limits::MAX_PAGE), else `InvalidInput`), with
     /// `next` set when more follow, and its counts over all of them
-    /// (pending, and ended by result code). `None` for an unknown id; a job
-    /// added without dependencies has none. A dependency purged since its
+    /// (pending, held, skipped, and done by result code). `None` for an
+    /// unknown id; a job added without dependencies has none. A dependency purged since its
     /// end keeps its code and status here. A store without
     /// [`Capabilities::dependencies`] answers `Unsupported`.
     async fn job_waits(
@@ -432,6 +448,46 @@ pub trait JobStore: Send + Sync + Debug {
     ) -> Result<Option<crate::Waits>> {
         let _ = (id, after, limit);
         Err(crate::Error::unsupported("job_waits"))
+    }
+
+    /// [`job_waits`](JobStore::job_waits) of several jobs at once: for each
+    /// id of a job with dependencies (others and unknown ids are left
+    /// out; order unspecified), its counts and its first page of at most
+    /// `limit` edges. What a daemon hands the runs of the waiters it
+    /// claimed, in one round trip. At most
+    /// [`MAX_BATCH`](crate::limits::MAX_BATCH) ids (`TooLarge`), `limit`
+    /// `1..=` [`MAX_PAGE`](crate::limits::MAX_PAGE) (`InvalidInput`). The
+    /// default calls `job_waits` per id: a backend behind a network
+    /// overrides it.
+    async fn waits_of(&self, ids: &[String], limit: usize) -> Result<Vec<crate::Waits>> {
+        crate::validate::waits_of(ids, limit)?;
+        let mut out = Vec::new();
+        for id in ids {
+            if let Some(w) = self.job_waits(id, None, limit).await?
+                && !w.edges.is_empty()
+            {
+                out.push(w);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The operator's override for blocked jobs: each job of `ids` that is
+    /// blocked skips its pending and held edges
+    /// ([`EdgeState::Skipped`](crate::EdgeState::Skipped): their
+    /// dependencies' ends no longer reach it) and becomes free with `dt =
+    /// max(not_before, now)`, its pending count 0 and the event
+    /// [`EventKind::Unblocked`](crate::EventKind::Unblocked); its jobtype
+    /// is notified as for an add. Jobs in other states and unknown ids are
+    /// left as they are. Returns the ids unblocked (order unspecified).
+    /// Racing the last dependency's end, the job is unblocked exactly once
+    /// (by whichever comes first; the other finds it free). Validation as
+    /// [`cancel_jobs`](JobStore::cancel_jobs)'s. One round trip for the
+    /// list. A store without [`Capabilities::dependencies`] answers
+    /// `Unsupported`.
+    async fn unblock_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        let _ = (ids, now);
+        Err(crate::Error::unsupported("unblock_jobs"))
     }
 
     /// Finishes the deliveries to waiters that a crash between a

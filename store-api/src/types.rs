@@ -171,6 +171,13 @@ impl NewJob {
         self
     }
 
+    /// Hands its run its dependencies' outputs, not only their codes
+    /// ([`JobFlow::with_outputs`](crate::JobFlow::with_outputs)).
+    pub fn with_outputs(mut self) -> Self {
+        self.flow.get_or_insert_with(Default::default).with_outputs = true;
+        self
+    }
+
     /// The ids it depends on (empty for most jobs).
     pub fn dependencies(&self) -> &[String] {
         self.flow.as_ref().map_or(&[], |f| f.depends_on.as_slice())

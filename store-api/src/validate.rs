@@ -174,6 +174,11 @@ pub fn job_flow(flow: &JobFlow, caps: &Capabilities) -> Result<()> {
     if !flow.depends_on.is_empty() && !caps.dependencies {
         return Err(Error::unsupported("dependencies"));
     }
+    if flow.with_outputs && flow.depends_on.is_empty() {
+        return Err(Error::invalid(
+            "with_outputs: only a job with depends_on has outputs to read",
+        ));
+    }
     Ok(())
 }
 
@@ -184,6 +189,12 @@ pub fn waits(id_: &str, after: Option<&str>, limit: usize) -> Result<()> {
     if let Some(a) = after {
         id(a)?;
     }
+    crate::manage::page_limit(limit)
+}
+
+/// The arguments of [`JobStore::waits_of`](crate::JobStore::waits_of).
+pub fn waits_of(ids_: &[String], limit: usize) -> Result<()> {
+    ids(ids_)?;
     crate::manage::page_limit(limit)
 }
 

@@ -43,7 +43,37 @@ async fn offers_deps(s: &dyn JobStore) -> bool {
         ErrorKind::Unsupported,
         "job_waits on a store without dependencies",
     );
+    assert_kind(
+        s.waits_of(&ids(&["target"]), 10).await,
+        ErrorKind::Unsupported,
+        "waits_of on a store without dependencies",
+    );
+    assert_kind(
+        s.unblock_jobs(&ids(&["target"]), T0).await,
+        ErrorKind::Unsupported,
+        "unblock_jobs on a store without dependencies",
+    );
     false
+}
+
+fn held(code: ResultCode, status: u16) -> EdgeState {
+    EdgeState::Held { code, status }
+}
+
+fn done(code: ResultCode, status: u16) -> EdgeState {
+    EdgeState::Done { code, status }
+}
+
+/// The edges of `id`'s first page, as (target, state).
+async fn edges_of(s: &dyn JobStore, id: &str) -> Vec<(String, EdgeState)> {
+    let w = s.job_waits(id, None, 100).await.unwrap().expect("a job");
+    w.edges.into_iter().map(|e| (e.target, e.state)).collect()
+}
+
+/// Claims job `id` of `jobtype` (it must be the only eligible one) and
+/// archives it with `status` at `now`.
+async fn run_one(s: &dyn JobStore, jobtype: &str, id: &str, status: u16, now: Millis) {
+    assert_eq!(run_all(s, jobtype, status, now).await, [id], "{jobtype}");
 }
 
 /// Claims every eligible job of `jobtype` as [`OWNER`] and archives them
@@ -744,4 +774,396 @@ pub async fn deps_isolated_between_namespaces(a: Ctx, b: Ctx) {
     let out = add(a, vec![waiting_on("w", "dp-iso", &["only-in-a"])], T0).await;
     assert_eq!(out.new, ids(&["w"]));
     assert_eq!(b.job_waits("w", None, 10).await.unwrap(), None);
+    assert!(b.waits_of(&ids(&["w"]), 10).await.unwrap().is_empty());
+    assert!(b.unblock_jobs(&ids(&["w"]), T0).await.unwrap().is_empty());
+    assert_eq!(get(a, "w").await.lock, LOCK_BLOCKED);
+}
+
+/// Under `Hold`, a dependency that ends other than `ok` holds its edge:
+/// the waiter stays blocked whatever the others do, and nothing runs
+/// down to its own waiters. The dependency run again and failing again
+/// holds the edge with its new result; ending `ok` resolves it and
+/// unblocks the waiter. A dependency already failed at the add is held
+/// at once. `with_outputs` reads back on the waiter's flow.
+pub async fn deps_hold_keeps_the_waiter_blocked(c: Ctx) {
+    let s = &*c.store;
+    if !offers_deps(s).await {
+        return;
+    }
+    let (t, w, v) = ("dp-h-t", "dp-h-w", "dp-h-v");
+    add(
+        s,
+        vec![
+            NewJob::new("a", t, "a"),
+            NewJob::new("b", t, "b").priority(-1),
+        ],
+        T0,
+    )
+    .await;
+    add(
+        s,
+        vec![
+            waiting_on("held", w, &["a", "b"])
+                .on_dependency_failure(DependencyFailure::Hold)
+                .with_outputs(),
+        ],
+        T0,
+    )
+    .await;
+    add(s, vec![waiting_on("below", v, &["held"])], T0).await;
+    let flow = get(s, "held").await.flow.expect("a flow");
+    assert_eq!(
+        (flow.on_dependency_failure, flow.with_outputs, flow.pending),
+        (DependencyFailure::Hold, true, 2)
+    );
+    assert!(!get(s, "below").await.flow.expect("a flow").with_outputs);
+
+    let now = T0 + SEC;
+    let got = job_ids(&claim(s, t, 1, OWNER, now).await);
+    assert_eq!(got, ["a"]);
+    archive_as(s, &got, 503, now).await;
+    let job = get(s, "held").await;
+    assert_eq!((job.lock.as_str(), pending_of(&job)), (LOCK_BLOCKED, 2));
+    assert_eq!(
+        edges_of(s, "held").await,
+        [
+            ("a".to_owned(), held(ResultCode::Error, 503)),
+            ("b".to_owned(), EdgeState::Pending)
+        ]
+    );
+    let waits = s.job_waits("held", None, 10).await.unwrap().unwrap();
+    assert_eq!((waits.pending, waits.held, waits.skipped), (1, 1, 0));
+    assert!(waits.done.is_empty(), "{waits:?}");
+
+    let now = now + SEC;
+    run_one(s, t, "b", 200, now).await;
+    let job = get(s, "held").await;
+    assert_eq!(
+        (job.lock.as_str(), pending_of(&job)),
+        (LOCK_BLOCKED, 1),
+        "held by a"
+    );
+    assert_eq!(counts_of(s, w, now).await.blocked, 1);
+    let below = get(s, "below").await;
+    assert_eq!((below.lock.as_str(), pending_of(&below)), (LOCK_BLOCKED, 1));
+
+    // The operator runs `a` again: it fails again, then ends ok.
+    let now = now + SEC;
+    assert_eq!(
+        s.rerun_jobs(&ids(&["a"]), MIN * 0, now).await.unwrap(),
+        ["a"]
+    );
+    let job = get(s, "held").await;
+    assert_eq!((job.lock.as_str(), pending_of(&job)), (LOCK_BLOCKED, 1));
+    run_one(s, t, "a", 404, now).await;
+    assert_eq!(
+        edges_of(s, "held").await[0],
+        ("a".to_owned(), held(ResultCode::Failed, 404))
+    );
+    assert_eq!(get(s, "held").await.lock, LOCK_BLOCKED);
+    let now = now + SEC;
+    s.rerun_jobs(&ids(&["a"]), MIN * 0, now).await.unwrap();
+    run_one(s, t, "a", 200, now).await;
+    let job = get(s, "held").await;
+    assert_eq!(
+        (job.lock.as_str(), job.dt, pending_of(&job)),
+        (LOCK_FREE, now, 0)
+    );
+    if s.capabilities().history {
+        let n = job
+            .history
+            .iter()
+            .filter(|e| e.what == EventKind::Unblocked)
+            .count();
+        assert_eq!(n, 1, "{:?}", job.history);
+        assert_eq!(job.history.last().unwrap().what, EventKind::Unblocked);
+    }
+    assert_eq!(
+        edges_of(s, "held").await,
+        [
+            ("a".to_owned(), done(ResultCode::Ok, 200)),
+            ("b".to_owned(), done(ResultCode::Ok, 200))
+        ]
+    );
+    let waits = s.job_waits("held", None, 10).await.unwrap().unwrap();
+    assert_eq!(
+        (waits.pending, waits.held, waits.done.get(&ResultCode::Ok)),
+        (0, 0, Some(&2))
+    );
+
+    // Held at the add: a dependency that already failed.
+    let now = now + SEC;
+    add(s, vec![NewJob::new("c", t, "c")], now).await;
+    run_one(s, t, "c", 500, now).await;
+    add(
+        s,
+        vec![waiting_on("at-add", w, &["c", "b"]).on_dependency_failure(DependencyFailure::Hold)],
+        now,
+    )
+    .await;
+    let job = get(s, "at-add").await;
+    assert_eq!((job.lock.as_str(), pending_of(&job)), (LOCK_BLOCKED, 1));
+    assert_eq!(
+        edges_of(s, "at-add").await,
+        [
+            ("b".to_owned(), done(ResultCode::Ok, 200)),
+            ("c".to_owned(), held(ResultCode::Error, 500))
+        ]
+    );
+    let now = now + SEC;
+    s.rerun_jobs(&ids(&["c"]), MIN * 0, now).await.unwrap();
+    run_one(s, t, "c", 200, now).await;
+    let job = get(s, "at-add").await;
+    assert_eq!((job.lock.as_str(), pending_of(&job)), (LOCK_FREE, 0));
+}
+
+/// `unblock_jobs` frees blocked jobs whatever they wait for: pending and
+/// held edges become skipped, the job is free at `max(not_before, now)`
+/// with `Unblocked`, and a skipped dependency's later end changes nothing
+/// (not even under `Cancel`). Jobs in other states and unknown ids are
+/// left as they are and not returned; a second call returns nothing.
+/// `waits_of` answers for several jobs at once.
+pub async fn deps_unblock_jobs_skips_what_is_left(c: Ctx) {
+    let s = &*c.store;
+    if !offers_deps(s).await {
+        return;
+    }
+    let (t, w) = ("dp-u-t", "dp-u-w");
+    add(
+        s,
+        vec![
+            NewJob::new("live", t, "").priority(1),
+            NewJob::new("bad", t, ""),
+            NewJob::new("free", w, ""),
+        ],
+        T0,
+    )
+    .await;
+    let now = T0 + SEC;
+    let got = job_ids(&claim(s, t, 2, OWNER, now).await);
+    assert_eq!(got, ["live", "bad"]);
+    archive_as(s, &ids(&["bad"]), 404, now).await;
+    add(
+        s,
+        vec![
+            waiting_on("h", w, &["live", "bad"]).on_dependency_failure(DependencyFailure::Hold),
+            waiting_on("c", w, &["live"]),
+            waiting_on("later", w, &["live"]).run_at(T0 + 3_600 * SEC),
+            waiting_on("stays", w, &["live"]),
+        ],
+        now,
+    )
+    .await;
+    add(s, vec![NewJob::new("old", w, "")], now).await;
+    // "old" runs and is archived; "free" stays free.
+    let now = now + SEC;
+    assert_eq!(job_ids(&claim(s, w, 10, OWNER, now).await), ["free", "old"]);
+    archive_as(s, &ids(&["old"]), 200, now).await;
+    s.release_all(&ids(&["free"]), OWNER, &Release::Unget, now)
+        .await
+        .unwrap();
+    assert_eq!(counts_of(s, w, now).await.blocked, 4);
+
+    let now = now + SEC;
+    let asked = ids(&["h", "c", "later", "free", "old", "nope"]);
+    let got = sorted(s.unblock_jobs(&asked, now).await.unwrap());
+    assert_eq!(got, ["c", "h", "later"]);
+    let h = get(s, "h").await;
+    assert_eq!((h.lock.as_str(), h.dt, pending_of(&h)), (LOCK_FREE, now, 0));
+    if s.capabilities().history {
+        assert_eq!(h.history.last().unwrap().what, EventKind::Unblocked);
+        assert_eq!(h.history.last().unwrap().at, now);
+    }
+    let later = get(s, "later").await;
+    assert_eq!(
+        (later.lock.as_str(), later.dt, later.state(now)),
+        (LOCK_FREE, T0 + 3_600 * SEC, JobState::Scheduled)
+    );
+    assert_eq!(
+        edges_of(s, "h").await,
+        [
+            ("bad".to_owned(), EdgeState::Skipped),
+            ("live".to_owned(), EdgeState::Skipped)
+        ]
+    );
+    let waits = s.job_waits("h", None, 10).await.unwrap().unwrap();
+    assert_eq!((waits.pending, waits.held, waits.skipped), (0, 0, 2));
+    assert_eq!(get(s, "free").await.lock, LOCK_FREE);
+    assert_eq!(get(s, "old").await.lock, LOCK_DONE);
+    assert_eq!(get(s, "stays").await.lock, LOCK_BLOCKED);
+    let counts = counts_of(s, w, now).await;
+    assert_eq!(
+        (counts.blocked, counts.waiting, counts.scheduled),
+        (1, 3, 1)
+    );
+    assert!(s.unblock_jobs(&asked, now).await.unwrap().is_empty());
+
+    // The skipped dependency fails: "c" (under Cancel) is not cancelled,
+    // "stays" (still blocked) is.
+    let now = now + SEC;
+    archive_as(s, &ids(&["live"]), 500, now).await;
+    let c_job = get(s, "c").await;
+    assert_eq!((c_job.lock.as_str(), pending_of(&c_job)), (LOCK_FREE, 0));
+    assert_eq!(
+        edges_of(s, "c").await,
+        [("live".to_owned(), EdgeState::Skipped)]
+    );
+    let stays = get(s, "stays").await;
+    assert_eq!(stays.result.map(|r| r.code), Some(ResultCode::Cancelled));
+
+    // waits_of: jobs with edges only, each its first page.
+    let mut many = s
+        .waits_of(&ids(&["h", "c", "stays", "free", "nope"]), 1)
+        .await
+        .unwrap();
+    many.sort_by(|a, b| a.id.cmp(&b.id));
+    let got: Vec<(&str, usize, Option<&str>)> = many
+        .iter()
+        .map(|w| (w.id.as_str(), w.edges.len(), w.next.as_deref()))
+        .collect();
+    assert_eq!(
+        got,
+        [("c", 1, None), ("h", 1, Some("bad")), ("stays", 1, None)]
+    );
+    assert_eq!(many[1].skipped, 2, "counts over every edge");
+    assert_eq!(
+        many[2].edges[0].state,
+        done(ResultCode::Error, 500),
+        "{:?}",
+        many[2]
+    );
+    assert!(s.waits_of(&[], 10).await.unwrap().is_empty());
+    assert_kind(
+        s.waits_of(&ids(&["h"]), 0).await,
+        ErrorKind::InvalidInput,
+        "waits_of with limit 0",
+    );
+    assert_kind(
+        s.unblock_jobs(&ids(&["h", "h"]), now).await,
+        ErrorKind::InvalidInput,
+        "unblock_jobs with an id twice",
+    );
+    assert_kind(
+        s.add_jobs(&[NewJob::new("o", w, "").with_outputs()], now)
+            .await,
+        ErrorKind::InvalidInput,
+        "with_outputs without dependencies",
+    );
+    absent(s, "o").await;
+}
+
+/// `unblock_jobs` racing the end of the last dependency, on two handles:
+/// every waiter ends free exactly once (one `Unblocked`), returned by the
+/// unblock exactly when its edge reads skipped; a waiter under `Cancel`
+/// whose dependency fails is either cancelled (and not returned) or
+/// unblocked with the edge skipped, never both.
+pub async fn deps_unblock_racing_the_last_dependency(c: Ctx) {
+    if !offers_deps(&*c.store).await {
+        return;
+    }
+    for round in 0..3 {
+        let now = T0 + round * 100 * SEC;
+        let t = format!("dp-ur{round}-t");
+        let w = format!("dp-ur{round}-w");
+        let targets: Vec<String> = (0..40).map(|i| format!("ur{round}-t{i:02}")).collect();
+        let waiters: Vec<String> = (0..40).map(|i| format!("ur{round}-w{i:02}")).collect();
+        add(
+            &*c.store,
+            targets
+                .iter()
+                .map(|id| NewJob::new(id.clone(), t.clone(), ""))
+                .collect(),
+            now,
+        )
+        .await;
+        add(
+            &*c.store,
+            targets
+                .iter()
+                .zip(&waiters)
+                .map(|(dep, id)| NewJob::new(id.clone(), w.clone(), "").depends_on([dep.clone()]))
+                .collect(),
+            now,
+        )
+        .await;
+        let held_ids = job_ids(&claim(&*c.store, &t, 100, OWNER, now).await);
+        assert_eq!(held_ids.len(), 40);
+        // Round 1 fails every target.
+        let status = if round == 1 { 500 } else { 200 };
+        let at = now + SEC;
+        let mut set = tokio::task::JoinSet::new();
+        for (k, chunk) in held_ids.chunks(10).enumerate() {
+            let store = if k % 2 == 0 {
+                c.store.clone()
+            } else {
+                c.peer.clone()
+            };
+            let list: Vec<JobRelease> = chunk
+                .iter()
+                .map(|id| {
+                    JobRelease::new(id.clone(), Release::Archive(JobResult::from_status(status)))
+                })
+                .collect();
+            set.spawn(async move {
+                store.release_jobs(&list, OWNER, at).await.unwrap();
+                Vec::new()
+            });
+        }
+        for (k, chunk) in waiters.chunks(10).enumerate() {
+            let store = if k % 2 == 0 {
+                c.peer.clone()
+            } else {
+                c.store.clone()
+            };
+            let list = chunk.to_vec();
+            set.spawn(async move { store.unblock_jobs(&list, at).await.unwrap() });
+        }
+        let unblocked: std::collections::HashSet<String> =
+            set.join_all().await.into_iter().flatten().collect();
+        for (id, dep) in waiters.iter().zip(&targets) {
+            let job = get(&*c.store, id).await;
+            let edge = edges_of(&*c.store, id).await;
+            let skipped = edge == [(dep.clone(), EdgeState::Skipped)];
+            assert_eq!(
+                unblocked.contains(id),
+                skipped,
+                "round {round} {id}: {edge:?}"
+            );
+            if !skipped {
+                assert_eq!(
+                    edge,
+                    [(dep.clone(), done(ResultCode::from_status(status), status))]
+                );
+            }
+            if round == 1 && !skipped {
+                assert_eq!(
+                    job.result.map(|r| r.code),
+                    Some(ResultCode::Cancelled),
+                    "{id}"
+                );
+                continue;
+            }
+            assert_eq!(
+                (job.lock.as_str(), pending_of(&job)),
+                (LOCK_FREE, 0),
+                "{id}"
+            );
+            if c.store.capabilities().history {
+                let n = job
+                    .history
+                    .iter()
+                    .filter(|e| e.what == EventKind::Unblocked)
+                    .count();
+                assert_eq!(n, 1, "unblocked once: {:?}", job.history);
+            }
+        }
+        let counts = counts_of(&*c.store, &w, at).await;
+        assert_eq!(counts.blocked, 0, "{counts:?}");
+        let cancelled = counts
+            .archived
+            .get(&ResultCode::Cancelled)
+            .copied()
+            .unwrap_or(0);
+        assert_eq!(counts.waiting + cancelled, 40, "{counts:?}");
+    }
 }

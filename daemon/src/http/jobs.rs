@@ -1019,6 +1019,12 @@ pub struct WaitsView {
     pub id: String,
     /// Dependencies that have not ended.
     pub pending: u64,
+    /// Dependencies that ended other than `ok` while the job's policy is
+    /// `hold`: the job stays blocked until they end again (run them again)
+    /// or an operator unblocks it.
+    pub held: u64,
+    /// Dependencies an operator's unblock passed over.
+    pub skipped: u64,
     /// Dependencies that ended, by result code.
     pub done: BTreeMap<String, u64>,
     /// One page of its dependencies, by id.
@@ -1033,7 +1039,8 @@ pub struct WaitsView {
 pub struct WaitView {
     /// The dependency's id.
     pub id: String,
-    /// `pending`, or `done` with the code and status it ended with.
+    /// `pending`; `done` or `held` with the code and status it ended
+    /// with; `skipped` by an operator's unblock.
     pub state: String,
     /// Its result code, once it ended (deleted: `cancelled`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1102,31 +1109,43 @@ pub async fn waits(
             tenant.client
         )));
     };
-    let strip = |id: &str| tenant.client.strip(id).unwrap_or(id).to_owned();
-    Ok(Json(WaitsView {
+    Ok(Json(waits_view(&tenant.client, local, &w)))
+}
+
+/// The view of `w`, the waits of job `local` of `client`.
+pub fn waits_view(
+    client: &crate::tenant::Client,
+    local: &str,
+    w: &jobstore_api::Waits,
+) -> WaitsView {
+    use jobstore_api::EdgeState;
+    let strip = |id: &str| client.strip(id).unwrap_or(id).to_owned();
+    WaitsView {
         id: local.to_owned(),
         pending: w.pending,
+        held: w.held,
+        skipped: w.skipped,
         done: w.done.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
         jobs: w
             .edges
             .iter()
-            .map(|e| match e.state {
-                jobstore_api::EdgeState::Pending => WaitView {
+            .map(|e| {
+                let (state, result) = match e.state {
+                    EdgeState::Pending => ("pending", None),
+                    EdgeState::Skipped => ("skipped", None),
+                    EdgeState::Done { code, status } => ("done", Some((code, status))),
+                    EdgeState::Held { code, status } => ("held", Some((code, status))),
+                };
+                WaitView {
                     id: strip(&e.target),
-                    state: "pending".to_owned(),
-                    code: None,
-                    status: None,
-                },
-                jobstore_api::EdgeState::Done { code, status } => WaitView {
-                    id: strip(&e.target),
-                    state: "done".to_owned(),
-                    code: Some(code.to_string()),
-                    status: Some(status),
-                },
+                    state: state.to_owned(),
+                    code: result.map(|(c, _)| c.to_string()),
+                    status: result.map(|(_, s)| s),
+                }
             })
             .collect(),
         next: w.next.as_deref().map(strip),
-    }))
+    }
 }
 
 /// Counts of one jobtype's jobs.
