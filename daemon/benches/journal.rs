@@ -28,6 +28,7 @@ fn record(caller: usize, n: usize) -> Record {
         repeat: None,
         depends_on: Vec::new(),
         on_dependency_failure: Default::default(),
+        with_outputs: false,
     }
 }
 

@@ -249,8 +249,14 @@ impl Ingest {
                 jobs.push(if r.depends_on.is_empty() {
                     job
                 } else {
-                    job.depends_on(r.depends_on.iter().cloned())
-                        .on_dependency_failure(r.on_dependency_failure)
+                    let job = job
+                        .depends_on(r.depends_on.iter().cloned())
+                        .on_dependency_failure(r.on_dependency_failure);
+                    if r.with_outputs {
+                        job.with_outputs()
+                    } else {
+                        job
+                    }
                 });
             }
         }

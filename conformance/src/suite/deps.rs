@@ -850,7 +850,9 @@ pub async fn deps_hold_keeps_the_waiter_blocked(c: Ctx) {
     // The operator runs `a` again: it fails again, then ends ok.
     let now = now + SEC;
     assert_eq!(
-        s.rerun_jobs(&ids(&["a"]), MIN * 0, now).await.unwrap(),
+        s.rerun_jobs(&ids(&["a"]), Duration::ZERO, now)
+            .await
+            .unwrap(),
         ["a"]
     );
     let job = get(s, "held").await;
@@ -862,7 +864,9 @@ pub async fn deps_hold_keeps_the_waiter_blocked(c: Ctx) {
     );
     assert_eq!(get(s, "held").await.lock, LOCK_BLOCKED);
     let now = now + SEC;
-    s.rerun_jobs(&ids(&["a"]), MIN * 0, now).await.unwrap();
+    s.rerun_jobs(&ids(&["a"]), Duration::ZERO, now)
+        .await
+        .unwrap();
     run_one(s, t, "a", 200, now).await;
     let job = get(s, "held").await;
     assert_eq!(
@@ -911,7 +915,9 @@ pub async fn deps_hold_keeps_the_waiter_blocked(c: Ctx) {
         ]
     );
     let now = now + SEC;
-    s.rerun_jobs(&ids(&["c"]), MIN * 0, now).await.unwrap();
+    s.rerun_jobs(&ids(&["c"]), Duration::ZERO, now)
+        .await
+        .unwrap();
     run_one(s, t, "c", 200, now).await;
     let job = get(s, "at-add").await;
     assert_eq!((job.lock.as_str(), pending_of(&job)), (LOCK_FREE, 0));

@@ -329,6 +329,7 @@ pub fn follow_on_jobs(
             repeat: None,
             depends_on: Vec::new(),
             on_dependency_failure: Default::default(),
+            with_outputs: false,
         });
     }
     for d in &dropped {

@@ -216,6 +216,7 @@ pub async fn whoami(
         super::manage::list_all,
         super::manage::rerun,
         super::manage::delete,
+        super::manage::unblock,
         super::manage::edit,
         super::manage::pause,
         super::manage::resume,

@@ -55,8 +55,10 @@ pub struct AddQuery {
     /// Ids of jobs every job waits for, comma-separated (see the JSON
     /// item's `depends_on`; an id with a comma needs the JSON form).
     pub depends_on: Option<String>,
-    /// With `depends_on`: `cancel` (default) or `run`.
+    /// With `depends_on`: `cancel` (default), `run` or `hold`.
     pub on_dependency_failure: Option<String>,
+    /// With `depends_on`: hand each run its dependencies' outputs too.
+    pub with_outputs: Option<bool>,
 }
 
 /// A job's repeat rule in a JSON add.
@@ -157,9 +159,14 @@ pub struct AddItem {
     pub depends_on: Option<Vec<String>>,
     /// What a dependency that ends other than `ok` does to this job:
     /// `cancel` (default: archived `cancelled`, which its own dependents
-    /// see in turn) or `run` (it runs once every dependency has ended).
+    /// see in turn), `run` (it runs once every dependency has ended) or
+    /// `hold` (it stays blocked until the dependency is run again and
+    /// ends ok, or an operator unblocks it: `POST /{client}/jobs/unblock`).
     #[schema(value_type = Option<String>, example = "cancel")]
     pub on_dependency_failure: Option<String>,
+    /// With `depends_on`: its run is handed the dependencies' outputs as
+    /// well as their ids and result codes (`JOBSTORE_WAITED`).
+    pub with_outputs: Option<bool>,
 }
 
 /// A job of an add that the store refused: a dependency is not a job.
@@ -278,6 +285,7 @@ pub async fn add(
             || query.repeat_tz.is_some()
             || query.depends_on.is_some()
             || query.on_dependency_failure.is_some()
+            || query.with_outputs.is_some()
         {
             return Err(ApiError::invalid(
                 "with a JSON body, give priority, delay_ms, run_at, tags, unique, repeat and depends_on per item, not in the query",
@@ -333,12 +341,13 @@ pub async fn add(
                     .map_err(place)?,
                 ),
             };
-            let (depends_on, on_dependency_failure) = check_deps(
+            let (depends_on, on_dependency_failure, with_outputs) = check_deps(
                 &state,
                 &tenant.client,
                 &id,
                 item.depends_on.as_deref(),
                 item.on_dependency_failure.as_deref(),
+                item.with_outputs,
             )
             .map_err(place)?;
             records.push(Record {
@@ -353,6 +362,7 @@ pub async fn add(
                 repeat,
                 depends_on,
                 on_dependency_failure,
+                with_outputs,
             });
         }
         records
@@ -408,12 +418,13 @@ pub async fn add(
             check_payload(line, max_payload)
                 .map_err(|e| e.line(i + 1).at(&format!("line {}", i + 1)))?;
             let id = tenant.client.new_job_id();
-            let (depends_on, on_dependency_failure) = check_deps(
+            let (depends_on, on_dependency_failure, with_outputs) = check_deps(
                 &state,
                 &tenant.client,
                 &id,
                 listed.as_deref(),
                 query.on_dependency_failure.as_deref(),
+                query.with_outputs,
             )?;
             records.push(Record {
                 id,
@@ -427,6 +438,7 @@ pub async fn add(
                 repeat: repeat.clone(),
                 depends_on,
                 on_dependency_failure,
+                with_outputs,
             });
         }
         records
@@ -636,7 +648,12 @@ fn check_deps(
     id: &str,
     depends_on: Option<&[String]>,
     policy: Option<&str>,
-) -> ApiResult<(Vec<String>, jobstore_api::DependencyFailure)> {
+    with_outputs: Option<bool>,
+) -> ApiResult<(Vec<String>, jobstore_api::DependencyFailure, bool)> {
+    if with_outputs.is_some() && depends_on.is_none() {
+        return Err(ApiError::invalid("with_outputs goes with depends_on").field("with_outputs"));
+    }
+    let with_outputs = with_outputs.unwrap_or(false);
     let policy = match policy {
         None => jobstore_api::DependencyFailure::default(),
         Some(_) if depends_on.is_none() => {
@@ -650,7 +667,7 @@ fn check_deps(
             .map_err(|e: jobstore_api::Error| ApiError::from(e).field("on_dependency_failure"))?,
     };
     let Some(deps) = depends_on else {
-        return Ok((Vec::new(), policy));
+        return Ok((Vec::new(), policy, false));
     };
     if deps.is_empty() {
         return Err(ApiError::invalid("depends_on is empty").field("depends_on"));
@@ -685,7 +702,7 @@ fn check_deps(
             ApiError::from(jobstore_api::Error::unsupported("dependencies")).field("depends_on"),
         );
     }
-    Ok((stored, policy))
+    Ok((stored, policy, with_outputs))
 }
 
 /// A repeat rule of an add, checked: it parses in its zone and fires

@@ -428,14 +428,15 @@ pub struct BulkResponse {
     /// How many jobs the ids or this batch of the filter selected (for a
     /// dry run: everything the filter selects).
     pub matched: u64,
-    /// Changed: run again, deleted, or (cancel) archived as cancelled.
+    /// Changed: run again, deleted, unblocked, or (cancel) archived as
+    /// cancelled.
     pub done: Vec<String>,
     /// Cancel only: running jobs marked; their runs are stopped at their
     /// next lease renewal, then they are archived as cancelled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cancelling: Vec<String>,
     /// Not changed: running (delete), not archived (run again), already
-    /// archived (cancel), or unknown.
+    /// archived (cancel), not blocked (unblock), or unknown.
     pub not_done: Vec<String>,
     /// With a filter: the cursor of the next batch; absent when the
     /// filter is exhausted.
@@ -448,6 +449,7 @@ enum Action {
     Rerun,
     Delete,
     Cancel,
+    Unblock,
 }
 
 async fn bulk(
@@ -511,12 +513,14 @@ async fn bulk(
                 Action::Rerun => q.state != JobState::Archived,
                 Action::Delete => matches!(q.state, JobState::Running | JobState::Expired),
                 Action::Cancel => q.state == JobState::Archived,
+                Action::Unblock => q.state != JobState::Blocked,
             };
             if wrong_state {
                 let what = match action {
                     Action::Rerun => "run again applies to archived jobs",
                     Action::Delete => "delete applies to jobs that are not running",
                     Action::Cancel => "cancel applies to jobs that are not archived",
+                    Action::Unblock => "unblock applies to blocked jobs",
                 };
                 return Err(ApiError::invalid(format!(
                     "{what}; the filter selects {} jobs",
@@ -581,6 +585,7 @@ async fn bulk(
             let out = state.store.cancel_jobs(&ids, now).await?;
             (out.cancelled, out.marked)
         }
+        Action::Unblock => (state.store.unblock_jobs(&ids, now).await?, Vec::new()),
     };
     let changed: HashSet<&String> = done.iter().chain(cancelling.iter()).collect();
     response.not_done = ids
@@ -641,6 +646,37 @@ pub async fn delete(
 ) -> ApiResult<Json<BulkResponse>> {
     Ok(Json(
         bulk(&state, &tenant.client, req, Action::Delete).await?,
+    ))
+}
+
+/// Unblocks blocked jobs, by ids or by a filter of state `blocked`: each
+/// passes over what it still waits for (its pending and held
+/// dependencies read `skipped` in its waits; their ends no longer reach
+/// it) and waits at once (or is scheduled until its own run time), with
+/// an `unblocked` event. Jobs that are not blocked are listed in
+/// `not_done`, untouched.
+#[utoipa::path(
+    post,
+    path = "/{client}/jobs/unblock",
+    tag = "manage",
+    params(ClientPath),
+    request_body = BulkRequest,
+    responses(
+        (status = 200, body = BulkResponse),
+        (status = 400, description = "Neither ids nor filter, or a bad filter (the error names the field)", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 501, description = "The store keeps no dependencies", body = ErrorBody),
+        (status = 503, body = ErrorBody)
+    ),
+    security(("bearer" = []), ())
+)]
+pub async fn unblock(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    JsonBody(req): JsonBody<BulkRequest>,
+) -> ApiResult<Json<BulkResponse>> {
+    Ok(Json(
+        bulk(&state, &tenant.client, req, Action::Unblock).await?,
     ))
 }
 

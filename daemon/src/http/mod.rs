@@ -95,6 +95,7 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/{client}/jobs/rerun", post(manage::rerun)),
         ("/{client}/jobs/delete", post(manage::delete)),
         ("/{client}/jobs/edit", post(manage::edit)),
+        ("/{client}/jobs/unblock", post(manage::unblock)),
         ("/{client}/jobtypes/{type}/pause", post(manage::pause)),
         ("/{client}/jobtypes/{type}/resume", post(manage::resume)),
         ("/{client}/paused", get(manage::paused)),

@@ -148,13 +148,17 @@ pub struct Record {
     /// `None`.
     pub repeat: Option<jobstore_api::Repeat>,
     /// The jobs it depends on (store ids) and what a failed one does to
-    /// it, written after the run time as `run_at^<c|r><id>,<id>...` (`c`
-    /// cancel, `r` run; `%`, `,`, `^`, `@` and `|` in an id written
+    /// it, written after the run time as `run_at^<c|r|h><id>,<id>...` (`c`
+    /// cancel, `r` run, `h` hold; `%`, `,`, `^`, `@` and `|` in an id written
     /// `%25`, `%2C`, `%5E`, `%40` and `%7C`), before the repeat rule's
     /// `@`; records without them read as none.
     pub depends_on: Vec<String>,
-    /// What a dependency that ends other than `ok` does to the job.
+    /// What a dependency that ends other than `ok` does to the job
+    /// (`c`, `r` or `h` after the `^`).
     pub on_dependency_failure: jobstore_api::DependencyFailure,
+    /// Its run is handed its dependencies' outputs (the policy's letter
+    /// in upper case).
+    pub with_outputs: bool,
 }
 
 /// Where the journal lives and how it writes.

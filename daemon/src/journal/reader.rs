@@ -651,6 +651,7 @@ mod tests {
             repeat: None,
             depends_on: Vec::new(),
             on_dependency_failure: Default::default(),
+            with_outputs: false,
         };
         let mut file = vec![0u8; 19];
         let mut plan = Vec::new();

@@ -269,9 +269,13 @@ pub(crate) fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<usize, J
     }
     if !record.depends_on.is_empty() {
         out.push(b'^');
-        out.push(match record.on_dependency_failure {
-            DependencyFailure::Run => b'r',
-            _ => b'c',
+        // The first letter of its name: `c`, `r` or `h`.
+        let policy = record.on_dependency_failure.name().as_bytes()[0];
+        // Upper case: the run is handed the dependencies' outputs.
+        out.push(if record.with_outputs {
+            policy.to_ascii_uppercase()
+        } else {
+            policy
         });
         for (i, dep) in record.depends_on.iter().enumerate() {
             if i > 0 {
@@ -384,6 +388,7 @@ pub(crate) struct Fields<'a> {
     repeat: Option<Repeat>,
     depends_on: Vec<String>,
     on_dependency_failure: DependencyFailure,
+    with_outputs: bool,
 }
 
 /// Verifies a line (without its trailing newline): length, checksum, and
@@ -442,11 +447,11 @@ pub(crate) fn parse_line<'a>(line: &'a [u8], scratch: &mut Vec<u8>) -> Result<Fi
             (run_at, Some(Repeat::from_text(&text)))
         }
     };
-    let (run_at, depends_on, on_dependency_failure) = match run_at.split_once('^') {
-        None => (run_at, Vec::new(), DependencyFailure::default()),
+    let (run_at, depends_on, on_dependency_failure, with_outputs) = match run_at.split_once('^') {
+        None => (run_at, Vec::new(), DependencyFailure::default(), false),
         Some((run_at, deps)) => {
-            let (policy, ids) = decode_deps(deps)?;
-            (run_at, ids, policy)
+            let (policy, with_outputs, ids) = decode_deps(deps)?;
+            (run_at, ids, policy, with_outputs)
         }
     };
     let run_at = if run_at.is_empty() {
@@ -467,18 +472,23 @@ pub(crate) fn parse_line<'a>(line: &'a [u8], scratch: &mut Vec<u8>) -> Result<Fi
         repeat,
         depends_on,
         on_dependency_failure,
+        with_outputs,
     })
 }
 
-/// The dependencies of a run-at field, after its `^`: `<c|r>` then ids
+/// The dependencies of a run-at field, after its `^`: the policy (`c`
+/// cancel, `r` run, `h` hold; upper case with outputs) then ids
 /// separated by `,`, each with `%25`, `%2C`, `%5E`, `%40`, `%7C` for `%`,
 /// `,`, `^`, `@`, `|`.
-fn decode_deps(field: &str) -> Result<(DependencyFailure, Vec<String>), Damage> {
-    let policy = match field.as_bytes().first() {
-        Some(b'c') => DependencyFailure::Cancel,
-        Some(b'r') => DependencyFailure::Run,
+fn decode_deps(field: &str) -> Result<(DependencyFailure, bool, Vec<String>), Damage> {
+    let first = field.as_bytes().first().copied().unwrap_or(0);
+    let policy = match first.to_ascii_lowercase() {
+        b'c' => DependencyFailure::Cancel,
+        b'r' => DependencyFailure::Run,
+        b'h' => DependencyFailure::Hold,
         _ => return Err("bad dependency policy"),
     };
+    let with_outputs = first.is_ascii_uppercase();
     let mut ids = Vec::new();
     for escaped in field[1..].split(',') {
         let mut id = String::with_capacity(escaped.len());
@@ -501,7 +511,7 @@ fn decode_deps(field: &str) -> Result<(DependencyFailure, Vec<String>), Damage> 
         }
         ids.push(id);
     }
-    Ok((policy, ids))
+    Ok((policy, with_outputs, ids))
 }
 
 /// The unique key of a priority field, after its `!`:
@@ -604,6 +614,7 @@ pub(crate) fn decode_line(line: &[u8]) -> Result<Record, Damage> {
         repeat: fields.repeat,
         depends_on: fields.depends_on,
         on_dependency_failure: fields.on_dependency_failure,
+        with_outputs: fields.with_outputs,
     })
 }
 
@@ -636,6 +647,7 @@ mod tests {
             repeat: None,
             depends_on: Vec::new(),
             on_dependency_failure: Default::default(),
+            with_outputs: false,
         }
     }
 
@@ -677,6 +689,7 @@ mod tests {
             repeat: None,
             depends_on: Vec::new(),
             on_dependency_failure: Default::default(),
+            with_outputs: false,
         };
         let line = line_of(&r);
         let body = b"j1|mail|-3|1700000000000|a\\\\b\\nc\\rd\\xffe|f";
@@ -843,6 +856,7 @@ mod tests {
                 repeat: None,
                 depends_on: Vec::new(),
                 on_dependency_failure: Default::default(),
+                with_outputs: false,
             });
         }
     }
@@ -954,12 +968,23 @@ mod tests {
             waiting(&["a"], DependencyFailure::Cancel, None),
             waiting(&["a,b", "c^d", "e@f", "g%2C"], DependencyFailure::Run, None),
             waiting(&["x"], DependencyFailure::Run, Some(Repeat::new("@daily"))),
+            waiting(&["h"], DependencyFailure::Hold, None),
+            Record {
+                with_outputs: true,
+                ..waiting(&["o", "p"], DependencyFailure::Hold, None)
+            },
         ] {
             round_trip(&r);
         }
         let line = line_of(&waiting(&["a,b", "c"], DependencyFailure::Run, None));
         let text = String::from_utf8(line).unwrap();
         assert!(text.contains("|5^ra%2Cb,c|"), "{text}");
+        let line = line_of(&Record {
+            with_outputs: true,
+            ..waiting(&["a"], DependencyFailure::Hold, None)
+        });
+        let text = String::from_utf8(line).unwrap();
+        assert!(text.contains("|5^Ha|"), "{text}");
         for field in ["5^", "5^x", "5^c", "5^ca,", "5^c%41", "5^c%2", "5^ca\u{1}"] {
             let body = format!("id|t|0|{field}|data");
             let line = format!(
@@ -1000,6 +1025,7 @@ mod tests {
                 repeat: None,
                 depends_on: Vec::new(),
                 on_dependency_failure: Default::default(),
+                with_outputs: false,
             };
             let mut out = b"keep".to_vec();
             let err = encode_into(&r, &mut out).unwrap_err();
@@ -1163,9 +1189,14 @@ mod tests {
         )
     }
 
-    fn deps() -> impl Strategy<Value = (Vec<String>, bool)> {
+    fn deps() -> impl Strategy<Value = (Vec<String>, DependencyFailure, bool)> {
         (
             proptest::collection::vec("[^|\\p{Cc}]{1,12}|[%,^@]{1,4}", 0..5),
+            proptest::sample::select(vec![
+                DependencyFailure::Cancel,
+                DependencyFailure::Run,
+                DependencyFailure::Hold,
+            ]),
             any::<bool>(),
         )
     }
@@ -1202,17 +1233,17 @@ mod tests {
             trace in trace(),
             unique in unique(),
             repeat in repeat(),
-            (depends_on, run) in deps(),
+            (depends_on, policy, outputs) in deps(),
         ) {
             // A policy without dependencies is not journaled.
-            let on_dependency_failure = if run && !depends_on.is_empty() {
-                DependencyFailure::Run
+            let (on_dependency_failure, with_outputs) = if depends_on.is_empty() {
+                (DependencyFailure::Cancel, false)
             } else {
-                DependencyFailure::Cancel
+                (policy, outputs)
             };
             let r = Record {
                 id, jobtype, priority, run_at, data, tags, trace, unique, repeat,
-                depends_on, on_dependency_failure,
+                depends_on, on_dependency_failure, with_outputs,
             };
             let line = line_of(&r);
             prop_assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);

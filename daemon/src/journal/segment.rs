@@ -484,6 +484,7 @@ mod tests {
                 repeat: None,
                 depends_on: Vec::new(),
                 on_dependency_failure: Default::default(),
+                with_outputs: false,
             };
             let mut out = Vec::new();
             record::encode_into(&r, &mut out).unwrap();

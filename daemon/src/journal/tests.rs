@@ -27,6 +27,7 @@ fn rec(i: usize) -> Record {
         repeat: None,
         depends_on: Vec::new(),
         on_dependency_failure: Default::default(),
+        with_outputs: false,
     }
 }
 
@@ -291,6 +292,7 @@ async fn concurrent_appends_are_all_durable_and_read_exactly_once() {
                         repeat: None,
                         depends_on: Vec::new(),
                         on_dependency_failure: Default::default(),
+                        with_outputs: false,
                     })
                     .collect();
                 j.append(batch).await.unwrap();
@@ -606,6 +608,7 @@ async fn payloads_of_every_kind_round_trip() {
             repeat: None,
             depends_on: Vec::new(),
             on_dependency_failure: Default::default(),
+            with_outputs: false,
         })
         .collect();
     j.append(records.clone()).await.unwrap();
@@ -639,6 +642,7 @@ async fn invalid_records_are_refused_whole() {
             repeat: None,
             depends_on: Vec::new(),
             on_dependency_failure: Default::default(),
+            with_outputs: false,
         };
         let err = j.append(vec![rec(0), bad]).await.unwrap_err();
         assert!(matches!(err, JournalError::InvalidRecord { .. }), "{err}");
@@ -754,6 +758,7 @@ async fn a_journal_of_the_previous_version_replays() {
             repeat: None,
             depends_on: Vec::new(),
             on_dependency_failure: Default::default(),
+            with_outputs: false,
         },
         Record {
             id: "job-b".into(),
@@ -767,6 +772,7 @@ async fn a_journal_of_the_previous_version_replays() {
             repeat: None,
             depends_on: Vec::new(),
             on_dependency_failure: Default::default(),
+            with_outputs: false,
         },
         rec(3),
     ];
@@ -824,6 +830,7 @@ fn tricky(i: usize) -> Record {
         repeat: None,
         depends_on: Vec::new(),
         on_dependency_failure: Default::default(),
+        with_outputs: false,
     }
 }
 
@@ -904,6 +911,7 @@ fn check_recovers(rt: &tokio::runtime::Runtime, dir: &Path, expected: &[Record],
             repeat: None,
             depends_on: Vec::new(),
             on_dependency_failure: Default::default(),
+            with_outputs: false,
         };
         j.append(vec![marker.clone()]).await.unwrap();
         let t = j.reserve(10, LONG).await.unwrap().unwrap();
@@ -1154,7 +1162,7 @@ proptest! {
         let dir = TempDir::new().unwrap();
         let records: Vec<Record> = batch
             .into_iter()
-            .map(|(id, jobtype, priority, run_at, data)| Record { id, jobtype, priority, run_at, data, tags: Vec::new(), trace: None, unique: None, repeat: None, depends_on: Vec::new(), on_dependency_failure: Default::default() })
+            .map(|(id, jobtype, priority, run_at, data)| Record { id, jobtype, priority, run_at, data, tags: Vec::new(), trace: None, unique: None, repeat: None, depends_on: Vec::new(), on_dependency_failure: Default::default(), with_outputs: false })
             .collect();
         rt.block_on(async {
             let j = open_nosync(dir.path());
