@@ -16,9 +16,9 @@ use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, BLOCKED_BASE_MS, Capabilities, DependencyFailure, Duplicate,
     EdgeState, Error, EventKind, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobCounts,
-    JobEvent, JobFlow, JobRelease, JobResult, JobStore, LOCK_BLOCKED, LOCK_DONE, Millis, NewJob, OnConflict,
-    Refusal, Release, Repeat, Result, ResultCode, StoredDeps, SysidLease, TraceContext, WaitEdge,
-    WaitingJobtype, Waits, WorkNotice, WorkWatcher, duration_ms, validate,
+    JobEvent, JobFlow, JobRelease, JobResult, JobStore, LOCK_BLOCKED, LOCK_DONE, Millis, NewJob,
+    OnConflict, Refusal, Release, Repeat, Result, ResultCode, StoredDeps, SysidLease, TraceContext,
+    WaitEdge, WaitingJobtype, Waits, WorkNotice, WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -1056,9 +1056,8 @@ fn add_wait_row(
         ResultCode::from_str(code.as_deref().unwrap_or(ResultCode::Ok.as_str()))
             .map_err(|e| Error::backend("stored edge result code", e))
     };
-    let status = || {
-        u16::try_from(status.unwrap_or(0)).map_err(|e| Error::backend("stored edge status", e))
-    };
+    let status =
+        || u16::try_from(status.unwrap_or(0)).map_err(|e| Error::backend("stored edge status", e));
     let state = match state.as_deref() {
         None => return Ok(()),
         Some("p") => EdgeState::Pending,
@@ -2841,6 +2840,67 @@ mod tests {
             assert!(rerun.iter().any(|l| l == want), "{want}: {rerun:?}");
         }
         assert!(!rerun.iter().any(|l| l.contains("SCAN jobs")), "{rerun:?}");
+        store.close().await;
+    }
+
+    /// The statements of held and skipped edges follow their indexes: a
+    /// target's end one range of `edges_open` per target (pending and held
+    /// edges), the waiter's row read by primary key; an unblock and
+    /// `waits_of` one primary-key range of `edges` per listed job, the jobs
+    /// by id. None scans a table.
+    #[tokio::test]
+    async fn edge_statements_follow_their_indexes() {
+        let store = SqliteStore::connect("sqlite::memory:").await.unwrap();
+        let plan = |sql: &'static str, params: usize| {
+            let store = store.clone();
+            async move {
+                let mut q = sqlx::query_as::<_, (i64, i64, i64, String)>(AssertSqlSafe(format!(
+                    "EXPLAIN QUERY PLAN {sql}"
+                )));
+                for _ in 0..params {
+                    q = q.bind("[]");
+                }
+                let rows = q.fetch_all(&store.inner.reader).await.unwrap();
+                rows.into_iter().map(|r| r.3).collect::<Vec<String>>()
+            }
+        };
+        let by_id = "SEARCH j USING INDEX sqlite_autoindex_jobs_1 (id=?)";
+        for (sql, params, wants) in [
+            (
+                queries::EDGES_END,
+                1,
+                vec![
+                    "SEARCH edges USING INDEX edges_open (target=?)",
+                    "SEARCH w USING INDEX sqlite_autoindex_jobs_1 (id=?)",
+                ],
+            ),
+            (
+                queries::UNBLOCK_EDGES,
+                1,
+                vec!["SEARCH edges USING PRIMARY KEY (waiter=?)", by_id],
+            ),
+            (
+                queries::UNBLOCK_JOBS,
+                3,
+                vec!["SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)"],
+            ),
+            (
+                queries::WAITS_OF,
+                2,
+                vec!["SEARCH e USING PRIMARY KEY (waiter=?)"],
+            ),
+        ] {
+            let got = plan(sql, params).await;
+            for want in wants {
+                assert!(got.iter().any(|l| l == want), "{want}: {got:?}");
+            }
+            let scans_a_table = |l: &String| {
+                ["SCAN jobs", "SCAN edges", "SCAN j", "SCAN e", "SCAN w"]
+                    .iter()
+                    .any(|t| l.strip_prefix(t).is_some_and(|rest| rest.is_empty()))
+            };
+            assert!(!got.iter().any(scans_a_table), "{got:?}");
+        }
         store.close().await;
     }
 
