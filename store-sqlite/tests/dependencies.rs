@@ -508,7 +508,10 @@ async fn a_held_edge_survives_runs_again_and_reopens() {
     // Reopened: run both again; `c` ends ok, `a` fails again.
     let store = SqliteStore::connect(&db.url()).await.unwrap();
     let both = ["a".to_owned(), "c".to_owned()];
-    let mut again = store.rerun_jobs(&both, MIN * 0, T0 + 3).await.unwrap();
+    let mut again = store
+        .rerun_jobs(&both, Duration::ZERO, T0 + 3)
+        .await
+        .unwrap();
     again.sort();
     assert_eq!(again, both);
     assert!(
@@ -554,7 +557,7 @@ async fn a_held_edge_survives_runs_again_and_reopens() {
 
     let store = SqliteStore::connect(&db.url()).await.unwrap();
     store
-        .rerun_jobs(&["a".to_owned()], MIN * 0, T0 + 5)
+        .rerun_jobs(&["a".to_owned()], Duration::ZERO, T0 + 5)
         .await
         .unwrap();
     store
