@@ -85,6 +85,9 @@ queries! {
     RELEASE_DELETE_FLOW => "release_delete_flow.sql",
     LIST_BLOCKED => "list_blocked.sql",
     JOB_WAITS => "job_waits.sql",
+    WAITS_OF => "waits_of.sql",
+    UNBLOCK_EDGES => "unblock_edges.sql",
+    UNBLOCK_JOBS => "unblock_jobs.sql",
 }
 
 /// One row of the multi-row insert in [`ADD_JOBS`]: id, jobtype, priority,

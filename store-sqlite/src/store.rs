@@ -16,9 +16,9 @@ use jobstore_api::limits::DEFAULT_POLL_INTERVAL;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, BLOCKED_BASE_MS, Capabilities, DependencyFailure, Duplicate,
     EdgeState, Error, EventKind, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobCounts,
-    JobEvent, JobRelease, JobResult, JobStore, LOCK_BLOCKED, LOCK_DONE, Millis, NewJob, OnConflict,
-    Refusal, Release, Repeat, Result, ResultCode, SysidLease, TraceContext, WaitEdge,
-    WaitingJobtype, Waits, WorkNotice, WorkWatcher, duration_ms, validate,
+    JobEvent, JobFlow, JobRelease, JobResult, JobStore, LOCK_BLOCKED, LOCK_DONE, Millis, NewJob,
+    OnConflict, Refusal, Release, Repeat, Result, ResultCode, StoredDeps, SysidLease, TraceContext,
+    WaitEdge, WaitingJobtype, Waits, WorkNotice, WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -324,10 +324,7 @@ impl SqliteStore {
                     .bind(job.repeat_rule().map(Repeat::to_text))
                     .bind(link.map_or("", |l| l.lock))
                     .bind(link.map(|l| l.pending))
-                    .bind(
-                        link.and(job.flow.as_ref())
-                            .map(|f| policy_name(f.on_dependency_failure)),
-                    )
+                    .bind(link.and(job.flow.as_deref()).map(stored_policy))
                     .bind(cancel.map(|_| now))
                     .bind(cancel.map(|_| ResultCode::Cancelled.as_str()))
                     .bind(cancel.map(|_| 0_i64))
@@ -565,16 +562,17 @@ struct Stored {
 }
 
 /// How a new job with dependencies is stored (as `MemoryStore`'s `link`
-/// decides it): its lock and `dt`, its pending count, the output of a
-/// cancel when a dependency already failed under `Cancel`, and its edges
-/// as `[waiter, target, state, code, status]`.
+/// decides it): its lock and `dt`, its open (pending or held) edge count,
+/// the output of a cancel when a dependency already failed under
+/// `Cancel`, and its edges as `[waiter, target, state, code, status]`.
 struct Link {
     lock: &'static str,
     dt: Millis,
     pending: i64,
     cancel_note: Option<String>,
     edges: Vec<serde_json::Value>,
-    /// The live targets (marked by `queries/mark_targets.sql`).
+    /// The targets of its open edges, live or held (marked by
+    /// `queries/mark_targets.sql`).
     live: Vec<String>,
 }
 
@@ -584,6 +582,10 @@ fn link(job: &NewJob, stored: &HashMap<String, Stored>, now: Millis) -> Link {
     let mut edges = Vec::new();
     let mut live = Vec::new();
     let mut failed = None;
+    let policy = job
+        .flow
+        .as_ref()
+        .map_or_else(DependencyFailure::default, |f| f.on_dependency_failure);
     for dep in job.dependencies() {
         let Some(target) = stored.get(dep) else {
             continue;
@@ -591,20 +593,23 @@ fn link(job: &NewJob, stored: &HashMap<String, Stored>, now: Millis) -> Link {
         if target.lock == LOCK_DONE {
             let code = target.code.as_deref().unwrap_or(ResultCode::Ok.as_str());
             let status = target.status.unwrap_or(0);
-            if code != ResultCode::Ok.as_str() && failed.is_none() {
+            let ok = code == ResultCode::Ok.as_str();
+            if !ok && failed.is_none() {
                 failed = Some((dep.as_str(), code));
             }
-            edges.push(json!([job.id, dep, "d", code, status]));
+            if !ok && policy == DependencyFailure::Hold {
+                // Held at once; the target's next end resolves it.
+                live.push(dep.clone());
+                edges.push(json!([job.id, dep, "h", code, status]));
+            } else {
+                edges.push(json!([job.id, dep, "d", code, status]));
+            }
         } else {
             live.push(dep.clone());
             edges.push(json!([job.id, dep, "p", null, null]));
         }
     }
     let pending = i64::try_from(live.len()).unwrap_or(i64::MAX);
-    let policy = job
-        .flow
-        .as_ref()
-        .map_or_else(DependencyFailure::default, |f| f.on_dependency_failure);
     let not_before = job.run_at.unwrap_or(now);
     let (lock, dt, cancel_note) = match failed {
         Some((dep, code)) if policy == DependencyFailure::Cancel => (
@@ -887,16 +892,19 @@ struct Waiter {
     note: String,
 }
 
-/// Ends the pending edges of the jobs of `ended` (each left the live
-/// states with that result code and status; deleted: `cancelled`, 0), in
-/// the caller's transaction on `conn`, as `MemoryStore`'s `end_edges`
-/// does: one job after the other in the order given, each with its whole
-/// cascade, level by level (the waiters its end cancels, then theirs), and
-/// within a level the targets in the order they ended and each target's
-/// waiters by id. Per level four statements whatever its width: the edges
-/// ended (`edges_end.sql`), their waiters read (`waiters_read.sql`), the
-/// waiters changed (`waiters_apply.sql`) and the cancels counted. Returns
-/// the jobtypes of the jobs unblocked (to notify after the commit).
+/// Ends the open (pending or held) edges of the jobs of `ended` (each left
+/// the live states with that result code and status; deleted:
+/// `cancelled`, 0), in the caller's transaction on `conn`, as
+/// `MemoryStore`'s `end_edges` does: one job after the other in the order
+/// given, each with its whole cascade, level by level (the waiters its end
+/// cancels, then theirs), and within a level the targets in the order they
+/// ended and each target's waiters by id. Per level four statements
+/// whatever its width: the edges ended (`edges_end.sql`, which holds again
+/// those of blocked waiters under `Hold` that the end leaves other than
+/// `ok`: nothing else changes for them), the waiters of the others read
+/// (`waiters_read.sql`), the waiters changed (`waiters_apply.sql`) and the
+/// cancels counted. Returns the jobtypes of the jobs unblocked (to notify
+/// after the commit).
 async fn end_edges(
     conn: &mut SqliteConnection,
     ended: Vec<(String, ResultCode, u16)>,
@@ -915,11 +923,18 @@ async fn end_edges(
                 .iter()
                 .map(|(t, code, status)| json!([t, code.as_str(), status]))
                 .collect();
-            let mut hits: Vec<(String, String)> = sqlx::query_as(queries::EDGES_END)
+            let hits: Vec<(String, String, String)> = sqlx::query_as(queries::EDGES_END)
                 .bind(serde_json::Value::from(targets).to_string())
                 .fetch_all(&mut *conn)
                 .await
                 .map_err(m)?;
+            // A held edge changes nothing else: its waiter stays blocked
+            // with the same count of open edges.
+            let mut hits: Vec<(String, String)> = hits
+                .into_iter()
+                .filter(|(.., state)| state != "h")
+                .map(|(w, t, _)| (w, t))
+                .collect();
             if hits.is_empty() {
                 break;
             }
@@ -952,7 +967,7 @@ async fn end_edges(
             let mut waiters: BTreeMap<String, Waiter> = BTreeMap::new();
             for (id, jobtype, lock, pending, policy, waited) in rows {
                 let cancel = stored_deps(pending, policy.as_deref())?
-                    .is_none_or(|(_, p)| p == DependencyFailure::Cancel);
+                    .is_none_or(|d| d.policy == DependencyFailure::Cancel);
                 waiters.insert(
                     id,
                     Waiter {
@@ -1023,6 +1038,50 @@ async fn end_edges(
         }
     }
     Ok(woken)
+}
+
+/// Adds one row of `queries/job_waits.sql` or `queries/waits_of.sql` to
+/// `waits`: part 1 a count of edges by state (`'p'` pending, `'h'` held,
+/// `'s'` skipped, `'d'` done) and code, part 2 an edge of the page.
+fn add_wait_row(
+    waits: &mut Waits,
+    part: i64,
+    target: Option<String>,
+    state: Option<String>,
+    code: Option<String>,
+    status: Option<i64>,
+    n: i64,
+) -> Result<()> {
+    let code = || {
+        ResultCode::from_str(code.as_deref().unwrap_or(ResultCode::Ok.as_str()))
+            .map_err(|e| Error::backend("stored edge result code", e))
+    };
+    let status =
+        || u16::try_from(status.unwrap_or(0)).map_err(|e| Error::backend("stored edge status", e));
+    let state = match state.as_deref() {
+        None => return Ok(()),
+        Some("p") => EdgeState::Pending,
+        Some("s") => EdgeState::Skipped,
+        Some("h") => EdgeState::Held {
+            code: code()?,
+            status: if part == 2 { status()? } else { 0 },
+        },
+        Some("d") => EdgeState::Done {
+            code: code()?,
+            status: if part == 2 { status()? } else { 0 },
+        },
+        Some(other) => {
+            return Err(Error::backend_msg(format!(
+                "stored edge state {other:?} is not p, h, d or s"
+            )));
+        }
+    };
+    match (part, target) {
+        (1, _) => waits.count(state, count(n)),
+        (2, Some(target)) => waits.edges.push(WaitEdge { target, state }),
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Drops the edges of deleted or purged waiters, in the caller's
@@ -1262,28 +1321,44 @@ fn read_dt(dt: Millis, lock: &str) -> Millis {
     }
 }
 
-/// The stored policy of a job with dependencies.
-fn policy_name(p: DependencyFailure) -> &'static str {
-    p.name()
+/// What `dep_policy` marks a run handed its dependencies' outputs with
+/// (`JobFlow::with_outputs`), after the policy's name.
+const WITH_OUTPUTS: &str = "+outputs";
+
+/// The stored `dep_policy` of a job with dependencies: the policy's name,
+/// then [`WITH_OUTPUTS`] if its run gets their outputs.
+fn stored_policy(flow: &JobFlow) -> String {
+    let name = flow.on_dependency_failure.name();
+    if flow.with_outputs {
+        format!("{name}{WITH_OUTPUTS}")
+    } else {
+        name.to_owned()
+    }
 }
 
 /// A job's dependencies as stored: `pending` and `dep_policy` (both `NULL`
 /// for a job added without dependencies).
-fn stored_deps(
-    pending: Option<i64>,
-    policy: Option<&str>,
-) -> Result<Option<(u32, DependencyFailure)>> {
+fn stored_deps(pending: Option<i64>, policy: Option<&str>) -> Result<Option<StoredDeps>> {
     let Some(pending) = pending else {
         return Ok(None);
     };
     let pending =
         u32::try_from(pending).map_err(|e| Error::backend("stored pending dependencies", e))?;
-    let policy = match policy {
-        Some(p) => DependencyFailure::from_str(p)
-            .map_err(|e| Error::backend("stored dependency policy", e))?,
-        None => DependencyFailure::default(),
+    let (policy, with_outputs) = match policy {
+        Some(p) => {
+            let (name, outputs) = match p.strip_suffix(WITH_OUTPUTS) {
+                Some(name) => (name, true),
+                None => (p, false),
+            };
+            let policy = DependencyFailure::from_str(name)
+                .map_err(|e| Error::backend("stored dependency policy", e))?;
+            (policy, outputs)
+        }
+        None => (DependencyFailure::default(), false),
     };
-    Ok(Some((pending, policy)))
+    Ok(Some(
+        StoredDeps::new(pending, policy).with_outputs(with_outputs),
+    ))
 }
 
 /// A job's stored result: its code's name, its status (`NULL` reads 0)
@@ -2194,36 +2269,79 @@ impl JobStore for SqliteStore {
         if !rows.iter().any(|r| r.0 == 0 && r.5 != 0) {
             return Ok(None);
         }
-        let code = |c: Option<&str>| {
-            ResultCode::from_str(c.unwrap_or(ResultCode::Ok.as_str()))
-                .map_err(|e| Error::backend("stored edge result code", e))
-        };
         let mut waits = Waits {
             id: id.to_owned(),
             ..Waits::default()
         };
         for (part, target, state, c, status, n) in rows {
-            let pending = state.as_deref() == Some("p");
-            match (part, target) {
-                (1, _) if pending => waits.pending += count(n),
-                (1, _) => *waits.done.entry(code(c.as_deref())?).or_default() += count(n),
-                (2, Some(target)) => waits.edges.push(WaitEdge {
-                    target,
-                    state: if pending {
-                        EdgeState::Pending
-                    } else {
-                        EdgeState::Done {
-                            code: code(c.as_deref())?,
-                            status: u16::try_from(status.unwrap_or(0))
-                                .map_err(|e| Error::backend("stored edge status", e))?,
-                        }
-                    },
-                }),
-                _ => {}
-            }
+            add_wait_row(&mut waits, part, target, state, c, status, n)?;
         }
         waits.end_page(limit);
         Ok(Some(waits))
+    }
+
+    async fn waits_of(&self, ids: &[String], limit: usize) -> Result<Vec<Waits>> {
+        validate::waits_of(ids, limit)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        type Row = (
+            i64,
+            String,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<i64>,
+            i64,
+        );
+        let rows: Vec<Row> = sqlx::query_as(queries::WAITS_OF)
+            .bind(ids_json(ids)?)
+            .bind(i64::try_from(limit + 1).unwrap_or(i64::MAX))
+            .fetch_all(&self.inner.reader)
+            .await
+            .map_err(|e| error::map("waits_of", e))?;
+        let mut by_id: BTreeMap<String, Waits> = BTreeMap::new();
+        for (part, waiter, target, state, c, status, n) in rows {
+            let waits = by_id.entry(waiter).or_insert_with_key(|id| Waits {
+                id: id.clone(),
+                ..Waits::default()
+            });
+            add_wait_row(waits, part, target, state, c, status, n)?;
+        }
+        Ok(by_id
+            .into_values()
+            .map(|mut waits| {
+                waits.edges.sort_by(|a, b| a.target.cmp(&b.target));
+                waits.end_page(limit);
+                waits
+            })
+            .collect())
+    }
+
+    async fn unblock_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        validate::cancel(ids, now)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let m = |e| error::map("unblock_jobs", e);
+        let list = ids_json(ids)?;
+        let mut tx = self.begin_write("unblock_jobs").await?;
+        sqlx::query(queries::UNBLOCK_EDGES)
+            .bind(list.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(m)?;
+        let rows: Vec<(String, String)> = sqlx::query_as(queries::UNBLOCK_JOBS)
+            .bind(list.as_str())
+            .bind(now)
+            .bind(event(now, "", EventKind::Unblocked))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(m)?;
+        tx.commit().await.map_err(m)?;
+        let (unblocked, jobtypes): (Vec<String>, Vec<String>) = rows.into_iter().unzip();
+        self.notify(jobtypes);
+        Ok(unblocked)
     }
 
     async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {
@@ -2722,6 +2840,67 @@ mod tests {
             assert!(rerun.iter().any(|l| l == want), "{want}: {rerun:?}");
         }
         assert!(!rerun.iter().any(|l| l.contains("SCAN jobs")), "{rerun:?}");
+        store.close().await;
+    }
+
+    /// The statements of held and skipped edges follow their indexes: a
+    /// target's end one range of `edges_open` per target (pending and held
+    /// edges), the waiter's row read by primary key; an unblock and
+    /// `waits_of` one primary-key range of `edges` per listed job, the jobs
+    /// by id. None scans a table.
+    #[tokio::test]
+    async fn edge_statements_follow_their_indexes() {
+        let store = SqliteStore::connect("sqlite::memory:").await.unwrap();
+        let plan = |sql: &'static str, params: usize| {
+            let store = store.clone();
+            async move {
+                let mut q = sqlx::query_as::<_, (i64, i64, i64, String)>(AssertSqlSafe(format!(
+                    "EXPLAIN QUERY PLAN {sql}"
+                )));
+                for _ in 0..params {
+                    q = q.bind("[]");
+                }
+                let rows = q.fetch_all(&store.inner.reader).await.unwrap();
+                rows.into_iter().map(|r| r.3).collect::<Vec<String>>()
+            }
+        };
+        let by_id = "SEARCH j USING INDEX sqlite_autoindex_jobs_1 (id=?)";
+        for (sql, params, wants) in [
+            (
+                queries::EDGES_END,
+                1,
+                vec![
+                    "SEARCH edges USING INDEX edges_open (target=?)",
+                    "SEARCH w USING INDEX sqlite_autoindex_jobs_1 (id=?)",
+                ],
+            ),
+            (
+                queries::UNBLOCK_EDGES,
+                1,
+                vec!["SEARCH edges USING PRIMARY KEY (waiter=?)", by_id],
+            ),
+            (
+                queries::UNBLOCK_JOBS,
+                3,
+                vec!["SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)"],
+            ),
+            (
+                queries::WAITS_OF,
+                2,
+                vec!["SEARCH e USING PRIMARY KEY (waiter=?)"],
+            ),
+        ] {
+            let got = plan(sql, params).await;
+            for want in wants {
+                assert!(got.iter().any(|l| l == want), "{want}: {got:?}");
+            }
+            let scans_a_table = |l: &String| {
+                ["SCAN jobs", "SCAN edges", "SCAN j", "SCAN e", "SCAN w"]
+                    .iter()
+                    .any(|t| l.strip_prefix(t).is_some_and(|rest| rest.is_empty()))
+            };
+            assert!(!got.iter().any(scans_a_table), "{got:?}");
+        }
         store.close().await;
     }
 

@@ -641,7 +641,7 @@ column stats.run_b16 INTEGER not null
 column sysids.sysid TEXT not null primary key
 column sysids.token TEXT not null
 column sysids.expires INTEGER not null
-CREATE INDEX edges_open ON edges (target, waiter) WHERE state = 'p'
+CREATE INDEX edges_open ON edges (target, waiter) WHERE state IN ('p', 'h')
 CREATE INDEX handlers_newest ON handlers (jobtype, dt DESC, seq DESC)
 CREATE INDEX jobs_done_code ON jobs (result_code, done_dt, id) WHERE lock = '__done'
 CREATE INDEX jobs_done_type ON jobs (jobtype, result_code, done_dt, id) WHERE lock = '__done'
