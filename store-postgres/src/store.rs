@@ -592,7 +592,7 @@ impl PgStore {
             let pos = i32::try_from(i + 1).unwrap_or(i32::MAX);
             dep_pos.extend(std::iter::repeat_n(pos, deps.len()));
             dep_ids.extend(deps.iter().map(String::as_str));
-            policies.push((!deps.is_empty()).then(|| stored_policy(job.flow.as_ref())));
+            policies.push((!deps.is_empty()).then(|| stored_policy(job.flow.as_deref())));
         }
         let rows = retry_deadlock(|| {
             cols.bind(sqlx::query(q::ADD_FLOW_JOBS))
