@@ -11,10 +11,10 @@ use jobstore_api::history::{PendingClaim, complete_history, history_from_json, w
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, BLOCKED_BASE_MS, Capabilities, DependencyFailure, Duplicate,
-    EdgeState, Error, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobCounts,
-    JobFlow, JobRelease, JobResult, JobStore, LOCK_BLOCKED, Millis, NewJob, OnConflict, Refusal, Release,
-    Result, ResultCode, StatsBucket, StatsDelta, StatsQuery, StoredDeps, SysidLease, TraceContext, WaitEdge,
-    WaitingJobtype, Waits, WorkWatcher, duration_ms, validate,
+    EdgeState, Error, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobCounts, JobFlow,
+    JobRelease, JobResult, JobStore, LOCK_BLOCKED, Millis, NewJob, OnConflict, Refusal, Release,
+    Result, ResultCode, StatsBucket, StatsDelta, StatsQuery, StoredDeps, SysidLease, TraceContext,
+    WaitEdge, WaitingJobtype, Waits, WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,

@@ -547,7 +547,7 @@ fn a_held_edge_survives_runs_again() {
         assert_eq!(marker(&store, "jobs", "x").await, Some(true));
         run_one(s, "t", "x", 404, T0 + 2).await;
         let again = ("x".to_owned(), held(ResultCode::Failed, 404));
-        assert_eq!(edges_of(s, "h1").await, [again.clone()]);
+        assert_eq!(edges_of(s, "h1").await, std::slice::from_ref(&again));
         let ok = EdgeState::Done {
             code: ResultCode::Ok,
             status: 200,
@@ -597,7 +597,10 @@ fn an_unblock_skips_1000_edges_in_one_call() {
         let s: &dyn JobStore = &store;
         let n = 1000;
         let targets: Vec<String> = (0..n).map(|i| format!("t{i:04}")).collect();
-        let jobs: Vec<NewJob> = targets.iter().map(|t| NewJob::new(t.clone(), "t", "")).collect();
+        let jobs: Vec<NewJob> = targets
+            .iter()
+            .map(|t| NewJob::new(t.clone(), "t", ""))
+            .collect();
         s.add_jobs(&jobs, T0).await.unwrap();
         let got = s.claim_jobs("t", 500, "sys", MIN, T0).await.unwrap();
         let failed: Vec<JobRelease> = got.iter().map(|j| archive_entry(&j.id, 500)).collect();
