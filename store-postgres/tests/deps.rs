@@ -12,7 +12,8 @@
 //! target); a held edge survives runs again through `archive.waited`,
 //! whether the target ends by a release in a plain list, a cancel or a
 //! delete; a job with 1,000 edges, pending and held, is unblocked in one
-//! call; `waits_of` reads many waiters' pages in one statement.
+//! call; `waits_of` reads many waiters' pages in one statement; unblocks
+//! race held ends, and adds holding an archived target race its run again.
 
 use std::future::Future;
 use std::str::FromStr;
@@ -648,5 +649,139 @@ fn an_unblock_skips_1000_edges_in_one_call() {
             .filter(|e| e.what == jobstore_api::EventKind::Unblocked)
             .count();
         assert_eq!((job.state(T0 + 3), unblocked), (JobState::Waiting, 1));
+    });
+}
+
+/// `unblock_jobs` racing failing ends under `hold`, on two handles: each
+/// waiter is either unblocked (returned, its edge skipped, free) or held
+/// (not returned, still blocked with its edge held); a second unblock
+/// frees the held ones.
+#[test]
+fn unblocks_race_held_ends() {
+    with_store(|store| async move {
+        let url = postgres_url().await.expect("url");
+        let other = Arc::new(
+            PgStore::connect_with(options(&url, store.schema().to_owned()))
+                .await
+                .expect("second handle"),
+        );
+        let store = Arc::new(store);
+        let targets: Vec<String> = (0..40).map(|i| format!("t{i:02}")).collect();
+        let waiters: Vec<String> = (0..40).map(|i| format!("w{i:02}")).collect();
+        let jobs: Vec<NewJob> = targets
+            .iter()
+            .map(|t| NewJob::new(t.clone(), "t", ""))
+            .collect();
+        store.add_jobs(&jobs, T0).await.unwrap();
+        let jobs: Vec<NewJob> = targets
+            .iter()
+            .zip(&waiters)
+            .map(|(t, w)| {
+                NewJob::new(w.clone(), "w", "")
+                    .depends_on([t.clone()])
+                    .on_dependency_failure(DependencyFailure::Hold)
+            })
+            .collect();
+        store.add_jobs(&jobs, T0).await.unwrap();
+        store.claim_jobs("t", 40, "sys", MIN, T0).await.unwrap();
+        let mut set = tokio::task::JoinSet::new();
+        for (k, chunk) in targets.chunks(10).enumerate() {
+            let s = if k % 2 == 0 {
+                store.clone()
+            } else {
+                other.clone()
+            };
+            let list: Vec<JobRelease> = chunk.iter().map(|t| archive_entry(t, 500)).collect();
+            set.spawn(async move {
+                s.release_jobs(&list, "sys", T0 + 1).await.unwrap();
+                Vec::new()
+            });
+        }
+        for (k, chunk) in waiters.chunks(10).enumerate() {
+            let s = if k % 2 == 0 {
+                other.clone()
+            } else {
+                store.clone()
+            };
+            let list = chunk.to_vec();
+            set.spawn(async move { s.unblock_jobs(&list, T0 + 1).await.unwrap() });
+        }
+        let unblocked: std::collections::HashSet<String> =
+            set.join_all().await.into_iter().flatten().collect();
+        let s: &dyn JobStore = &*store;
+        let mut held = Vec::new();
+        for (w, t) in waiters.iter().zip(&targets) {
+            let job = get(s, w).await;
+            let edges = edges_of(s, w).await;
+            if unblocked.contains(w) {
+                assert_eq!(edges, [(t.clone(), EdgeState::Skipped)], "{w}");
+                assert_eq!(job.state(T0 + 1), JobState::Waiting, "{w}");
+            } else {
+                let want = EdgeState::Held {
+                    code: ResultCode::Error,
+                    status: 500,
+                };
+                assert_eq!(edges, [(t.clone(), want)], "{w}");
+                assert_eq!(job.state(T0 + 1), JobState::Blocked, "{w}");
+                held.push(w.clone());
+            }
+        }
+        let mut got = s.unblock_jobs(&waiters, T0 + 2).await.unwrap();
+        got.sort();
+        assert_eq!(got, held);
+        let counts = s.job_counts(T0 + 2).await.unwrap();
+        let w = counts.iter().find(|c| c.jobtype == "w").unwrap();
+        assert_eq!((w.blocked, w.waiting), (0, 40));
+        other.close().await;
+    });
+}
+
+/// Adds under `hold` linking to an archived failure race its run again
+/// (and its next end) from another handle: every edge is held before the
+/// run again and resolved by the end, or made to the live job and ended
+/// by it; no waiter is left blocked.
+#[test]
+fn held_links_race_the_run_again_of_their_target() {
+    with_store(|store| async move {
+        let url = postgres_url().await.expect("url");
+        let other = Arc::new(
+            PgStore::connect_with(options(&url, store.schema().to_owned()))
+                .await
+                .expect("second handle"),
+        );
+        let store = Arc::new(store);
+        for round in 0..20 {
+            let x = format!("x{round:02}");
+            let now = T0 + round * 10;
+            store
+                .add_jobs(&[NewJob::new(x.clone(), "src", "")], now)
+                .await
+                .unwrap();
+            run_one(&*store, "src", &x, 500, now).await;
+            let adds = {
+                let store = store.clone();
+                let x = x.clone();
+                tokio::spawn(async move {
+                    for i in 0..10 {
+                        let w = NewJob::new(format!("w{round:02}-{i}"), "w", "")
+                            .depends_on([&x])
+                            .on_dependency_failure(DependencyFailure::Hold);
+                        let out = store.add_jobs(&[w], now + 1).await.unwrap();
+                        assert_eq!(out.new.len(), 1);
+                    }
+                })
+            };
+            let rerun = other
+                .rerun_jobs(std::slice::from_ref(&x), Duration::ZERO, now + 1)
+                .await
+                .unwrap();
+            assert_eq!(rerun, [x.clone()]);
+            adds.await.unwrap();
+            run_one(&*other, "src", &x, 200, now + 2).await;
+        }
+        let counts = store.job_counts(T0 + 1000).await.unwrap();
+        let w = counts.iter().find(|c| c.jobtype == "w").unwrap();
+        assert_eq!((w.blocked, w.waiting), (0, 200));
+        other.close().await;
     });
 }
