@@ -775,7 +775,7 @@ fn held_links_race_the_run_again_of_their_target() {
                 .rerun_jobs(std::slice::from_ref(&x), Duration::ZERO, now + 1)
                 .await
                 .unwrap();
-            assert_eq!(rerun, [x.clone()]);
+            assert_eq!(rerun, std::slice::from_ref(&x));
             adds.await.unwrap();
             run_one(&*other, "src", &x, 200, now + 2).await;
         }
