@@ -313,42 +313,6 @@ fn links_race_the_release_of_their_target() {
     });
 }
 
-/// A plain release list is applied by its one statement: no entry comes
-/// back for the flow path, and a job with waiters does (counted by the
-/// edges it ends).
-#[test]
-fn plain_lists_never_take_the_flow_path() {
-    with_store(|store| async move {
-        let s: &dyn JobStore = &store;
-        let jobs: Vec<NewJob> = (0..50)
-            .map(|i| NewJob::new(format!("p{i:02}"), "t", ""))
-            .collect();
-        s.add_jobs(&jobs, T0).await.unwrap();
-        s.add_jobs(&[NewJob::new("w", "u", "").depends_on(["p07"])], T0)
-            .await
-            .unwrap();
-        s.claim_jobs("t", 50, "sys", MIN, T0).await.unwrap();
-        let marked: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE waited")
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-        assert_eq!(marked, 1);
-        let rels: Vec<JobRelease> = (0..50)
-            .map(|i| JobRelease::new(format!("p{i:02}"), Release::Archive(failed())))
-            .collect();
-        let released = s.release_jobs(&rels, "sys", T0 + 1).await.unwrap();
-        assert_eq!(released.len(), 50);
-        let w = get(s, "w").await;
-        assert_eq!(w.result.unwrap().code, ResultCode::Cancelled);
-        let edges: Vec<(String, String, String)> =
-            sqlx::query_as("SELECT waiter, target, state::text FROM edges")
-                .fetch_all(store.pool())
-                .await
-                .unwrap();
-        assert_eq!(edges, [("w".into(), "p07".into(), "d".into())]);
-    });
-}
-
 /// Connects to a fresh schema migrated up to `version` only, for an
 /// upgrade test to fill with rows of that version.
 async fn schema_at(url: &str, schema: &str, version: i64) -> sqlx::PgConnection {
@@ -783,5 +747,41 @@ fn held_links_race_the_run_again_of_their_target() {
         let w = counts.iter().find(|c| c.jobtype == "w").unwrap();
         assert_eq!((w.blocked, w.waiting), (0, 200));
         other.close().await;
+    });
+}
+
+/// A plain release list is applied by its one statement: no entry comes
+/// back for the flow path, and a job with waiters does (counted by the
+/// edges it ends).
+#[test]
+fn plain_lists_never_take_the_flow_path() {
+    with_store(|store| async move {
+        let s: &dyn JobStore = &store;
+        let jobs: Vec<NewJob> = (0..50)
+            .map(|i| NewJob::new(format!("p{i:02}"), "t", ""))
+            .collect();
+        s.add_jobs(&jobs, T0).await.unwrap();
+        s.add_jobs(&[NewJob::new("w", "u", "").depends_on(["p07"])], T0)
+            .await
+            .unwrap();
+        s.claim_jobs("t", 50, "sys", MIN, T0).await.unwrap();
+        let marked: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs WHERE waited")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(marked, 1);
+        let rels: Vec<JobRelease> = (0..50)
+            .map(|i| JobRelease::new(format!("p{i:02}"), Release::Archive(failed())))
+            .collect();
+        let released = s.release_jobs(&rels, "sys", T0 + 1).await.unwrap();
+        assert_eq!(released.len(), 50);
+        let w = get(s, "w").await;
+        assert_eq!(w.result.unwrap().code, ResultCode::Cancelled);
+        let edges: Vec<(String, String, String)> =
+            sqlx::query_as("SELECT waiter, target, state::text FROM edges")
+                .fetch_all(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(edges, [("w".into(), "p07".into(), "d".into())]);
     });
 }
