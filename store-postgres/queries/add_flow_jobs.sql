@@ -1,9 +1,10 @@
 -- Adds a batch with at least one job with dependencies (see the function
--- `add_flow_jobs` in migrations/, version 17, and README.md
+-- `add_flow_jobs` in migrations/, version 18, and README.md
 -- "Dependencies"). The parameters of add_unique_jobs.sql up to $12, then
 -- $13 the batch position (1-based) of each dependency's waiter, $14 the
--- dependency ids (a waiter's in depends_on order), $15 per job its policy
--- ('cancel', 'run'; NULL without dependencies), $16 now, $17 dt of
+-- dependency ids (a waiter's in depends_on order), $15 per job its stored policy
+-- ('cancel', 'run' or 'hold', then '+outputs' with with_outputs; NULL
+-- without dependencies), $16 now, $17 dt of
 -- archived rows (now + horizon), $18 channel. One row per job: position,
 -- what ('n' new, 'e' existing, 'd' duplicate, 'r' refused), holder
 -- (duplicates) or unknown dependency (refused), replaced, the unknown

@@ -25,10 +25,16 @@
 -- and the second conflicts with it (as MemoryStore walks the ids). An id
 -- conflict cannot happen (add_jobs never lets an id be in both tables);
 -- should one, the job would stay archived, never be lost.
+--
+-- Dependencies: a job takes back its `pending` and `dep_policy`, and the
+-- marker `waited` when edges held on it wait for its next end (set on its
+-- archived row by jobstore_end_edges or add_flow_jobs, NULL otherwise):
+-- that end takes the flow path and resolves them.
 WITH la AS (
     SELECT a.id, a.jobtype, a.data, a.priority, a.create_dt, a.code, a.status, a.output,
            a.tags, a.history, a.attempts, a.done_dt, a.claimed_at, a.claimed_by,
-           a.traceparent, a.tracestate, a.unique_key, a.repeat_rule, a.pending, a.dep_policy, o.n
+           a.traceparent, a.tracestate, a.unique_key, a.repeat_rule, a.pending, a.dep_policy,
+           a.waited, o.n
     FROM archive a
     JOIN unnest($1::text[]) WITH ORDINALITY AS o (id, n) ON a.id = o.id
     ORDER BY a.id
@@ -36,7 +42,8 @@ WITH la AS (
 ), back AS (
     INSERT INTO jobs (id, jobtype, data, priority, dt, lock, attempts, create_dt,
                       cancel_requested, code, status, output, tags, history,
-                      traceparent, tracestate, unique_key, repeat_rule, pending, dep_policy)
+                      traceparent, tracestate, unique_key, repeat_rule, pending, dep_policy,
+                      waited)
     SELECT id, jobtype, data, priority, $2, '', 0, create_dt, false, code, status, output,
            tags,
            CASE WHEN claimed_at IS NULL
@@ -49,7 +56,7 @@ WITH la AS (
                     jsonb_build_object('at', $4::int8, 'attempt', 0, 'event', 'rerun',
                                        'delay_ms', $2::int8 - $4::int8))
                 END,
-           traceparent, tracestate, unique_key, repeat_rule, pending, dep_policy
+           traceparent, tracestate, unique_key, repeat_rule, pending, dep_policy, waited
     FROM la
     ORDER BY n
     ON CONFLICT DO NOTHING

@@ -43,5 +43,7 @@ pub(crate) const DUE_SCHEDULES: &str = include_str!("../queries/due_schedules.sq
 pub(crate) const ADVANCE_SCHEDULE: &str = include_str!("../queries/advance_schedule.sql");
 pub(crate) const LIST_BLOCKED: &str = include_str!("../queries/list_blocked.sql");
 pub(crate) const JOB_WAITS: &str = include_str!("../queries/job_waits.sql");
+pub(crate) const WAITS_OF: &str = include_str!("../queries/waits_of.sql");
+pub(crate) const UNBLOCK_JOBS: &str = include_str!("../queries/unblock_jobs.sql");
 pub(crate) const END_EDGES: &str = include_str!("../queries/end_edges.sql");
 pub(crate) const ADD_FLOW_JOBS: &str = include_str!("../queries/add_flow_jobs.sql");

@@ -1,6 +1,6 @@
 //! [`PgStore`]: the [`JobStore`] on PostgreSQL.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -11,10 +11,10 @@ use jobstore_api::history::{PendingClaim, complete_history, history_from_json, w
 use jobstore_api::limits::MAX_CLAIM;
 use jobstore_api::{
     ARCHIVE_HORIZON_MS, AddOutcome, BLOCKED_BASE_MS, Capabilities, DependencyFailure, Duplicate,
-    EdgeState, Error, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobCounts,
+    EdgeState, Error, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobCounts, JobFlow,
     JobRelease, JobResult, JobStore, LOCK_BLOCKED, Millis, NewJob, OnConflict, Refusal, Release,
-    Result, ResultCode, StatsBucket, StatsDelta, StatsQuery, SysidLease, TraceContext, WaitEdge,
-    WaitingJobtype, Waits, WorkWatcher, duration_ms, validate,
+    Result, ResultCode, StatsBucket, StatsDelta, StatsQuery, StoredDeps, SysidLease, TraceContext,
+    WaitEdge, WaitingJobtype, Waits, WorkWatcher, duration_ms, validate,
 };
 use jobstore_api::{
     CancelOutcome, DeleteOutcome, JobEdit, JobPage, JobQuery, JobState, JobtypeFilter, Renewal,
@@ -586,18 +586,13 @@ impl PgStore {
             .collect();
         let mut dep_pos: Vec<i32> = Vec::new();
         let mut dep_ids: Vec<&str> = Vec::new();
-        let mut policies: Vec<Option<&'static str>> = Vec::with_capacity(jobs.len());
+        let mut policies: Vec<Option<String>> = Vec::with_capacity(jobs.len());
         for (i, job) in jobs.iter().enumerate() {
             let deps = job.dependencies();
             let pos = i32::try_from(i + 1).unwrap_or(i32::MAX);
             dep_pos.extend(std::iter::repeat_n(pos, deps.len()));
             dep_ids.extend(deps.iter().map(String::as_str));
-            policies.push((!deps.is_empty()).then(|| {
-                job.flow
-                    .as_ref()
-                    .map_or(DependencyFailure::default(), |f| f.on_dependency_failure)
-                    .name()
-            }));
+            policies.push((!deps.is_empty()).then(|| stored_policy(job.flow.as_deref())));
         }
         let rows = retry_deadlock(|| {
             cols.bind(sqlx::query(q::ADD_FLOW_JOBS))
@@ -700,17 +695,41 @@ impl Ended {
     }
 }
 
-/// An edge's state from its `state`, `code` and `status` columns.
+/// An edge's state from its `state` (`p` pending, `s` skipped, `h` held,
+/// `d` done), `code` and `status` columns.
 fn edge_state(state: String, code: Option<String>, status: Option<i32>) -> Result<EdgeState> {
-    if state == "p" {
-        return Ok(EdgeState::Pending);
+    match state.as_str() {
+        "p" => return Ok(EdgeState::Pending),
+        "s" => return Ok(EdgeState::Skipped),
+        _ => {}
     }
-    match result_of(code, status, None)? {
-        Some(r) => Ok(EdgeState::Done {
+    let r = result_of(code, status, None)?
+        .ok_or_else(|| Error::backend_msg("an ended edge without a code"))?;
+    Ok(if state == "h" {
+        EdgeState::Held {
             code: r.code,
             status: r.status,
-        }),
-        None => Err(Error::backend_msg("an ended edge without a code")),
+        }
+    } else {
+        EdgeState::Done {
+            code: r.code,
+            status: r.status,
+        }
+    })
+}
+
+/// The suffix of a stored `dep_policy` for a job added with
+/// [`JobFlow::with_outputs`](jobstore_api::JobFlow::with_outputs).
+const WITH_OUTPUTS: &str = "+outputs";
+
+/// A job's stored `dep_policy`: its policy's name, then [`WITH_OUTPUTS`]
+/// if it reads its dependencies' outputs.
+fn stored_policy(flow: Option<&JobFlow>) -> String {
+    let policy = flow.map_or(DependencyFailure::default(), |f| f.on_dependency_failure);
+    if flow.is_some_and(|f| f.with_outputs) {
+        format!("{}{WITH_OUTPUTS}", policy.name())
+    } else {
+        policy.name().to_owned()
     }
 }
 
@@ -867,12 +886,18 @@ fn flow_of(
     let deps = match pending {
         None => None,
         Some(p) => {
-            let policy = match policy.as_deref() {
-                Some(text) => DependencyFailure::from_str(text)
-                    .map_err(|_| Error::backend_msg(format!("unknown policy {text:?}")))?,
-                None => DependencyFailure::default(),
+            let text = policy.as_deref().unwrap_or_default();
+            let (name, with_outputs) = match text.strip_suffix(WITH_OUTPUTS) {
+                Some(name) => (name, true),
+                None => (text, false),
             };
-            Some((u32::try_from(p).unwrap_or(0), policy))
+            let policy = if name.is_empty() {
+                DependencyFailure::default()
+            } else {
+                DependencyFailure::from_str(name)
+                    .map_err(|_| Error::backend_msg(format!("unknown policy {text:?}")))?
+            };
+            Some(StoredDeps::new(u32::try_from(p).unwrap_or(0), policy).with_outputs(with_outputs))
         }
     };
     Ok(FlowState::from_stored(
@@ -1543,6 +1568,62 @@ impl JobStore for PgStore {
         }
         waits.end_page(limit);
         Ok(Some(waits))
+    }
+
+    async fn waits_of(&self, ids: &[String], limit: usize) -> Result<Vec<Waits>> {
+        validate::waits_of(ids, limit)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One more edge than asked per job says whether a next page follows.
+        let rows = sqlx::query(q::WAITS_OF)
+            .bind(ids)
+            .bind(limit as i64 + 1)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map("waits_of", e))?;
+        let mut by_id: HashMap<String, Waits> = HashMap::new();
+        for r in &rows {
+            let id: String = get(r, 1)?;
+            let waits = by_id.entry(id).or_insert_with_key(|id| Waits {
+                id: id.clone(),
+                ..Waits::default()
+            });
+            if get::<String>(r, 0)? == "c" {
+                let n = count(get(r, 6)?);
+                waits.count(edge_state(get(r, 3)?, get(r, 4)?, None)?, n);
+            } else {
+                waits.edges.push(WaitEdge {
+                    target: get(r, 2)?,
+                    state: edge_state(get(r, 3)?, get(r, 4)?, get(r, 5)?)?,
+                });
+            }
+        }
+        Ok(by_id
+            .into_values()
+            .map(|mut w| {
+                w.edges.sort_by(|a, b| a.target.cmp(&b.target));
+                w.end_page(limit);
+                w
+            })
+            .collect())
+    }
+
+    async fn unblock_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        validate::cancel(ids, now)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = retry_deadlock(|| {
+            sqlx::query(q::UNBLOCK_JOBS)
+                .bind(ids)
+                .bind(now)
+                .bind(&self.channel)
+                .fetch_all(&self.pool)
+        })
+        .await
+        .map_err(|e| map("unblock_jobs", e))?;
+        rows.iter().map(|r| get::<String>(r, 0)).collect()
     }
 
     async fn pause_jobtype(&self, jobtype: &str, paused: bool, now: Millis) -> Result<bool> {

@@ -708,6 +708,7 @@ column archive.unique_key text null collate C
 column archive.repeat_rule text null
 column archive.pending integer null
 column archive.dep_policy text null
+column archive.waited boolean null
 column archive_counts.jobtype text not null collate C
 column archive_counts.code text not null
 column archive_counts.n bigint not null
@@ -791,7 +792,7 @@ archive_counts_pkey: CREATE UNIQUE INDEX archive_counts_pkey ON archive_counts U
 archive_pkey: CREATE UNIQUE INDEX archive_pkey ON archive USING btree (id)
 archive_unique: CREATE INDEX archive_unique ON archive USING btree (jobtype, unique_key, done_dt, id) WHERE (unique_key IS NOT NULL)
 edges edges_pkey: PRIMARY KEY (waiter, target)
-edges_open: CREATE INDEX edges_open ON edges USING btree (target, waiter) WHERE (state = 'p'::\"char\")
+edges_open: CREATE INDEX edges_open ON edges USING btree (target, waiter) WHERE (state = ANY (ARRAY['p'::\"char\", 'h'::\"char\"]))
 edges_pkey: CREATE UNIQUE INDEX edges_pkey ON edges USING btree (waiter, target)
 handlers handlers_pkey: PRIMARY KEY (seq)
 handlers_newest: CREATE INDEX handlers_newest ON handlers USING btree (jobtype, dt DESC, seq DESC)

@@ -5,7 +5,8 @@
 //! statement it always was (`add_jobs`); a batch with repeat rules is one
 //! statement (`add_repeat_jobs.sql`, or `add_unique_jobs` with keys); a
 //! release list of repeats, retries and ungets is one statement, and with
-//! archives two, as without repeats. One test in this binary, so the
+//! archives two, as without repeats; `waits_of` and `unblock_jobs` of
+//! many jobs are one statement each. One test in this binary, so the
 //! global subscriber counts only its statements.
 
 use std::sync::Mutex;
@@ -190,6 +191,29 @@ async fn count(store: &PgStore) -> Result<(), String> {
     let sent = taken();
     if released.len() != 42 || sent.len() != 2 {
         return Err(format!("repeats and archives sent {sent:#?}"));
+    }
+
+    // Dependencies: the waits of many jobs, and their unblock.
+    store
+        .add_jobs(&[NewJob::new("d", "d", "")], T0 + 5)
+        .await
+        .map_err(e)?;
+    let ids: Vec<String> = (0..20).map(|i| format!("dw{i:02}")).collect();
+    let waiters: Vec<NewJob> = ids
+        .iter()
+        .map(|id| NewJob::new(id.clone(), "dw", "").depends_on(["d"]))
+        .collect();
+    store.add_jobs(&waiters, T0 + 5).await.map_err(e)?;
+    taken();
+    let many = store.waits_of(&ids, 10).await.map_err(e)?;
+    let sent = taken();
+    if many.len() != 20 || sent.len() != 1 {
+        return Err(format!("waits_of: {many:?}, sent {sent:#?}"));
+    }
+    let got = store.unblock_jobs(&ids, T0 + 6).await.map_err(e)?;
+    let sent = taken();
+    if got.len() != 20 || sent.len() != 1 {
+        return Err(format!("unblock_jobs: {got:?}, sent {sent:#?}"));
     }
     Ok(())
 }
