@@ -459,9 +459,10 @@ impl RedisStore {
             staged.push(Staged {
                 jobtype: job.jobtype.clone(),
                 id: job.id.clone(),
-                hold: job.flow.as_ref().is_some_and(|f| {
-                    f.on_dependency_failure == DependencyFailure::Hold
-                }),
+                hold: job
+                    .flow
+                    .as_ref()
+                    .is_some_and(|f| f.on_dependency_failure == DependencyFailure::Hold),
                 links,
                 known,
             });

@@ -379,7 +379,10 @@ fn a_held_edge_survives_runs_again_of_its_target() {
             format!("{{{prefix}:tw}}:e:w"),
             format!("{{{prefix}:tw}}:j:w"),
         );
-        assert_eq!(cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh]).await, ["tw w"]);
+        assert_eq!(
+            cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh]).await,
+            ["tw w"]
+        );
         assert_eq!(cmd::<i64>(&mut c, &["EXISTS", &up]).await, 0);
         assert_eq!(cmd::<String>(&mut c, &["HGET", &wkey, "dp"]).await, "1 h o");
 
@@ -389,7 +392,10 @@ fn a_held_edge_survives_runs_again_of_its_target() {
             let code = ResultCode::from_status(status);
             let edge = format!("0 h {code} {status}");
             assert_eq!(cmd::<String>(&mut c, &["HGET", &ek, "x"]).await, edge);
-            assert_eq!(cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh]).await, ["tw w"]);
+            assert_eq!(
+                cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh]).await,
+                ["tw w"]
+            );
             assert_eq!(cmd::<String>(&mut c, &["HGET", &xkey, "w"]).await, "1");
             let job = b.get_job("w").await.unwrap().unwrap();
             assert_eq!(job.lock, "__blocked");
@@ -405,9 +411,15 @@ fn a_held_edge_survives_runs_again_of_its_target() {
         }
         finish(&b, "tx", "x", 200, now).await;
         let job = a.get_job("w").await.unwrap().unwrap();
-        assert_eq!((job.lock.as_str(), unblocked(&job), job.dt), (LOCK_FREE, 1, now));
+        assert_eq!(
+            (job.lock.as_str(), unblocked(&job), job.dt),
+            (LOCK_FREE, 1, now)
+        );
         assert_eq!(cmd::<String>(&mut c, &["HGET", &wkey, "dp"]).await, "0 h o");
-        assert_eq!(cmd::<String>(&mut c, &["HGET", &ek, "x"]).await, "0 d ok 200");
+        assert_eq!(
+            cmd::<String>(&mut c, &["HGET", &ek, "x"]).await,
+            "0 d ok 200"
+        );
         assert_eq!(cmd::<i64>(&mut c, &["EXISTS", &uh]).await, 0);
         assert_eq!(cmd::<i64>(&mut c, &["HEXISTS", &xkey, "w"]).await, 0);
     });
@@ -429,8 +441,14 @@ fn held_edges_on_a_deleted_or_purged_target_stay_held() {
         a.add_jobs(&[w], now).await.unwrap();
         let mut c = conn().await;
         let uh = |x: &str| format!("{{{prefix}:tx}}:uh:{x}");
-        assert_eq!(cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh("x")]).await, ["tw w"]);
-        assert_eq!(cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh("y")]).await, ["tw w"]);
+        assert_eq!(
+            cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh("x")]).await,
+            ["tw w"]
+        );
+        assert_eq!(
+            cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh("y")]).await,
+            ["tw w"]
+        );
         let waits = b.job_waits("w", None, 10).await.unwrap().unwrap();
         assert_eq!((waits.pending, waits.held), (1, 1));
 
@@ -441,15 +459,18 @@ fn held_edges_on_a_deleted_or_purged_target_stay_held() {
         let waits = b.job_waits("w", None, 10).await.unwrap().unwrap();
         assert_eq!((waits.pending, waits.held), (0, 2));
         // x (archived) purged: uh:x gone, the edge still held
-        let purged = b
-            .purge_archived(LATER, &[ResultCode::Error])
-            .await
-            .unwrap();
+        let purged = b.purge_archived(LATER, &[ResultCode::Error]).await.unwrap();
         assert_eq!(purged, 1);
         assert_eq!(cmd::<i64>(&mut c, &["EXISTS", &uh("x")]).await, 0);
         let job = a.get_job("w").await.unwrap().unwrap();
-        assert_eq!((job.lock.as_str(), job.flow.unwrap().pending), ("__blocked", 2));
-        assert_eq!(a.unblock_jobs(&["w".to_owned()], LATER).await.unwrap(), ["w"]);
+        assert_eq!(
+            (job.lock.as_str(), job.flow.unwrap().pending),
+            ("__blocked", 2)
+        );
+        assert_eq!(
+            a.unblock_jobs(&["w".to_owned()], LATER).await.unwrap(),
+            ["w"]
+        );
     });
 }
 
@@ -483,7 +504,10 @@ fn unblock_of_a_job_with_a_thousand_edges() {
         let now = now + 1_000;
         assert_eq!(b.unblock_jobs(&["w".to_owned()], now).await.unwrap(), ["w"]);
         let job = a.get_job("w").await.unwrap().unwrap();
-        assert_eq!((job.lock.as_str(), unblocked(&job), job.dt), (LOCK_FREE, 1, now));
+        assert_eq!(
+            (job.lock.as_str(), unblocked(&job), job.dt),
+            (LOCK_FREE, 1, now)
+        );
         let waits = b.job_waits("w", None, 10).await.unwrap().unwrap();
         assert_eq!((waits.pending, waits.held, waits.skipped), (0, 0, 1_000));
 
@@ -551,7 +575,11 @@ fn unblock_racing_an_undelivered_end_then_settled() {
             let job = b.get_job(id).await.unwrap().unwrap();
             assert_eq!((job.lock.as_str(), unblocked(&job)), (LOCK_FREE, 1), "{id}");
             let waits = b.job_waits(id, None, 10).await.unwrap().unwrap();
-            assert_eq!((waits.pending, waits.held, waits.skipped), (0, 0, 1), "{id}");
+            assert_eq!(
+                (waits.pending, waits.held, waits.skipped),
+                (0, 0, 1),
+                "{id}"
+            );
         }
         assert!(b.unblock_jobs(&ids, LATER).await.unwrap().is_empty());
         let many = a.waits_of(&ids, 10).await.unwrap();
