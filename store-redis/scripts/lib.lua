@@ -292,8 +292,11 @@ local function free_waiter(F, w, f, event, from)
   F.woken = true
 end
 -- The edge of waiter w (of this slot) to x ends with code and status,
--- once: only while e:<w>[x] is pending. Cancels or frees w when blocked;
--- a staged w only counts down (its commit decides).
+-- once: only while e:<w>[x] is open (pending, or held: x ran again). Under
+-- policy h, a code other than ok holds it again (blocked or staged w: it
+-- stays open, nothing else changes). Else it is done: cancels or frees w
+-- when blocked; a staged w only counts down (its commit decides); a skipped
+-- or done edge is left.
 local function apply_edge(F, x, code, status, w, queue)
   local ek = edges_key(F.pre, w)
   local e = redis.call('HGET', ek, x)

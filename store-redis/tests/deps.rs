@@ -587,3 +587,43 @@ fn unblock_racing_an_undelivered_end_then_settled() {
         assert!(many.iter().all(|w| w.skipped == 1 && w.edges.len() == 1));
     });
 }
+
+/// An add under `Hold` whose link and commit never run (a crash right
+/// after `add.lua`), on a dependency that already failed: `settle_flows`
+/// links it again under its policy (the waiter in `uh:<X>`) and commits
+/// it blocked with the edge held; the target run again and ending ok
+/// frees it.
+#[test]
+fn a_staged_job_under_hold_is_settled_with_its_edge_held() {
+    with_stores(|a, b, prefix| async move {
+        a.add_jobs(&[NewJob::new("x", "tx", "")], T0).await.unwrap();
+        finish(&a, "tx", "x", 500, T0).await;
+        a.set_flow_delivery(false);
+        let w = NewJob::new("w", "tw", "")
+            .depends_on(["x"])
+            .on_dependency_failure(DependencyFailure::Hold);
+        a.add_jobs(&[w], T0).await.unwrap();
+        assert_eq!(b.get_job("w").await.unwrap(), None, "staged");
+        assert_eq!(b.settle_flows(LATER, 100).await.unwrap(), 1);
+        let mut c = conn().await;
+        let uh = format!("{{{prefix}:tx}}:uh:x");
+        assert_eq!(
+            cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh]).await,
+            ["tw w"]
+        );
+        let job = b.get_job("w").await.unwrap().unwrap();
+        assert_eq!(
+            (job.lock.as_str(), job.flow.unwrap().pending),
+            ("__blocked", 1)
+        );
+        let waits = b.job_waits("w", None, 10).await.unwrap().unwrap();
+        assert_eq!((waits.pending, waits.held), (0, 1));
+        b.rerun_jobs(&["x".to_owned()], Duration::ZERO, LATER)
+            .await
+            .unwrap();
+        finish(&b, "tx", "x", 200, LATER).await;
+        let job = a.get_job("w").await.unwrap().unwrap();
+        assert_eq!((job.lock.as_str(), unblocked(&job)), (LOCK_FREE, 1));
+        assert_eq!(cmd::<i64>(&mut c, &["EXISTS", &uh]).await, 0);
+    });
+}
