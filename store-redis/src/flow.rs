@@ -365,7 +365,8 @@ impl RedisStore {
     }
 
     /// `waits_of`: `waits_of.lua` once per jobtype of `ids` (concurrently),
-    /// each job's edges counted and paged here as `job_waits` does.
+    /// which counts each job's edges and returns its first page (and one
+    /// edge more, which tells whether more follow).
     pub(crate) async fn waits_many(&self, ids: &[String], limit: usize) -> Result<Vec<Waits>> {
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -374,23 +375,69 @@ impl RedisStore {
             .per_jobtype(ids, |jt, ids| {
                 let k = self.keys.jobtype(&jt);
                 let mut inv = SCRIPTS.waits_of.prepare_invoke();
-                inv.key(&k.blocked).arg(&k.job).arg(ids);
+                inv.key(&k.blocked).arg(&k.job).arg(limit).arg(ids);
                 let mut c = self.conn();
                 async move {
                     let v: Vec<String> = inv
                         .invoke_async(&mut c)
                         .await
                         .map_err(|e| map(e, "waits of jobs"))?;
-                    pairs(v, "waits_of reply length")
+                    if !v.len().is_multiple_of(3) {
+                        return Err(malformed("waits_of reply length"));
+                    }
+                    // (id, "counts\0page"): per_jobtype takes one value per id
+                    let mut it = v.into_iter();
+                    let mut out = Vec::new();
+                    while let (Some(id), Some(counts), Some(page)) =
+                        (it.next(), it.next(), it.next())
+                    {
+                        out.push((id, format!("{counts}\0{page}")));
+                    }
+                    Ok(out)
                 }
             })
             .await?;
         let mut out = Vec::new();
         for (id, _, text) in got {
-            let edges = edges_of(&text)?;
-            if !edges.is_empty() {
-                out.push(Waits::page(&id, edges, None, limit));
+            let (counts, page) = text
+                .split_once('\0')
+                .ok_or_else(|| malformed("waits_of reply"))?;
+            if page.is_empty() {
+                continue;
             }
+            let mut waits = Waits {
+                id,
+                ..Waits::default()
+            };
+            let mut it = counts.split_terminator('\n');
+            while let Some(kind) = it.next() {
+                let n: u64 = it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(|| malformed("waits_of counts"))?;
+                let state = match kind {
+                    "p" => EdgeState::Pending,
+                    "s" => EdgeState::Skipped,
+                    // the count of held edges, whatever their results
+                    "h" => EdgeState::Held {
+                        code: ResultCode::Ok,
+                        status: 0,
+                    },
+                    _ => {
+                        let code = kind
+                            .strip_prefix("d ")
+                            .and_then(|c| c.parse().ok())
+                            .ok_or_else(|| malformed("waits_of counts"))?;
+                        EdgeState::Done { code, status: 0 }
+                    }
+                };
+                waits.count(state, n);
+            }
+            let mut edges = edges_of(page)?;
+            edges.sort_by(|a, b| a.target.cmp(&b.target));
+            waits.edges = edges;
+            waits.end_page(limit);
+            out.push(waits);
         }
         Ok(out)
     }

@@ -477,6 +477,7 @@ fn held_edges_on_a_deleted_or_purged_target_stay_held() {
 /// `unblock_jobs` of a job with 1,000 edges (pending and held, in another
 /// slot) is one call: every edge skipped, the job free; the targets' ends
 /// afterwards change nothing, and leave no `up`/`uh` key behind.
+/// `waits_of` answers what `job_waits` does, before and after.
 #[test]
 fn unblock_of_a_job_with_a_thousand_edges() {
     with_stores(|a, b, prefix| async move {
@@ -500,6 +501,12 @@ fn unblock_of_a_job_with_a_thousand_edges() {
         a.add_jobs(&[w], now).await.unwrap();
         let waits = b.job_waits("w", None, 10).await.unwrap().unwrap();
         assert_eq!((waits.pending, waits.held), (900, 100));
+        // waits_of: the counts and first page job_waits gives, the page
+        // chosen in the script
+        let w = ["w".to_owned()];
+        assert_eq!(a.waits_of(&w, 10).await.unwrap(), [waits]);
+        let all = b.job_waits("w", None, 1_000).await.unwrap().unwrap();
+        assert_eq!(a.waits_of(&w, 1_000).await.unwrap(), [all]);
 
         let now = now + 1_000;
         assert_eq!(b.unblock_jobs(&["w".to_owned()], now).await.unwrap(), ["w"]);
@@ -510,6 +517,7 @@ fn unblock_of_a_job_with_a_thousand_edges() {
         );
         let waits = b.job_waits("w", None, 10).await.unwrap().unwrap();
         assert_eq!((waits.pending, waits.held, waits.skipped), (0, 0, 1_000));
+        assert_eq!(a.waits_of(&w, 10).await.unwrap(), [waits]);
 
         let rest = targets[100..].to_vec();
         a.archive_jobs(&rest, "o", JobResult::from_status(500), now)
