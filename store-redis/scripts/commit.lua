@@ -7,11 +7,12 @@
 -- job no longer staged (committed already, or gone) is left. One with a
 -- dependency that is not a job (the lowest position in depends_on among
 -- "m" edges and "m" answers) is deleted and refused. Else the results of
--- archived targets end their pending edges, and the job becomes archived
+-- archived targets end their pending edges (under policy h one that ended
+-- other than ok holds the edge, which stays open), and the job becomes archived
 -- cancelled (a dependency that ended other than ok under policy c: the
 -- first in depends_on order among those the link found archived, else
 -- among those delivered while it was staged), blocked while any edge is
--- pending, else free (with the event unblocked and dt = max(not-before,
+-- open (pending or held), else free (with the event unblocked and dt = max(not-before,
 -- now) when deliveries while staged ended its last edges).
 -- Returns groups of 5 per job: id, "n" (stored), "x" (not staged), or
 -- "r" (refused), then for a refusal the position and id of the
@@ -43,6 +44,7 @@ while i <= #ARGV do
     local delivered = false
     local pending = 0
     local updates = {}
+    local _, pol, o = dep_parts(f[3] or '0 c')
     for q = 1, #e, 2 do
       local x, v = e[q], e[q + 1]
       local idx, st = string.match(v, '^(%d+) (%a)')
@@ -52,6 +54,9 @@ while i <= #ARGV do
         if not missing or idx < missing then
           missing, mdep = idx, x
         end
+      elseif st == 'h' then
+        -- held by a delivery while staged
+        pending = pending + 1
       elseif st == 'd' then
         delivered = true
         local code = string.match(v, '^%d+ d (%S+)')
@@ -61,7 +66,12 @@ while i <= #ARGV do
       elseif r and string.sub(r, 1, 2) == 'a ' then
         local code, status = string.match(r, '^a (%S+) (%S+)$')
         updates[#updates + 1] = x
-        updates[#updates + 1] = fmt(idx) .. ' d ' .. code .. ' ' .. status
+        if pol == 'h' and code ~= 'ok' then
+          updates[#updates + 1] = fmt(idx) .. ' h ' .. code .. ' ' .. status
+          pending = pending + 1
+        else
+          updates[#updates + 1] = fmt(idx) .. ' d ' .. code .. ' ' .. status
+        end
         if code ~= 'ok' and (not fail or idx < fail) then
           fail, fx, fc = idx, x, code
         end
@@ -88,8 +98,7 @@ while i <= #ARGV do
         redis.call('HSET', ek, unpack(updates, s, t))
         s = t + 1
       end
-      local _, pol = dep_parts(f[3] or '0 c')
-      redis.call('HSET', key, 'dp', fmt(pending) .. ' ' .. pol)
+      redis.call('HSET', key, 'dp', fmt(pending) .. ' ' .. pol .. o)
       if not fail then
         fail, fx, fc = dfail, dfx, dfc
       end

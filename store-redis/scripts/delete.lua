@@ -39,7 +39,10 @@ for i = 6, #ARGV do
       redis.call('DEL', edges_key(pre, id))
     end
     if f[7] and l ~= DONE then
-      ended[#ended + 1] = { id, 'cancelled', '0' }
+      ended[#ended + 1] = { id, 'cancelled', '0', true }
+    elseif f[7] then
+      -- waiters held on it stay held for good: it never runs again
+      redis.call('DEL', holders_key(pre, id))
     end
     if l == BLOCKED then
       redis.call('ZREM', KEYS[11], id)

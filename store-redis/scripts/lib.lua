@@ -219,18 +219,25 @@ local STAGED = '__staged'
 local function flow_base(pre)
   return string.sub(pre, 1, -3)
 end
--- waiter w's edges: target id -> "<i> p <Tx>" | "<i> d <code> <status>" | "<i> m"
+-- waiter w's edges: target id -> "<i> p <Tx>" pending | "<i> h <code> <status>"
+-- held | "<i> d <code> <status>" done | "<i> s" skipped | "<i> m" not a job
 local function edges_key(pre, w)
   return flow_base(pre) .. 'e:' .. w
 end
--- target x's pending waiters: "<Tw> <W>"
+-- target x's pending waiters under policy c or r: "<Tw> <W>"
 local function waiters_key(pre, x)
   return flow_base(pre) .. 'up:' .. x
 end
--- pending count and policy ('c' or 'r') of a dp field
+-- target x's waiters under policy h with an open edge: "<Tw> <W>", kept
+-- across x's ends other than ok
+local function holders_key(pre, x)
+  return flow_base(pre) .. 'uh:' .. x
+end
+-- open count, policy ('c', 'r' or 'h') and the rest ('' or ' o': with
+-- outputs, kept by every rewrite) of a dp field
 local function dep_parts(dp)
-  local n, p = string.match(dp, '^(%d+) (%a)$')
-  return tonumber(n) or 0, p or 'c'
+  local n, p, o = string.match(dp, '^(%d+) (%a)(.*)$')
+  return tonumber(n) or 0, p or 'c', o or ''
 end
 -- The flow context of one script: the slot's keys and the change's time.
 -- nowp: now as 15 digits; adt: an archive's dt as 15 digits.
@@ -285,8 +292,11 @@ local function free_waiter(F, w, f, event, from)
   F.woken = true
 end
 -- The edge of waiter w (of this slot) to x ends with code and status,
--- once: only while e:<w>[x] is pending. Cancels or frees w when blocked;
--- a staged w only counts down (its commit decides).
+-- once: only while e:<w>[x] is open (pending, or held: x ran again). Under
+-- policy h, a code other than ok holds it again (blocked or staged w: it
+-- stays open, nothing else changes). Else it is done: cancels or frees w
+-- when blocked; a staged w only counts down (its commit decides); a skipped
+-- or done edge is left.
 local function apply_edge(F, x, code, status, w, queue)
   local ek = edges_key(F.pre, w)
   local e = redis.call('HGET', ek, x)
@@ -294,17 +304,22 @@ local function apply_edge(F, x, code, status, w, queue)
     return false
   end
   local i, st = string.match(e, '^(%d+) (%a)')
-  if st ~= 'p' then
+  if st ~= 'p' and st ~= 'h' then
     return false
   end
   local f = redis.call('HMGET', F.pre .. w, unpack(WFIELDS))
+  local n, pol, o = dep_parts(f[3] or '0 c')
+  if f[3] and pol == 'h' and code ~= 'ok' and (f[1] == BLOCKED or f[1] == STAGED) then
+    -- held: still open, nothing else changes
+    redis.call('HSET', ek, x, i .. ' h ' .. code .. ' ' .. status)
+    return true
+  end
   redis.call('HSET', ek, x, i .. ' d ' .. code .. ' ' .. status)
   if not f[3] then
     return true
   end
-  local n, pol = dep_parts(f[3])
   n = math.max(n - 1, 0)
-  redis.call('HSET', F.pre .. w, 'dp', fmt(n) .. ' ' .. pol)
+  redis.call('HSET', F.pre .. w, 'dp', fmt(n) .. ' ' .. pol .. o)
   if f[1] == BLOCKED then
     if code ~= 'ok' and pol == 'c' then
       cancel_for_dependency(F, w, f, x, code, queue, F.blocked)
@@ -314,20 +329,32 @@ local function apply_edge(F, x, code, status, w, queue)
   end
   return true
 end
--- Ends the edges to each target of `queue` ({id, code, status}, growing
--- with the cascade): waiters of this slot are applied at once, the others
--- get an outbox entry (F.out).
+-- Ends the edges to each target of `queue` ({id, code, status, gone},
+-- growing with the cascade; gone: the target was deleted): waiters of this
+-- slot are applied at once, the others get an outbox entry (F.out). The
+-- waiters under hold (uh:<x>) stay registered, with the marker w, unless
+-- the code is ok or the target is gone.
 local function end_edges(F, queue)
   local k = 1
   while k <= #queue do
-    local x, code, status = queue[k][1], queue[k][2], queue[k][3]
+    local x, code, status, gone = queue[k][1], queue[k][2], queue[k][3], queue[k][4]
     k = k + 1
     local wk = waiters_key(F.pre, x)
     local ws = redis.call('SMEMBERS', wk)
     if #ws > 0 then
       redis.call('DEL', wk)
     end
-    redis.call('HDEL', F.pre .. x, 'w')
+    local hk = holders_key(F.pre, x)
+    local hs = redis.call('SMEMBERS', hk)
+    if #hs > 0 and (code == 'ok' or gone) then
+      redis.call('DEL', hk)
+    end
+    if #hs == 0 or code == 'ok' or gone then
+      redis.call('HDEL', F.pre .. x, 'w')
+    end
+    for _, m in ipairs(hs) do
+      ws[#ws + 1] = m
+    end
     for _, m in ipairs(ws) do
       local tw, w = string.match(m, '^(%S+) (.*)$')
       if tw == F.jt then

@@ -36,13 +36,14 @@ for a = 4, #ARGV do
   end
   left = left - #got
 end
-local out, uks, dps = { #old_ids }, {}, {}
+local out, uks, dps, ws = { #old_ids }, {}, {}, {}
 for i = 1, #ids do
-  local f = redis.call('HMGET', pre .. ids[i], 'g', 'uk', 'dp')
+  local f = redis.call('HMGET', pre .. ids[i], 'g', 'uk', 'dp', 'w')
   out[#out + 1] = ids[i]
   out[#out + 1] = f[1] or ''
   uks[i] = f[2]
   dps[i] = f[3]
+  ws[i] = f[4]
 end
 -- Writes: each old job into its code's set before it leaves the old one
 -- (a job whose hash is gone has no code, and just leaves).
@@ -70,6 +71,10 @@ for i = 1, #ids do
   if dps[i] then
     -- a purged waiter's edges go with it
     redis.call('DEL', edges_key(pre, ids[i]))
+  end
+  if ws[i] then
+    -- waiters held on it stay held for good
+    redis.call('DEL', holders_key(pre, ids[i]))
   end
   local code = sets[i]
   per[code] = per[code] or {}

@@ -175,7 +175,7 @@ for k = 1, #ids do
       redis.call('DEL', edges_key(pre, id))
     end
     if ws[k] then
-      ended[#ended + 1] = { id, 'cancelled', '0' }
+      ended[#ended + 1] = { id, 'cancelled', '0', true }
     end
   end
 end

@@ -295,10 +295,7 @@ impl RedisStore {
                         ),
                         None => ("", String::new(), false),
                     };
-                    let policy = match job.flow.as_ref().map(|f| f.on_dependency_failure) {
-                        Some(DependencyFailure::Run) => "r",
-                        _ => "c",
-                    };
+                    let policy = dep_field_policy(job.flow.as_deref());
                     inv.arg(key)
                         .arg(since)
                         .arg(if replace { "1" } else { "0" })
@@ -462,6 +459,10 @@ impl RedisStore {
             staged.push(Staged {
                 jobtype: job.jobtype.clone(),
                 id: job.id.clone(),
+                hold: job
+                    .flow
+                    .as_ref()
+                    .is_some_and(|f| f.on_dependency_failure == DependencyFailure::Hold),
                 links,
                 known,
             });
@@ -483,5 +484,21 @@ impl RedisStore {
             }
         }
         Ok(())
+    }
+}
+
+/// The policy part of a job's `dp` field (see README, "Dependencies"): its
+/// letter (`c` cancel, `r` run, `h` hold), then ` o` when it was added
+/// `with_outputs`.
+fn dep_field_policy(flow: Option<&jobstore_api::JobFlow>) -> &'static str {
+    let policy = flow.map_or_else(DependencyFailure::default, |f| f.on_dependency_failure);
+    let outputs = flow.is_some_and(|f| f.with_outputs);
+    match (policy, outputs) {
+        (DependencyFailure::Run, false) => "r",
+        (DependencyFailure::Run, true) => "r o",
+        (DependencyFailure::Hold, false) => "h",
+        (DependencyFailure::Hold, true) => "h o",
+        (_, false) => "c",
+        (_, true) => "c o",
     }
 }

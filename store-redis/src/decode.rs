@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use jobstore_api::history::{PendingClaim, complete_history, tags_from_json, with_added};
 use jobstore_api::{
     DependencyFailure, Error, FlowState, Handler, HandlerVersion, Job, JobEvent, JobResult,
-    LOCK_DONE, Millis, Result, ResultCode, TraceContext,
+    LOCK_DONE, Millis, Result, ResultCode, StoredDeps, TraceContext,
 };
 use redis::{FromRedisValue, Value};
 
@@ -284,18 +284,25 @@ pub(crate) fn job_flow(
     Ok(FlowState::from_stored(key, rule.as_deref(), deps))
 }
 
-/// The pending count and policy of a `dp` field: `"<pending> <c|r>"`.
-pub(crate) fn dep_state(dp: &[u8]) -> Result<(u32, DependencyFailure)> {
+/// The open count, policy and outputs flag of a `dp` field:
+/// `"<open> <c|r|h>[ o]"`.
+pub(crate) fn dep_state(dp: &[u8]) -> Result<StoredDeps> {
     let bad = || malformed("dependency state");
     let text = std::str::from_utf8(dp).map_err(|_| bad())?;
-    let (n, policy) = text.split_once(' ').ok_or_else(bad)?;
+    let (n, rest) = text.split_once(' ').ok_or_else(bad)?;
     let n: u32 = n.parse().map_err(|_| bad())?;
+    let (policy, outputs) = match rest.split_once(' ') {
+        Some((p, "o")) => (p, true),
+        None => (rest, false),
+        Some(_) => return Err(bad()),
+    };
     let policy = match policy {
         "c" => DependencyFailure::Cancel,
         "r" => DependencyFailure::Run,
+        "h" => DependencyFailure::Hold,
         _ => return Err(bad()),
     };
-    Ok((n, policy))
+    Ok(StoredDeps::new(n, policy).with_outputs(outputs))
 }
 
 pub(crate) fn handler_version(

@@ -4,7 +4,7 @@
 //! `commit.lua`), `settle_flows` (`settle.lua`) and `job_waits`
 //! (`waits.lua`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use futures::future::try_join_all;
 use jobstore_api::{
@@ -12,8 +12,9 @@ use jobstore_api::{
 };
 use redis::Value;
 
-use crate::decode::{bytes, string};
+use crate::decode::{bytes, pairs, string};
 use crate::error::{malformed, map};
+use crate::index::in_order;
 use crate::scripts::{SCRIPTS, padded};
 use crate::store::RedisStore;
 
@@ -56,13 +57,15 @@ impl Entry {
     }
 }
 
-/// A staged job to link and commit: its jobtype and id, the targets to
+/// A staged job to link and commit: its jobtype and id, whether its
+/// policy is `hold` (its targets register it in `uh:<X>`), the targets to
 /// link (`(Tx, X)`), and what is already known of others (`(X, state)`,
 /// state `m`: not a job).
 #[derive(Debug, Clone)]
 pub(crate) struct Staged {
     pub jobtype: String,
     pub id: String,
+    pub hold: bool,
     pub links: Vec<(String, String)>,
     pub known: Vec<(String, String)>,
 }
@@ -197,8 +200,9 @@ impl RedisStore {
             let k = self.keys.jobtype(tx);
             let mut inv = SCRIPTS.link.prepare_invoke();
             inv.key(&k.blocked).arg(&k.job);
-            for (x, member, _) in items {
-                inv.arg(*x).arg(member);
+            for (x, member, n) in items {
+                let policy = if staged[*n].hold { "h" } else { "c" };
+                inv.arg(*x).arg(member).arg(policy);
             }
             let n = items.len();
             let mut c = self.conn();
@@ -321,6 +325,7 @@ impl RedisStore {
             }
             while it.next().is_some() {
                 let id = it.next().ok_or_else(|| malformed("settle reply"))?;
+                let hold = it.next().ok_or_else(|| malformed("settle reply"))? == "h";
                 let mut links = Vec::new();
                 while let Some(t) = it.next_if(|m| !m.is_empty()) {
                     let (tx, x) = t.split_once(' ').ok_or_else(|| malformed("settle reply"))?;
@@ -329,6 +334,7 @@ impl RedisStore {
                 staged.push(Staged {
                     jobtype: jt.clone(),
                     id,
+                    hold,
                     links,
                     known: Vec::new(),
                 });
@@ -356,6 +362,121 @@ impl RedisStore {
             self.unreserve(&refused).await?;
         }
         Ok(done)
+    }
+
+    /// `waits_of`: `waits_of.lua` once per jobtype of `ids` (concurrently),
+    /// which counts each job's edges and returns its first page (and one
+    /// edge more, which tells whether more follow).
+    pub(crate) async fn waits_many(&self, ids: &[String], limit: usize) -> Result<Vec<Waits>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let got = self
+            .per_jobtype(ids, |jt, ids| {
+                let k = self.keys.jobtype(&jt);
+                let mut inv = SCRIPTS.waits_of.prepare_invoke();
+                inv.key(&k.blocked).arg(&k.job).arg(limit).arg(ids);
+                let mut c = self.conn();
+                async move {
+                    let v: Vec<String> = inv
+                        .invoke_async(&mut c)
+                        .await
+                        .map_err(|e| map(e, "waits of jobs"))?;
+                    if !v.len().is_multiple_of(3) {
+                        return Err(malformed("waits_of reply length"));
+                    }
+                    // (id, "counts\0page"): per_jobtype takes one value per id
+                    let mut it = v.into_iter();
+                    let mut out = Vec::new();
+                    while let (Some(id), Some(counts), Some(page)) =
+                        (it.next(), it.next(), it.next())
+                    {
+                        out.push((id, format!("{counts}\0{page}")));
+                    }
+                    Ok(out)
+                }
+            })
+            .await?;
+        let mut out = Vec::new();
+        for (id, _, text) in got {
+            let (counts, page) = text
+                .split_once('\0')
+                .ok_or_else(|| malformed("waits_of reply"))?;
+            if page.is_empty() {
+                continue;
+            }
+            let mut waits = Waits {
+                id,
+                ..Waits::default()
+            };
+            let mut it = counts.split_terminator('\n');
+            while let Some(kind) = it.next() {
+                let n: u64 = it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(|| malformed("waits_of counts"))?;
+                let state = match kind {
+                    "p" => EdgeState::Pending,
+                    "s" => EdgeState::Skipped,
+                    // the count of held edges, whatever their results
+                    "h" => EdgeState::Held {
+                        code: ResultCode::Ok,
+                        status: 0,
+                    },
+                    _ => {
+                        let code = kind
+                            .strip_prefix("d ")
+                            .and_then(|c| c.parse().ok())
+                            .ok_or_else(|| malformed("waits_of counts"))?;
+                        EdgeState::Done { code, status: 0 }
+                    }
+                };
+                waits.count(state, n);
+            }
+            let mut edges = edges_of(page)?;
+            edges.sort_by(|a, b| a.target.cmp(&b.target));
+            waits.edges = edges;
+            waits.end_page(limit);
+            out.push(waits);
+        }
+        Ok(out)
+    }
+
+    /// `unblock_jobs`: `unblock.lua` once per jobtype of `ids`
+    /// (concurrently); the ids it unblocked.
+    pub(crate) async fn unblock(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let channel = self.keys.channel();
+        let got = self
+            .per_jobtype(ids, |jt, ids| {
+                let k = self.keys.jobtype(&jt);
+                let mut inv = SCRIPTS.unblock.prepare_invoke();
+                inv.key(&k.ready)
+                    .key(&k.sched)
+                    .key(&k.blocked)
+                    .arg(&k.job)
+                    .arg(padded(now))
+                    .arg(&channel)
+                    .arg(&jt)
+                    .arg(ids);
+                let mut c = self.conn();
+                async move {
+                    let v: Vec<String> = inv
+                        .invoke_async(&mut c)
+                        .await
+                        .map_err(|e| map(e, "unblock jobs"))?;
+                    pairs(v, "unblock reply length")
+                }
+            })
+            .await?;
+        let unblocked: HashSet<String> = got
+            .into_iter()
+            .filter(|(_, _, how)| how == "u")
+            .map(|(id, _, _)| id)
+            .collect();
+        Ok(in_order(ids, &unblocked))
     }
 
     /// `job_waits`: the edges of waiter `id` (`waits.lua` on its slot),
@@ -400,18 +521,44 @@ impl RedisStore {
 }
 
 /// An edge's state from its value in `e:<W>`: `"<i> p <Tx>"` pending,
-/// `"<i> d <code> <status>"` done (`"<i> m"` only on a staged job).
+/// `"<i> h <code> <status>"` held, `"<i> d <code> <status>"` done,
+/// `"<i> s"` skipped (`"<i> m"` only on a staged job).
 fn edge_state(v: &str) -> Result<EdgeState> {
     let bad = || malformed("edge");
     let mut it = v.split(' ');
     let _position = it.next().ok_or_else(bad)?;
-    match it.next() {
+    let kind = it.next();
+    let mut result = || -> Result<(ResultCode, u16)> {
+        let code: ResultCode = it.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
+        let status: u16 = it.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
+        Ok((code, status))
+    };
+    match kind {
         Some("p") | Some("m") => Ok(EdgeState::Pending),
+        Some("s") => Ok(EdgeState::Skipped),
         Some("d") => {
-            let code: ResultCode = it.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
-            let status: u16 = it.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
+            let (code, status) = result()?;
             Ok(EdgeState::Done { code, status })
+        }
+        Some("h") => {
+            let (code, status) = result()?;
+            Ok(EdgeState::Held { code, status })
         }
         _ => Err(bad()),
     }
+}
+
+/// The edges of one job as `waits_of.lua` returns them:
+/// `"<target>\n<value>\n"` each.
+fn edges_of(text: &str) -> Result<Vec<WaitEdge>> {
+    let mut edges = Vec::new();
+    let mut it = text.split_terminator('\n');
+    while let Some(target) = it.next() {
+        let v = it.next().ok_or_else(|| malformed("waits_of reply"))?;
+        edges.push(WaitEdge {
+            target: target.to_owned(),
+            state: edge_state(v)?,
+        });
+    }
+    Ok(edges)
 }

@@ -58,6 +58,8 @@ pub(crate) struct Scripts {
     pub resolve: Script,
     pub settle: Script,
     pub waits: Script,
+    pub waits_of: Script,
+    pub unblock: Script,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -97,6 +99,8 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     resolve: job_script!("resolve"),
     settle: job_script!("settle"),
     waits: plain_script!("waits"),
+    waits_of: job_script!("waits_of"),
+    unblock: job_script!("unblock"),
 });
 
 /// A time as 15 zero-padded decimal digits, as the scripts compare times

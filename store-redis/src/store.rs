@@ -844,6 +844,16 @@ impl JobStore for RedisStore {
         self.waits(id, after, limit).await
     }
 
+    async fn waits_of(&self, ids: &[String], limit: usize) -> Result<Vec<Waits>> {
+        validate::waits_of(ids, limit)?;
+        self.waits_many(ids, limit).await
+    }
+
+    async fn unblock_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        validate::cancel(ids, now)?;
+        self.unblock(ids, now).await
+    }
+
     async fn settle_flows(&self, now: Millis, limit: usize) -> Result<u64> {
         validate::time("now", now)?;
         self.settle(now, limit).await

@@ -354,3 +354,284 @@ fn jobs_stored_before_dependencies_can_be_depended_on() {
         );
     });
 }
+
+/// A held edge lives in `uh:<X>` of the target's slot, which outlives the
+/// target's failed ends (with its marker `w`): run again and failing again
+/// holds the edge with the new result, ending ok resolves it and frees
+/// the waiter, and then neither `uh:<X>` nor `w` is left. The policy and
+/// `with_outputs` are the waiter's `dp` (`"<open> h o"`).
+#[test]
+fn a_held_edge_survives_runs_again_of_its_target() {
+    with_stores(|a, b, prefix| async move {
+        a.add_jobs(&[NewJob::new("x", "tx", "")], T0).await.unwrap();
+        let w = NewJob::new("w", "tw", "")
+            .depends_on(["x"])
+            .on_dependency_failure(DependencyFailure::Hold)
+            .with_outputs();
+        a.add_jobs(&[w], T0).await.unwrap();
+        let mut c = conn().await;
+        let (uh, xkey) = (
+            format!("{{{prefix}:tx}}:uh:x"),
+            format!("{{{prefix}:tx}}:j:x"),
+        );
+        let (up, ek, wkey) = (
+            format!("{{{prefix}:tx}}:up:x"),
+            format!("{{{prefix}:tw}}:e:w"),
+            format!("{{{prefix}:tw}}:j:w"),
+        );
+        assert_eq!(
+            cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh]).await,
+            ["tw w"]
+        );
+        assert_eq!(cmd::<i64>(&mut c, &["EXISTS", &up]).await, 0);
+        assert_eq!(cmd::<String>(&mut c, &["HGET", &wkey, "dp"]).await, "1 h o");
+
+        let mut now = T0 + 1_000;
+        for status in [500, 404] {
+            finish(&a, "tx", "x", status, now).await;
+            let code = ResultCode::from_status(status);
+            let edge = format!("0 h {code} {status}");
+            assert_eq!(cmd::<String>(&mut c, &["HGET", &ek, "x"]).await, edge);
+            assert_eq!(
+                cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh]).await,
+                ["tw w"]
+            );
+            assert_eq!(cmd::<String>(&mut c, &["HGET", &xkey, "w"]).await, "1");
+            let job = b.get_job("w").await.unwrap().unwrap();
+            assert_eq!(job.lock, "__blocked");
+            let flow = job.flow.unwrap();
+            assert_eq!((flow.pending, flow.with_outputs), (1, true));
+            now += 1_000;
+            assert_eq!(
+                b.rerun_jobs(&["x".to_owned()], Duration::ZERO, now)
+                    .await
+                    .unwrap(),
+                ["x"]
+            );
+        }
+        finish(&b, "tx", "x", 200, now).await;
+        let job = a.get_job("w").await.unwrap().unwrap();
+        assert_eq!(
+            (job.lock.as_str(), unblocked(&job), job.dt),
+            (LOCK_FREE, 1, now)
+        );
+        assert_eq!(cmd::<String>(&mut c, &["HGET", &wkey, "dp"]).await, "0 h o");
+        assert_eq!(
+            cmd::<String>(&mut c, &["HGET", &ek, "x"]).await,
+            "0 d ok 200"
+        );
+        assert_eq!(cmd::<i64>(&mut c, &["EXISTS", &uh]).await, 0);
+        assert_eq!(cmd::<i64>(&mut c, &["HEXISTS", &xkey, "w"]).await, 0);
+    });
+}
+
+/// A dependency already failed at the add is held at once and registered
+/// in `uh:<X>`; deleting the target (it never runs again) drops `uh:<X>`,
+/// and so does purging an archived one, the waiters staying held.
+#[test]
+fn held_edges_on_a_deleted_or_purged_target_stay_held() {
+    with_stores(|a, b, prefix| async move {
+        let xs = [NewJob::new("x", "tx", ""), NewJob::new("y", "tx", "")];
+        a.add_jobs(&xs, T0).await.unwrap();
+        let now = T0 + 1_000;
+        finish(&a, "tx", "x", 500, now).await;
+        let w = NewJob::new("w", "tw", "")
+            .depends_on(["x", "y"])
+            .on_dependency_failure(DependencyFailure::Hold);
+        a.add_jobs(&[w], now).await.unwrap();
+        let mut c = conn().await;
+        let uh = |x: &str| format!("{{{prefix}:tx}}:uh:{x}");
+        assert_eq!(
+            cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh("x")]).await,
+            ["tw w"]
+        );
+        assert_eq!(
+            cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh("y")]).await,
+            ["tw w"]
+        );
+        let waits = b.job_waits("w", None, 10).await.unwrap().unwrap();
+        assert_eq!((waits.pending, waits.held), (1, 1));
+
+        // y (live) deleted: held as cancelled, uh:y gone
+        let out = b.delete_jobs(&["y".to_owned()], now).await.unwrap();
+        assert_eq!(out.deleted, ["y"]);
+        assert_eq!(cmd::<i64>(&mut c, &["EXISTS", &uh("y")]).await, 0);
+        let waits = b.job_waits("w", None, 10).await.unwrap().unwrap();
+        assert_eq!((waits.pending, waits.held), (0, 2));
+        // x (archived) purged: uh:x gone, the edge still held
+        let purged = b.purge_archived(LATER, &[ResultCode::Error]).await.unwrap();
+        assert_eq!(purged, 1);
+        assert_eq!(cmd::<i64>(&mut c, &["EXISTS", &uh("x")]).await, 0);
+        let job = a.get_job("w").await.unwrap().unwrap();
+        assert_eq!(
+            (job.lock.as_str(), job.flow.unwrap().pending),
+            ("__blocked", 2)
+        );
+        assert_eq!(
+            a.unblock_jobs(&["w".to_owned()], LATER).await.unwrap(),
+            ["w"]
+        );
+    });
+}
+
+/// `unblock_jobs` of a job with 1,000 edges (pending and held, in another
+/// slot) is one call: every edge skipped, the job free; the targets' ends
+/// afterwards change nothing, and leave no `up`/`uh` key behind.
+/// `waits_of` answers what `job_waits` does, before and after.
+#[test]
+fn unblock_of_a_job_with_a_thousand_edges() {
+    with_stores(|a, b, prefix| async move {
+        let targets: Vec<String> = (0..1_000).map(|i| format!("t{i:04}")).collect();
+        let jobs: Vec<NewJob> = targets
+            .iter()
+            .map(|id| NewJob::new(id.clone(), "tx", ""))
+            .collect();
+        a.add_jobs(&jobs, T0).await.unwrap();
+        let now = T0 + 1_000;
+        let got = a.claim_jobs("tx", 1_000, "o", MIN, now).await.unwrap();
+        assert_eq!(got.len(), 1_000);
+        // the first hundred fail before the add: held at once
+        let failed = targets[..100].to_vec();
+        a.archive_jobs(&failed, "o", JobResult::from_status(500), now)
+            .await
+            .unwrap();
+        let w = NewJob::new("w", "tw", "")
+            .depends_on(targets.clone())
+            .on_dependency_failure(DependencyFailure::Hold);
+        a.add_jobs(&[w], now).await.unwrap();
+        let waits = b.job_waits("w", None, 10).await.unwrap().unwrap();
+        assert_eq!((waits.pending, waits.held), (900, 100));
+        // waits_of: the counts and first page job_waits gives, the page
+        // chosen in the script
+        let w = ["w".to_owned()];
+        assert_eq!(a.waits_of(&w, 10).await.unwrap(), [waits]);
+        let all = b.job_waits("w", None, 1_000).await.unwrap().unwrap();
+        assert_eq!(a.waits_of(&w, 1_000).await.unwrap(), [all]);
+
+        let now = now + 1_000;
+        assert_eq!(b.unblock_jobs(&["w".to_owned()], now).await.unwrap(), ["w"]);
+        let job = a.get_job("w").await.unwrap().unwrap();
+        assert_eq!(
+            (job.lock.as_str(), unblocked(&job), job.dt),
+            (LOCK_FREE, 1, now)
+        );
+        let waits = b.job_waits("w", None, 10).await.unwrap().unwrap();
+        assert_eq!((waits.pending, waits.held, waits.skipped), (0, 0, 1_000));
+        assert_eq!(a.waits_of(&w, 10).await.unwrap(), [waits]);
+
+        let rest = targets[100..].to_vec();
+        a.archive_jobs(&rest, "o", JobResult::from_status(500), now)
+            .await
+            .unwrap();
+        let waits = b.job_waits("w", None, 10).await.unwrap().unwrap();
+        assert_eq!(waits.skipped, 1_000);
+        let job = a.get_job("w").await.unwrap().unwrap();
+        assert_eq!((job.lock.as_str(), unblocked(&job)), (LOCK_FREE, 1));
+        // failed ends keep uh:<X> (a run again could resolve it): a delete
+        // of the targets drops them
+        a.delete_jobs(&targets, now).await.unwrap();
+        let mut c = conn().await;
+        let left: Vec<String> = cmd(&mut c, &["KEYS", &format!("{{{prefix}:tx}}:u*")]).await;
+        assert!(left.is_empty(), "{left:?}");
+    });
+}
+
+/// `unblock_jobs` racing an end recorded in the target's outbox but not
+/// delivered (a crash): the waiter is unblocked, and the delivery that
+/// `settle_flows` makes later finds the edge skipped and changes nothing
+/// (under `Cancel`, the waiter is not cancelled); under `Hold`, a held
+/// edge whose target's end after a run again is left undelivered the same.
+#[test]
+fn unblock_racing_an_undelivered_end_then_settled() {
+    with_stores(|a, b, prefix| async move {
+        let xs = [
+            NewJob::new("x", "tx", ""),
+            NewJob::new("y", "tx", "").priority(1),
+        ];
+        a.add_jobs(&xs, T0).await.unwrap();
+        let ws = [
+            NewJob::new("wc", "tw", "").depends_on(["x"]),
+            NewJob::new("wh", "tw", "")
+                .depends_on(["y"])
+                .on_dependency_failure(DependencyFailure::Hold),
+        ];
+        a.add_jobs(&ws, T0).await.unwrap();
+        let now = T0 + 1_000;
+        finish(&a, "tx", "y", 500, now).await;
+        let now = now + 1_000;
+        a.rerun_jobs(&["y".to_owned()], Duration::ZERO, now)
+            .await
+            .unwrap();
+        a.set_flow_delivery(false);
+        let got = a.claim_jobs("tx", 2, "o", MIN, now).await.unwrap();
+        assert_eq!(got.len(), 2);
+        let both = ["x".to_owned(), "y".to_owned()];
+        a.archive_jobs(&both, "o", JobResult::from_status(500), now)
+            .await
+            .unwrap();
+        let mut c = conn().await;
+        let fx = format!("{{{prefix}:tx}}:fx");
+        assert_eq!(cmd::<i64>(&mut c, &["ZCARD", &fx]).await, 2, "recorded");
+
+        let ids = ["wc".to_owned(), "wh".to_owned()];
+        let mut got = b.unblock_jobs(&ids, now).await.unwrap();
+        got.sort();
+        assert_eq!(got, ids);
+        assert_eq!(b.settle_flows(LATER, 100).await.unwrap(), 2);
+        assert_eq!(cmd::<i64>(&mut c, &["ZCARD", &fx]).await, 0, "acknowledged");
+        for id in &ids {
+            let job = b.get_job(id).await.unwrap().unwrap();
+            assert_eq!((job.lock.as_str(), unblocked(&job)), (LOCK_FREE, 1), "{id}");
+            let waits = b.job_waits(id, None, 10).await.unwrap().unwrap();
+            assert_eq!(
+                (waits.pending, waits.held, waits.skipped),
+                (0, 0, 1),
+                "{id}"
+            );
+        }
+        assert!(b.unblock_jobs(&ids, LATER).await.unwrap().is_empty());
+        let many = a.waits_of(&ids, 10).await.unwrap();
+        assert_eq!(many.len(), 2);
+        assert!(many.iter().all(|w| w.skipped == 1 && w.edges.len() == 1));
+    });
+}
+
+/// An add under `Hold` whose link and commit never run (a crash right
+/// after `add.lua`), on a dependency that already failed: `settle_flows`
+/// links it again under its policy (the waiter in `uh:<X>`) and commits
+/// it blocked with the edge held; the target run again and ending ok
+/// frees it.
+#[test]
+fn a_staged_job_under_hold_is_settled_with_its_edge_held() {
+    with_stores(|a, b, prefix| async move {
+        a.add_jobs(&[NewJob::new("x", "tx", "")], T0).await.unwrap();
+        finish(&a, "tx", "x", 500, T0).await;
+        a.set_flow_delivery(false);
+        let w = NewJob::new("w", "tw", "")
+            .depends_on(["x"])
+            .on_dependency_failure(DependencyFailure::Hold);
+        a.add_jobs(&[w], T0).await.unwrap();
+        assert_eq!(b.get_job("w").await.unwrap(), None, "staged");
+        assert_eq!(b.settle_flows(LATER, 100).await.unwrap(), 1);
+        let mut c = conn().await;
+        let uh = format!("{{{prefix}:tx}}:uh:x");
+        assert_eq!(
+            cmd::<Vec<String>>(&mut c, &["SMEMBERS", &uh]).await,
+            ["tw w"]
+        );
+        let job = b.get_job("w").await.unwrap().unwrap();
+        assert_eq!(
+            (job.lock.as_str(), job.flow.unwrap().pending),
+            ("__blocked", 1)
+        );
+        let waits = b.job_waits("w", None, 10).await.unwrap().unwrap();
+        assert_eq!((waits.pending, waits.held), (0, 1));
+        b.rerun_jobs(&["x".to_owned()], Duration::ZERO, LATER)
+            .await
+            .unwrap();
+        finish(&b, "tx", "x", 200, LATER).await;
+        let job = a.get_job("w").await.unwrap().unwrap();
+        assert_eq!((job.lock.as_str(), unblocked(&job)), (LOCK_FREE, 1));
+        assert_eq!(cmd::<i64>(&mut c, &["EXISTS", &uh]).await, 0);
+    });
+}

@@ -7,8 +7,9 @@
 //! added with the calls of plain ones, and a release mixing repeats with
 //! archives and retries is one `release.lua` call, as a plain one.
 //! Dependencies: a plain release in a namespace with waiters is still one
-//! call; an add with dependencies and a release that ends edges in other
-//! slots make a fixed number of calls, whatever the number of jobs.
+//! call; an add with dependencies, a release that ends edges in other
+//! slots, `waits_of` and `unblock_jobs` make a fixed number of calls,
+//! whatever the number of jobs.
 
 mod support;
 
@@ -187,6 +188,9 @@ fn dependencies_make_a_fixed_number_of_calls() {
         s.archive_jobs(&["w0".to_owned()], "o", ok.clone(), t0)
             .await
             .unwrap();
+        let w0 = ["w0".to_owned()];
+        assert_eq!(s.waits_of(&w0, 10).await.unwrap().len(), 1);
+        assert!(s.unblock_jobs(&w0, t0).await.unwrap().is_empty());
         // Scripts only: the server counts the commands scripts run too, so
         // the plain commands of the client (the index lookup's HMGET, SADD
         // of the jobtypes, the outbox's ZREM) are not counted here; each
@@ -236,6 +240,14 @@ fn dependencies_make_a_fixed_number_of_calls() {
         let before = count();
         assert_eq!(s.archive_jobs(&ids, "o", ok, t0).await.unwrap().len(), 10);
         assert_eq!(count() - before, 1 + 2, "release that ends edges");
+        // waits_of and unblock_jobs of the eight waiters: one script per
+        // waiter jobtype each
+        let before = count();
+        assert_eq!(s.waits_of(&ws, 5).await.unwrap().len(), 8);
+        assert_eq!(count() - before, 2, "waits_of");
+        let before = count();
+        assert_eq!(s.unblock_jobs(&ws, t0).await.unwrap().len(), 8);
+        assert_eq!(count() - before, 2, "unblock_jobs");
     });
     support::shutdown(port);
 }
