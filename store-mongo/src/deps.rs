@@ -115,7 +115,10 @@ fn unblock_statements(waiters: &[&str], now: Millis, token: &str) -> Vec<(Docume
     let size = waiters.iter().map(|w| w.len() + 16).sum::<usize>() + 640;
     let event = convert::event_doc(now, "", None, &EventKind::Unblocked);
     let mut out = Vec::with_capacity(4);
-    let unguarded = [DependencyFailure::Run.name(), DependencyFailure::Hold.name()];
+    let unguarded = [
+        DependencyFailure::Run.name(),
+        DependencyFailure::Hold.name(),
+    ];
     let guarded = [DependencyFailure::Cancel.name()];
     for (pols, guard) in [(&unguarded[..], false), (&guarded[..], true)] {
         for later in [true, false] {
@@ -441,7 +444,8 @@ impl MongoStore {
         }
         let mut links: Vec<(Document, usize)> = Vec::new();
         for (x, ws) in &by_target {
-            let (hold, other): (Vec<&str>, Vec<&str>) = ws.iter().copied().partition(|w| holds.contains(w));
+            let (hold, other): (Vec<&str>, Vec<&str>) =
+                ws.iter().copied().partition(|w| holds.contains(w));
             for (ws, lock) in [
                 (other, doc! { "$nin": [LOCK_DONE, LOCK_STAGED] }),
                 (hold, doc! { "$ne": LOCK_STAGED }),
@@ -559,8 +563,7 @@ impl MongoStore {
                 _ => None,
             });
             let held = failed.is_some() && policy(j) == DependencyFailure::Hold;
-            let all_ended =
-                !held && deps.iter().all(|d| matches!(state.get(d), Some(Some(_))));
+            let all_ended = !held && deps.iter().all(|d| matches!(state.get(d), Some(Some(_))));
             let q = doc! { f::ID: &j.id, f::LOCK: LOCK_STAGED };
             if let (true, Some((dep, code))) = (cancel, failed) {
                 let u = cancel_update(dep, code, now, 1, &commit_tok);
