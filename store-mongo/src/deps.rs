@@ -1,6 +1,7 @@
 //! Dependencies: the add of jobs with `depends_on` (stage, link, read,
-//! commit), the delivery of ended targets to their waiters, `job_waits`
-//! and `settle_flows` (the crate docs, "Dependencies", give the commands).
+//! commit), the delivery of ended targets to their waiters, `job_waits`,
+//! `waits_of`, `unblock_jobs` and `settle_flows` (the crate docs,
+//! "Dependencies", give the commands).
 //! A batch or list without flow jobs never comes here.
 
 use std::collections::{HashMap, HashSet};
