@@ -6,7 +6,7 @@ use jobstore_api::history::{EventKind, JobEvent};
 use jobstore_api::limits::MAX_HISTORY;
 use jobstore_api::{
     DependencyFailure, Error, FlowState, Handler, HandlerLimits, HandlerVersion, Job, JobResult,
-    LOCK_FREE, Millis, NewJob, Result, ResultCode, TraceContext,
+    LOCK_FREE, Millis, NewJob, Result, ResultCode, StoredDeps, TraceContext,
 };
 use mongodb::bson::spec::BinarySubtype;
 use mongodb::bson::{Binary, Bson, Document, doc};
@@ -45,6 +45,9 @@ pub(crate) mod f {
     pub const WDONE: &str = "wdone";
     pub const POL: &str = "pol";
     pub const WBAD: &str = "wbad";
+    pub const WHELD: &str = "wheld";
+    pub const WSKIP: &str = "wskip";
+    pub const WOUT: &str = "wout";
     pub const GONE: &str = "gone";
 }
 
@@ -573,7 +576,7 @@ fn flow_from_doc(d: &Document) -> Result<Option<Box<FlowState>>> {
                 .parse::<DependencyFailure>()
                 .map_err(|_| malformed("job", f::POL))?;
             let pending = u32::try_from(str_array(d, f::WAITS)?.len()).unwrap_or(u32::MAX);
-            Some((pending, pol))
+            Some(StoredDeps::new(pending, pol).with_outputs(get_flag(d, f::WOUT, "job")?))
         }
     };
     Ok(FlowState::from_stored(key, repeat.as_deref(), deps))

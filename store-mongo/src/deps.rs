@@ -1,6 +1,7 @@
 //! Dependencies: the add of jobs with `depends_on` (stage, link, read,
-//! commit), the delivery of ended targets to their waiters, `job_waits`
-//! and `settle_flows` (the crate docs, "Dependencies", give the commands).
+//! commit), the delivery of ended targets to their waiters, `job_waits`,
+//! `waits_of`, `unblock_jobs` and `settle_flows` (the crate docs,
+//! "Dependencies", give the commands).
 //! A batch or list without flow jobs never comes here.
 
 use std::collections::{HashMap, HashSet};
@@ -108,20 +109,25 @@ fn cancel_update(dep: &str, code: ResultCode, now: Millis, fx: i32, token: &str)
 }
 
 /// The four unblock statements over `waiters`: a blocked waiter with
-/// nothing pending (and, under `cancel`, no failed edge) becomes free at
+/// nothing open (and, under `cancel`, no failed edge) becomes free at
 /// `max(not_before, now)` with the event `Unblocked`. The filter is the
 /// rule, so only the first matching update applies it.
 fn unblock_statements(waiters: &[&str], now: Millis, token: &str) -> Vec<(Document, usize)> {
     let size = waiters.iter().map(|w| w.len() + 16).sum::<usize>() + 640;
     let event = convert::event_doc(now, "", None, &EventKind::Unblocked);
     let mut out = Vec::with_capacity(4);
-    for (pol, guard) in [("run", false), ("cancel", true)] {
+    let unguarded = [
+        DependencyFailure::Run.name(),
+        DependencyFailure::Hold.name(),
+    ];
+    let guarded = [DependencyFailure::Cancel.name()];
+    for (pols, guard) in [(&unguarded[..], false), (&guarded[..], true)] {
         for later in [true, false] {
             let mut q = doc! {
                 f::ID: { "$in": waiters },
                 f::LOCK: LOCK_BLOCKED,
                 f::WAITS: { "$size": 0 },
-                f::POL: pol,
+                f::POL: { "$in": pols },
             };
             if guard {
                 q.insert(f::WBAD, doc! { "$exists": false });
@@ -145,12 +151,15 @@ fn unblock_statements(waiters: &[&str], now: Millis, token: &str) -> Vec<(Docume
 }
 
 /// The statement ending the edges of `waiters` to `target` (those still
-/// pending only: `$pull` matches once per edge).
+/// open only: `$pull` matches once per edge). With `spare_held`, a
+/// blocked (or staged) `hold` waiter is left out: its edge is held
+/// ([`held_statement`]).
 fn resolve_statement(
     waiters: &[&str],
     target: &str,
     code: ResultCode,
     status: u16,
+    spare_held: bool,
 ) -> (Document, usize) {
     let mut u = doc! {
         "$pull": { f::WAITS: target },
@@ -161,10 +170,40 @@ fn resolve_statement(
         u.insert("$set", doc! { f::WBAD: target });
     }
     let size = waiters.iter().map(|w| w.len() + 16).sum::<usize>() + 2 * target.len() + 320;
-    (
-        doc! { "q": { f::ID: { "$in": waiters }, f::WAITS: target }, "u": u, "multi": true },
-        size,
-    )
+    let mut q = doc! { f::ID: { "$in": waiters }, f::WAITS: target };
+    if spare_held {
+        q.insert("$nor", vec![holding()]);
+    }
+    (doc! { "q": q, "u": u, "multi": true }, size)
+}
+
+/// The condition of a waiter whose edges a failure holds: under `hold`,
+/// blocked or still staged.
+fn holding() -> Document {
+    doc! {
+        f::POL: DependencyFailure::Hold.name(),
+        f::LOCK: { "$in": [LOCK_BLOCKED, LOCK_STAGED] },
+    }
+}
+
+/// The statement holding the edges of the `hold` waiters among `waiters`
+/// to `target`, which ended `code` (not `ok`) with `status`: the edge
+/// stays in `waits` and the result is pushed to `wheld` (the newest
+/// entry of a target is its held result).
+fn held_statement(
+    waiters: &[&str],
+    target: &str,
+    code: ResultCode,
+    status: u16,
+) -> (Document, usize) {
+    let mut q = doc! { f::ID: { "$in": waiters }, f::WAITS: target };
+    q.extend(holding());
+    let u = doc! {
+        "$push": { f::WHELD: convert::done_edge(target, code, status) },
+        "$inc": { f::VER: 1_i64 },
+    };
+    let size = waiters.iter().map(|w| w.len() + 16).sum::<usize>() + 2 * target.len() + 320;
+    (doc! { "q": q, "u": u, "multi": true }, size)
 }
 
 impl MongoStore {
@@ -207,8 +246,15 @@ impl MongoStore {
                     }
                     statements.push((doc! { "q": q, "u": u, "multi": true }, size));
                     cancelling.extend(up.iter().copied());
+                    statements.push(held_statement(&up, &e.id, e.code, e.status));
                 }
-                statements.push(resolve_statement(&up, &e.id, e.code, e.status));
+                statements.push(resolve_statement(
+                    &up,
+                    &e.id,
+                    e.code,
+                    e.status,
+                    failing(e.code),
+                ));
                 waiters.extend(up);
             }
             let waiters: Vec<&str> = waiters.into_iter().collect();
@@ -300,11 +346,10 @@ impl MongoStore {
                 d.insert(f::DT, BLOCKED_BASE_MS + j.run_at.unwrap_or(now));
                 d.insert(f::WAITS, j.dependencies());
                 d.insert(f::WDONE, Bson::Array(Vec::new()));
-                let pol = j
-                    .flow
-                    .as_ref()
-                    .map_or(DependencyFailure::Cancel, |fl| fl.on_dependency_failure);
-                d.insert(f::POL, pol.name());
+                d.insert(f::POL, policy(j).name());
+                if j.flow.as_ref().is_some_and(|fl| fl.with_outputs) {
+                    d.insert(f::WOUT, true);
+                }
                 d.insert(f::FX, 1_i32);
                 d.insert(f::FX_AT, now);
                 d
@@ -380,6 +425,13 @@ impl MongoStore {
         // (`$push`, not `$addToSet`, which the test emulator ignores on a
         // missing array; a waiter listed twice is told twice, and its
         // `$pull` counts once).
+        // `hold` waiters are linked to archived targets too: the target's
+        // end after a run again resolves their held edge.
+        let holds: HashSet<&str> = staged
+            .iter()
+            .filter(|j| policy(j) == DependencyFailure::Hold)
+            .map(|j| j.id.as_str())
+            .collect();
         let mut by_target: Vec<(&str, Vec<&str>)> = Vec::new();
         let mut at: HashMap<&str, usize> = HashMap::new();
         for j in &staged {
@@ -391,18 +443,27 @@ impl MongoStore {
                 by_target[i].1.push(j.id.as_str());
             }
         }
-        let links: Vec<(Document, usize)> = by_target
-            .iter()
-            .map(|(x, ws)| {
-                (
+        let mut links: Vec<(Document, usize)> = Vec::new();
+        for (x, ws) in &by_target {
+            let (hold, other): (Vec<&str>, Vec<&str>) =
+                ws.iter().copied().partition(|w| holds.contains(w));
+            for (ws, lock) in [
+                (other, doc! { "$nin": [LOCK_DONE, LOCK_STAGED] }),
+                (hold, doc! { "$ne": LOCK_STAGED }),
+            ] {
+                if ws.is_empty() {
+                    continue;
+                }
+                let size = ws.iter().map(|w| w.len() + 16).sum::<usize>() + x.len() + 200;
+                links.push((
                     doc! {
-                        "q": { f::ID: *x, f::LOCK: { "$nin": [LOCK_DONE, LOCK_STAGED] } },
+                        "q": { f::ID: *x, f::LOCK: lock },
                         "u": { "$push": { f::UP: { "$each": ws } }, "$max": { f::FX: 1_i32 } },
                     },
-                    ws.iter().map(|w| w.len() + 16).sum::<usize>() + x.len() + 200,
-                )
-            })
-            .collect();
+                    size,
+                ));
+            }
+        }
         self.send_updates_once_more("add (link)", &pack(links, RELEASE_COMMAND_BYTES), false)
             .await?;
         // (3) Read the targets.
@@ -480,8 +541,16 @@ impl MongoStore {
                     .copied()
                     .filter(|w| !refused.contains(w))
                     .collect();
+                let (hold, ws): (Vec<&str>, Vec<&str>) = if failing(*code) {
+                    ws.into_iter().partition(|w| holds.contains(w))
+                } else {
+                    (Vec::new(), ws)
+                };
+                if !hold.is_empty() {
+                    statements.push(held_statement(&hold, x, *code, *status));
+                }
                 if !ws.is_empty() {
-                    statements.push(resolve_statement(&ws, x, *code, *status));
+                    statements.push(resolve_statement(&ws, x, *code, *status, false));
                 }
             }
         }
@@ -489,15 +558,13 @@ impl MongoStore {
         let mut watch_cancel: Vec<&str> = Vec::new();
         for j in &ready {
             let deps = j.dependencies();
-            let cancel = j
-                .flow
-                .as_ref()
-                .is_none_or(|fl| fl.on_dependency_failure == DependencyFailure::Cancel);
+            let cancel = policy(j) == DependencyFailure::Cancel;
             let failed = deps.iter().find_map(|d| match state.get(d) {
                 Some(Some((code, _))) if failing(*code) => Some((d.as_str(), *code)),
                 _ => None,
             });
-            let all_ended = deps.iter().all(|d| matches!(state.get(d), Some(Some(_))));
+            let held = failed.is_some() && policy(j) == DependencyFailure::Hold;
+            let all_ended = !held && deps.iter().all(|d| matches!(state.get(d), Some(Some(_))));
             let q = doc! { f::ID: &j.id, f::LOCK: LOCK_STAGED };
             if let (true, Some((dep, code))) = (cancel, failed) {
                 let u = cancel_update(dep, code, now, 1, &commit_tok);
@@ -607,28 +674,101 @@ impl MongoStore {
                 "job waits",
                 self.jobs
                     .find_one(doc! { f::ID: id })
-                    .projection(doc! { f::ID: 1, f::LOCK: 1, f::WAITS: 1, f::WDONE: 1 }),
+                    .projection(waits_projection()),
             )
             .await?;
         let Some(d) = d else { return Ok(None) };
         if convert::get_str(&d, f::LOCK, "job")? == LOCK_STAGED {
             return Ok(None);
         }
-        let mut edges: Vec<WaitEdge> = convert::str_array(&d, f::WAITS)?
+        Ok(Some(Waits::page(id, edges_of(&d)?, after, limit)))
+    }
+
+    /// `waits_of`: one read of the documents of `ids` with edges, each
+    /// paged as `job_waits`' first page.
+    pub(crate) async fn waits_of_many(&self, ids: &[&str], limit: usize) -> Result<Vec<Waits>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let docs = self
+            .find_jobs(
+                "waits of",
+                doc! { f::ID: { "$in": ids }, f::POL: { "$exists": true } },
+                waits_projection(),
+                ids.len(),
+            )
+            .await?;
+        let mut out = Vec::with_capacity(docs.len());
+        for d in &docs {
+            if convert::get_str(d, f::LOCK, "job")? == LOCK_STAGED {
+                continue;
+            }
+            let id = convert::get_str(d, f::ID, "job")?;
+            let edges = edges_of(d)?;
+            if !edges.is_empty() {
+                out.push(Waits::page(&id, edges, None, limit));
+            }
+        }
+        Ok(out)
+    }
+
+    /// `unblock_jobs`: one `update` command of two statements (by
+    /// not-before time) over the blocked jobs of `ids` with an open edge,
+    /// renaming `waits` to `wskip`; the token's read-back only when not
+    /// every id matched.
+    pub(crate) async fn unblock(&self, ids: &[&str], now: Millis) -> Result<Vec<String>> {
+        const WHAT: &str = "unblock";
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let token = new_token();
+        let event = convert::event_doc(now, "", None, &EventKind::Unblocked);
+        let size = ids.iter().map(|w| w.len() + 16).sum::<usize>() + 640;
+        let bound = BLOCKED_BASE_MS + now;
+        let statements: Vec<(Document, usize)> = [true, false]
             .into_iter()
-            .map(|target| WaitEdge {
-                target,
-                state: EdgeState::Pending,
+            .map(|later| {
+                let mut q = doc! {
+                    f::ID: { "$in": ids },
+                    f::LOCK: LOCK_BLOCKED,
+                    f::WAITS: { "$exists": true },
+                    "$nor": [ { f::WAITS: { "$size": 0 } } ],
+                };
+                let u = if later {
+                    q.insert(f::DT, doc! { "$gt": bound });
+                    doc! {
+                        "$set": { f::LOCK: LOCK_FREE, f::WAKE: &token },
+                        "$inc": { f::DT: -BLOCKED_BASE_MS },
+                        "$rename": { f::WAITS: f::WSKIP },
+                    }
+                } else {
+                    q.insert(f::DT, doc! { "$lte": bound });
+                    doc! {
+                        "$set": { f::LOCK: LOCK_FREE, f::DT: now, f::WAKE: &token },
+                        "$rename": { f::WAITS: f::WSKIP },
+                    }
+                };
+                let u = stamped(recorded(u, event.clone()), &token);
+                (doc! { "q": q, "u": u, "multi": true }, size)
             })
             .collect();
-        for e in convert::str_array(&d, f::WDONE)? {
-            let (target, code, status) = convert::parse_done_edge(&e)?;
-            edges.push(WaitEdge {
-                target,
-                state: EdgeState::Done { code, status },
-            });
+        let matched = self
+            .send_updates_once_more(WHAT, &pack(statements, RELEASE_COMMAND_BYTES), false)
+            .await?;
+        match matched {
+            Some((0, _)) => Ok(Vec::new()),
+            Some((n, _)) if n == ids.len() as u64 => {
+                Ok(ids.iter().map(|id| (*id).to_owned()).collect())
+            }
+            _ => {
+                let with = self.ids_with_token(ids, &token).await?;
+                Ok(ids
+                    .iter()
+                    .filter(|id| with.contains(**id))
+                    .map(|id| (*id).to_owned())
+                    .collect())
+            }
         }
-        Ok(Some(Waits::page(id, edges, after, limit)))
     }
 
     /// `settle_flows`: the deliveries recorded before `now - grace`, and
@@ -678,6 +818,57 @@ impl MongoStore {
         }
         self.deliver(ended, now).await
     }
+}
+
+/// The fields [`edges_of`] reads.
+fn waits_projection() -> Document {
+    doc! {
+        f::ID: 1, f::LOCK: 1, f::WAITS: 1, f::WDONE: 1, f::WHELD: 1, f::WSKIP: 1,
+    }
+}
+
+/// The edges a waiter's document records: `waits` pending, or held with
+/// the newest `wheld` entry of their target; `wskip` skipped; `wdone`
+/// done.
+fn edges_of(d: &Document) -> Result<Vec<WaitEdge>> {
+    let mut held: HashMap<String, (ResultCode, u16)> = HashMap::new();
+    for e in convert::str_array(d, f::WHELD)? {
+        let (target, code, status) = convert::parse_done_edge(&e)?;
+        held.insert(target, (code, status));
+    }
+    let mut edges: Vec<WaitEdge> = convert::str_array(d, f::WAITS)?
+        .into_iter()
+        .map(|target| {
+            let state = match held.get(&target) {
+                Some(&(code, status)) => EdgeState::Held { code, status },
+                None => EdgeState::Pending,
+            };
+            WaitEdge { target, state }
+        })
+        .collect();
+    edges.extend(
+        convert::str_array(d, f::WSKIP)?
+            .into_iter()
+            .map(|target| WaitEdge {
+                target,
+                state: EdgeState::Skipped,
+            }),
+    );
+    for e in convert::str_array(d, f::WDONE)? {
+        let (target, code, status) = convert::parse_done_edge(&e)?;
+        edges.push(WaitEdge {
+            target,
+            state: EdgeState::Done { code, status },
+        });
+    }
+    Ok(edges)
+}
+
+/// The policy a job with dependencies is added with.
+fn policy(j: &NewJob) -> DependencyFailure {
+    j.flow
+        .as_ref()
+        .map_or(DependencyFailure::Cancel, |fl| fl.on_dependency_failure)
 }
 
 /// What became of one job with dependencies in an add.

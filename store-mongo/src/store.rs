@@ -1735,6 +1735,16 @@ impl JobStore for MongoStore {
         self.waits_of(id, after, limit).await
     }
 
+    async fn waits_of(&self, ids: &[String], limit: usize) -> Result<Vec<Waits>> {
+        validate::waits_of(ids, limit)?;
+        self.waits_of_many(&distinct(ids), limit).await
+    }
+
+    async fn unblock_jobs(&self, ids: &[String], now: Millis) -> Result<Vec<String>> {
+        validate::cancel(ids, now)?;
+        self.unblock(&distinct(ids), now).await
+    }
+
     async fn settle_flows(&self, now: Millis, limit: usize) -> Result<u64> {
         validate::time("now", now)?;
         self.settle(now, limit).await
