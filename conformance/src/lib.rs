@@ -203,6 +203,7 @@ macro_rules! __conformance_tests {
         __jobstore_conformance_test!(add_duplicate_id_in_batch_rejected);
         __jobstore_conformance_test!(add_invalid_job_rejects_whole_batch);
         __jobstore_conformance_test!(get_missing_job_is_none);
+        __jobstore_conformance_test!(get_jobs_reads_many);
         __jobstore_conformance_test!(edge_ids_and_jobtypes_round_trip);
         __jobstore_conformance_test!(payload_too_large_rejected);
         __jobstore_conformance_test!(limits_at_exact_bounds);
@@ -352,6 +353,11 @@ macro_rules! __conformance_tests {
         #[test]
         fn unique_keys_isolated_between_namespaces() {
             $crate::block_on($crate::run_pair($factory, $crate::suite::unique_keys_isolated_between_namespaces))
+        }
+
+        #[test]
+        fn get_jobs_isolated_between_namespaces() {
+            $crate::block_on($crate::run_pair($factory, $crate::suite::get_jobs_isolated_between_namespaces))
         }
 
         #[test]

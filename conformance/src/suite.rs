@@ -296,6 +296,67 @@ pub async fn get_missing_job_is_none(c: Ctx) {
     assert_eq!(c.store.get_job("nope").await.unwrap(), None);
 }
 
+/// `get_jobs` reads many jobs in one call, in any state, each as
+/// `get_job` reads it; unknown ids are left out; bad lists are refused.
+pub async fn get_jobs_reads_many(c: Ctx) {
+    let s = &*c.store;
+    add(
+        s,
+        vec![
+            NewJob::new("g-free", "gj", "f").priority(2),
+            NewJob::new("g-run", "gj", "r").priority(1),
+            NewJob::new("g-done", "gj", "d"),
+            NewJob::new("g-later", "gj-b", "l").run_at(T0 + 3_600 * SEC),
+        ],
+        T0,
+    )
+    .await;
+    let got = claim(s, "gj", 2, OWNER, T0).await;
+    assert_eq!(job_ids(&got), ["g-free", "g-run"]);
+    s.release_all(&ids(&["g-free"]), OWNER, &Release::Unget, T0)
+        .await
+        .unwrap();
+    let got = claim(s, "gj", 1, OWNER, T0).await;
+    assert_eq!(job_ids(&got), ["g-free"]);
+    archive_as(s, &ids(&["g-free"]), 404, T0).await;
+    let asked = ids(&["g-later", "nope", "g-free", "g-run", "g-done"]);
+    let mut many = s.get_jobs(&asked).await.unwrap();
+    many.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(job_ids(&many), ["g-done", "g-free", "g-later", "g-run"]);
+    for job in &many {
+        assert_eq!(Some(job), s.get_job(&job.id).await.unwrap().as_ref());
+    }
+    assert_eq!(
+        many[1].result.as_ref().map(|r| (r.code, r.status)),
+        Some((ResultCode::Failed, 404))
+    );
+    assert!(s.get_jobs(&[]).await.unwrap().is_empty());
+    assert_kind(
+        s.get_jobs(&ids(&["g-run", "g-run"])).await,
+        ErrorKind::InvalidInput,
+        "get_jobs with an id twice",
+    );
+    let too_many: Vec<String> = (0..=MAX_BATCH).map(|i| format!("x{i}")).collect();
+    assert_kind(
+        s.get_jobs(&too_many).await,
+        ErrorKind::TooLarge,
+        "get_jobs over MAX_BATCH",
+    );
+}
+
+/// `get_jobs` reads within one namespace.
+pub async fn get_jobs_isolated_between_namespaces(a: Ctx, b: Ctx) {
+    add(&*a.store, vec![NewJob::new("only-a", "gj", "")], T0).await;
+    assert!(
+        b.store
+            .get_jobs(&ids(&["only-a"]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(a.store.get_jobs(&ids(&["only-a"])).await.unwrap().len(), 1);
+}
+
 /// Ids and jobtypes at the edges of the rules are accepted and read back.
 pub async fn edge_ids_and_jobtypes_round_trip(c: Ctx) {
     let s = &*c.store;

@@ -250,6 +250,11 @@ pub trait StoreLayer: Send + Sync + Debug {
         self.around("get_job", self.inner().get_job(id)).await
     }
 
+    /// [`JobStore::get_jobs`].
+    async fn get_jobs(&self, ids: &[String]) -> Result<Vec<Job>> {
+        self.around("get_jobs", self.inner().get_jobs(ids)).await
+    }
+
     /// [`JobStore::purge_archived`].
     async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
         self.around("purge_archived", self.inner().purge_archived(before, codes))
@@ -521,6 +526,9 @@ impl<L: StoreLayer> JobStore for L {
     }
     async fn get_job(&self, id: &str) -> Result<Option<Job>> {
         StoreLayer::get_job(self, id).await
+    }
+    async fn get_jobs(&self, ids: &[String]) -> Result<Vec<Job>> {
+        StoreLayer::get_jobs(self, ids).await
     }
     async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
         StoreLayer::purge_archived(self, before, codes).await

@@ -382,6 +382,15 @@ impl JobStore for MemoryStore {
         Ok(self.lock().jobs.get(id).cloned())
     }
 
+    async fn get_jobs(&self, ids: &[String]) -> Result<Vec<Job>> {
+        validate::ids(ids)?;
+        let inner = self.lock();
+        Ok(ids
+            .iter()
+            .filter_map(|id| inner.jobs.get(id).cloned())
+            .collect())
+    }
+
     async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
         validate::time("before", before)?;
         let mut inner = self.lock();

@@ -337,6 +337,21 @@ pub trait JobStore: Send + Sync + Debug {
     /// The job in any state, or `None`.
     async fn get_job(&self, id: &str) -> Result<Option<Job>>;
 
+    /// The jobs of `ids` in any state, as [`get_job`](JobStore::get_job)
+    /// reads each; unknown ids are left out, order unspecified. What a
+    /// daemon reads the outputs of a waiter's dependencies with. At most
+    /// [`MAX_BATCH`](crate::limits::MAX_BATCH) ids (`TooLarge`), each valid
+    /// and listed once (`InvalidInput`). The default calls `get_job` per
+    /// id: a backend behind a network overrides it with one round trip.
+    async fn get_jobs(&self, ids: &[String]) -> Result<Vec<Job>> {
+        crate::validate::ids(ids)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.extend(self.get_job(id).await?);
+        }
+        Ok(out)
+    }
+
     /// Deletes the archived jobs whose `done_dt < before` and whose result
     /// code is one of `codes`; returns how many. `codes` is a set (order
     /// and repeats do not matter); an empty slice purges nothing. Archived
