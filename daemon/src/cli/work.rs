@@ -129,6 +129,7 @@ async fn run_batch(
     let tasks: Vec<Task> =
         jobs.into_iter()
             .map(|j| Task {
+                waited: j.waited.as_ref().map(|w| w.to_string().into()),
                 id: j.id.clone(),
                 local_id: j.id,
                 jobtype: j.jobtype.clone(),

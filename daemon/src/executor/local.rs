@@ -256,14 +256,20 @@ impl Loop {
             tracing::trace!(got = jobs.len(), "claimed");
             claimed_total += jobs.len();
             if !jobs.is_empty() {
-                self.start(jobs, handler);
+                let waited = super::waited::messages(&*core.store, &jobs).await;
+                self.start(jobs, handler, waited);
             }
         }
         Ok(claimed_total)
     }
 
     /// Hands claimed jobs to their runner.
-    fn start(&mut self, jobs: Vec<Job>, handler: Option<HandlerVersion>) {
+    fn start(
+        &mut self,
+        jobs: Vec<Job>,
+        handler: Option<HandlerVersion>,
+        mut waited: std::collections::HashMap<String, String>,
+    ) {
         let limits = self.core.limits(handler.as_ref());
         let mut tasks = Vec::with_capacity(jobs.len());
         let mut marked = Vec::new();
@@ -301,6 +307,7 @@ impl Loop {
                     &mut tasks
                 };
                 to.push(Task {
+                    waited: waited.remove(&job.id).map(Into::into),
                     trace,
                     local_id: tenant::local_of(&job.id).to_owned(),
                     local_type: tenant::local_of(&job.jobtype).to_owned(),

@@ -47,6 +47,7 @@ mod remote_workers;
 mod renewer;
 pub mod scheduler;
 mod stats;
+pub mod waited;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};

@@ -81,6 +81,9 @@ pub struct Fetched {
     /// The trace context each job's run continues
     /// ([`crate::trace::run_trace`]), in the order of `jobs`.
     pub traces: Vec<Option<jobstore_api::TraceContext>>,
+    /// The messages of the jobs that waited for other jobs, by store id
+    /// (compact JSON, [`super::waited`]).
+    pub waited: HashMap<String, String>,
 }
 
 /// What a heartbeat kept.
@@ -264,10 +267,12 @@ impl Executor {
                 sched.jobs_stopped(&jobtype, 1, now);
             }
         }
+        let waited = super::waited::messages(&*core.store, &jobs).await;
         Ok(Fetched {
             lease_expires: jobs.first().map_or(now + duration_ms(req.lease), |j| j.dt),
             jobs,
             traces,
+            waited,
         })
     }
 

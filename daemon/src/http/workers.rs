@@ -84,6 +84,13 @@ pub struct FetchedJob {
     /// The W3C `tracestate` that goes with `traceparent`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracestate: Option<String>,
+    /// For a job that waited for other jobs: their ids and how each ended
+    /// (`{"counts": {...}, "jobs": [{"id", "state", "code", "status",
+    /// "output"?}], "more": bool}`; outputs when it was added
+    /// `with_outputs`). Absent for other jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub waited: Option<serde_json::Value>,
 }
 
 /// The answer to a fetch.
@@ -244,7 +251,12 @@ pub async fn fetch(
             .zip(fetched.traces)
             .map(|(j, trace)| {
                 let (data, data_base64) = payload_fields(&j.data);
+                let waited = fetched
+                    .waited
+                    .get(&j.id)
+                    .and_then(|w| serde_json::from_str(w).ok());
                 FetchedJob {
+                    waited,
                     traceparent: trace.as_ref().map(|t| t.traceparent.clone()),
                     tracestate: trace.and_then(|t| t.tracestate),
                     id: local_of(&j.id).to_owned(),

@@ -6,8 +6,12 @@
 //! the job's output (a status comes from the HTTP status, not `S:` lines).
 //!
 //! Headers sent: `X-Jobstore-Job-Id`, `X-Jobstore-Jobtype`,
-//! `X-Jobstore-Client`, `X-Jobstore-Attempt`, and the job's W3C trace
-//! context as `traceparent` (and `tracestate`) when it has one.
+//! `X-Jobstore-Client`, `X-Jobstore-Attempt`, the job's W3C trace
+//! context as `traceparent` (and `tracestate`) when it has one, and for a
+//! job that waited for other jobs `X-Jobstore-Waited` (base64 of the JSON
+//! of [`crate::executor::waited`], up to 8 KiB; longer,
+//! `X-Jobstore-Waited-More: 1` and the handler reads `GET
+//! /{client}/jobs/{id}/waits`).
 
 use std::time::Duration;
 
@@ -17,6 +21,10 @@ use reqwest::StatusCode;
 use tokio_util::sync::CancellationToken;
 
 use super::{Class, Finished, Outcome, OutputParser, Results, Task};
+
+/// The longest `X-Jobstore-Waited` header (base64 of a waiter's message)
+/// sent; a longer message sends `X-Jobstore-Waited-More: 1` instead.
+pub const MAX_WAITED_HEADER: usize = 8 << 10;
 
 /// Why an `http` handler's URL is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +123,17 @@ impl HttpRunner {
             .header("X-Jobstore-Attempt", t.attempt.to_string())
             .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
             .body(t.data.clone());
+        if let Some(waited) = &t.waited {
+            // Base64 JSON up to MAX_WAITED_HEADER; longer, the handler
+            // reads GET /{client}/jobs/{id}/waits.
+            use base64::Engine;
+            let encoded = base64::engine::general_purpose::STANDARD.encode(waited.as_bytes());
+            request = if encoded.len() <= MAX_WAITED_HEADER {
+                request.header("X-Jobstore-Waited", encoded)
+            } else {
+                request.header("X-Jobstore-Waited-More", "1")
+            };
+        }
         if let Some(trace) = &t.trace {
             request = request.header("traceparent", &trace.traceparent);
             if let Some(state) = &trace.tracestate {
@@ -231,6 +250,7 @@ mod tests {
             data: data.as_bytes().to_vec(),
             time_limit: Duration::from_millis(500),
             lost: CancellationToken::new(),
+            waited: None,
             trace: None,
         }
     }

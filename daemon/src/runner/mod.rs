@@ -128,6 +128,9 @@ pub struct Task {
     /// The W3C trace context the run continues ([`crate::trace::run_trace`]):
     /// passed to the handler, and given to the jobs the run adds.
     pub trace: Option<TraceContext>,
+    /// For a job that waited for other jobs: what they were and how they
+    /// ended, as compact JSON ([`crate::executor::waited`]).
+    pub waited: Option<std::sync::Arc<str>>,
 }
 
 /// How a run ended, by status class.

@@ -1,6 +1,9 @@
 //! The `process` runner without an execution context: one `sh -c BODY` per
 //! job, the payload on stdin, the job's identity in `JOBSTORE_JOB_ID`,
-//! `JOBSTORE_JOBTYPE`, `JOBSTORE_CLIENT` and `JOBSTORE_ATTEMPT`. Its stdout
+//! `JOBSTORE_JOBTYPE`, `JOBSTORE_CLIENT` and `JOBSTORE_ATTEMPT`, and for a
+//! job that waited for other jobs their ids and results (JSON, see
+//! [`crate::executor::waited`]) in `JOBSTORE_WAITED`, or, over 32 KiB, in a
+//! file named by `JOBSTORE_WAITED_FILE` (removed after the run). Its stdout
 //! and stderr are read line by line ([`super::output`]). Exit 0 without a
 //! status line is 200; another exit without one is 500; a run past its time
 //! limit has its whole process group killed and is a 500.
@@ -129,6 +132,15 @@ pub async fn run_one(body: &str, t: &Task) -> Finished {
 /// group at the time limit or when the lease is lost.
 pub async fn run_command(mut cmd: tokio::process::Command, t: &Task) -> Finished {
     task_env(&mut cmd, t);
+    // Removed when the run ends, whichever way.
+    let _waited_file = match waited_env(&mut cmd, t) {
+        Ok(f) => f,
+        Err(e) => {
+            return Finished::Done(Outcome::error(&format!(
+                "cannot write the job's JOBSTORE_WAITED_FILE: {e}"
+            )));
+        }
+    };
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -189,6 +201,47 @@ pub async fn run_command(mut cmd: tokio::process::Command, t: &Task) -> Finished
     }
 }
 
+/// The most bytes of a waiter's message passed in `JOBSTORE_WAITED`;
+/// a longer one goes in a file named by `JOBSTORE_WAITED_FILE`.
+pub const MAX_WAITED_ENV: usize = 32 << 10;
+
+/// A waiter's message file, removed when dropped.
+struct WaitedFile(std::path::PathBuf);
+
+impl Drop for WaitedFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Puts a waiter's message in the command's environment: in
+/// `JOBSTORE_WAITED`, or when longer than [`MAX_WAITED_ENV`] in a file of
+/// the temporary directory named by `JOBSTORE_WAITED_FILE` (the returned
+/// guard removes it). Neither is inherited from the daemon.
+fn waited_env(cmd: &mut tokio::process::Command, t: &Task) -> std::io::Result<Option<WaitedFile>> {
+    cmd.env_remove("JOBSTORE_WAITED")
+        .env_remove("JOBSTORE_WAITED_FILE");
+    let Some(text) = &t.waited else {
+        return Ok(None);
+    };
+    if text.len() <= MAX_WAITED_ENV {
+        cmd.env("JOBSTORE_WAITED", &**text);
+        return Ok(None);
+    }
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path =
+        std::env::temp_dir().join(format!("jobstore-waited-{}-{n}.json", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    let file = WaitedFile(path);
+    std::io::Write::write_all(&mut f, text.as_bytes())?;
+    cmd.env("JOBSTORE_WAITED_FILE", &file.0);
+    Ok(Some(file))
+}
+
 async fn read_into<R: AsyncRead + Unpin>(
     r: Option<R>,
     parser: std::sync::Arc<Mutex<OutputParser>>,
@@ -218,6 +271,7 @@ mod tests {
             data: data.as_bytes().to_vec(),
             time_limit: limit,
             lost: CancellationToken::new(),
+            waited: None,
             trace: None,
         }
     }

@@ -333,6 +333,13 @@ fn job_line(t: &Task) -> Vec<u8> {
             msg["tracestate"] = json!(state);
         }
     }
+    if let Some(waited) = t
+        .waited
+        .as_deref()
+        .and_then(|w| serde_json::from_str::<serde_json::Value>(w).ok())
+    {
+        msg["waited"] = waited;
+    }
     match std::str::from_utf8(&t.data) {
         Ok(s) => msg["data"] = json!(s),
         Err(_) => {
@@ -543,6 +550,7 @@ done
             data: data.as_bytes().to_vec(),
             time_limit: Duration::from_millis(1500),
             lost: CancellationToken::new(),
+            waited: None,
             trace: None,
         }
     }
