@@ -33,6 +33,7 @@ queries! {
     CLAIM_PICK => "claim_pick.sql",
     CLAIM_TAKE => "claim_take.sql",
     GET_JOB => "get_job.sql",
+    GET_JOBS => "get_jobs.sql",
     RENEW_LOCKS => "renew_locks.sql",
     RELEASE_KEEP => "release_keep.sql",
     RELEASE_DELETE => "release_delete.sql",

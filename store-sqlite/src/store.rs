@@ -2007,6 +2007,19 @@ impl JobStore for SqliteStore {
         row.as_ref().map(job_from_row).transpose()
     }
 
+    async fn get_jobs(&self, ids: &[String]) -> Result<Vec<Job>> {
+        validate::ids(ids)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(queries::GET_JOBS)
+            .bind(ids_json(ids)?)
+            .fetch_all(&self.inner.reader)
+            .await
+            .map_err(|e| error::map("get_jobs", e))?;
+        rows.iter().map(job_from_row).collect()
+    }
+
     async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
         validate::time("before", before)?;
         if codes.is_empty() {
