@@ -10,6 +10,7 @@ pub(crate) const RELEASE_JOBS: &str = include_str!("../queries/release_jobs.sql"
 pub(crate) const UPDATE_DATA: &str = include_str!("../queries/update_data.sql");
 pub(crate) const CANCEL_JOBS: &str = include_str!("../queries/cancel_jobs.sql");
 pub(crate) const GET_JOB: &str = include_str!("../queries/get_job.sql");
+pub(crate) const GET_JOBS: &str = include_str!("../queries/get_jobs.sql");
 pub(crate) const PURGE_ARCHIVED: &str = include_str!("../queries/purge_archived.sql");
 pub(crate) const WAITING_JOBTYPES: &str = include_str!("../queries/waiting_jobtypes.sql");
 pub(crate) const JOB_COUNTS: &str = include_str!("../queries/job_counts.sql");

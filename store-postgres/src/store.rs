@@ -1363,6 +1363,19 @@ impl JobStore for PgStore {
         row.as_ref().map(job_from_row).transpose()
     }
 
+    async fn get_jobs(&self, ids: &[String]) -> Result<Vec<Job>> {
+        validate::ids(ids)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(q::GET_JOBS)
+            .bind(ids)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map("get_jobs", e))?;
+        rows.iter().map(job_from_row).collect()
+    }
+
     async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
         validate::time("before", before)?;
         if codes.is_empty() {

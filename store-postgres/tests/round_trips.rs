@@ -6,8 +6,8 @@
 //! statement (`add_repeat_jobs.sql`, or `add_unique_jobs` with keys); a
 //! release list of repeats, retries and ungets is one statement, and with
 //! archives two, as without repeats; `waits_of` and `unblock_jobs` of
-//! many jobs are one statement each. One test in this binary, so the
-//! global subscriber counts only its statements.
+//! many jobs are one statement each, and so is `get_jobs`. One test in
+//! this binary, so the global subscriber counts only its statements.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -214,6 +214,19 @@ async fn count(store: &PgStore) -> Result<(), String> {
     let sent = taken();
     if got.len() != 20 || sent.len() != 1 {
         return Err(format!("unblock_jobs: {got:?}, sent {sent:#?}"));
+    }
+
+    // Reading many jobs, live and archived, known or not: one statement.
+    let mut asked = ids.clone();
+    asked.extend(["d".to_owned(), "rp0".to_owned(), "nope".to_owned()]);
+    asked.extend(list.iter().map(|r| r.id.clone()));
+    let many = store.get_jobs(&asked).await.map_err(e)?;
+    let sent = taken();
+    if many.len() != asked.len() - 1
+        || sent.len() != 1
+        || !sent[0].contains("archive WHERE id = ANY")
+    {
+        return Err(format!("get_jobs: {} jobs, sent {sent:#?}", many.len()));
     }
     Ok(())
 }
