@@ -682,11 +682,44 @@ impl JobStore for RedisStore {
             .query_async(&mut c)
             .await
             .map_err(|e| map(e, "get job"))?;
-        // a staged job (an add with dependencies under way) is not a job yet
-        if h.is_empty() || h.get("l").is_some_and(|l| l == LOCK_STAGED.as_bytes()) {
-            return Ok(None);
+        read_job(id, &jt, h)
+    }
+
+    async fn get_jobs(&self, ids: &[String]) -> Result<Vec<Job>> {
+        validate::ids(ids)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
         }
-        job_from_hash(id, &jt, h).map(Some)
+        // The index, then one `get.lua` per jobtype (slot), concurrently.
+        let mut by_type: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (id, jt) in self.lookup(ids).await? {
+            by_type.entry(jt).or_default().push(id);
+        }
+        let calls = by_type.into_iter().map(|(jt, ids)| {
+            let job = self.keys.jobtype(&jt).job;
+            let mut inv = SCRIPTS.get.prepare_invoke();
+            for id in &ids {
+                inv.key(format!("{job}{id}"));
+            }
+            let mut c = self.conn();
+            async move {
+                let hashes: Vec<HashMap<String, Vec<u8>>> = inv
+                    .invoke_async(&mut c)
+                    .await
+                    .map_err(|e| map(e, "get jobs"))?;
+                if hashes.len() != ids.len() {
+                    return Err(malformed("get.lua: one hash per id"));
+                }
+                Ok::<_, Error>((jt, ids, hashes))
+            }
+        });
+        let mut out = Vec::with_capacity(ids.len());
+        for (jt, ids, hashes) in try_join_all(calls).await? {
+            for (id, h) in ids.into_iter().zip(hashes) {
+                out.extend(read_job(&id, &jt, h)?);
+            }
+        }
+        Ok(out)
     }
 
     async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {
@@ -1099,6 +1132,16 @@ impl JobStore for RedisStore {
             .map_err(|e| map(e, "release sysid"))?;
         Ok(n == 1)
     }
+}
+
+/// The job of one hash as `get_job` and `get_jobs` read it (`HGETALL`):
+/// none for a missing hash or a staged job (an add with dependencies under
+/// way is not a job yet).
+fn read_job(id: &str, jobtype: &str, h: HashMap<String, Vec<u8>>) -> Result<Option<Job>> {
+    if h.is_empty() || h.get("l").is_some_and(|l| l == LOCK_STAGED.as_bytes()) {
+        return Ok(None);
+    }
+    job_from_hash(id, jobtype, h).map(Some)
 }
 
 /// Splits what a release, cancel or delete reported per jobtype into the

@@ -9,7 +9,9 @@
 //! Dependencies: a plain release in a namespace with waiters is still one
 //! call; an add with dependencies, a release that ends edges in other
 //! slots, `waits_of` and `unblock_jobs` make a fixed number of calls,
-//! whatever the number of jobs.
+//! whatever the number of jobs. `get_jobs` makes one index `HMGET` per
+//! touched bucket, then one `get.lua` per jobtype, whatever the number of
+//! jobs.
 
 mod support;
 
@@ -248,6 +250,50 @@ fn dependencies_make_a_fixed_number_of_calls() {
         let before = count();
         assert_eq!(s.unblock_jobs(&ws, t0).await.unwrap().len(), 8);
         assert_eq!(count() - before, 2, "unblock_jobs");
+    });
+    support::shutdown(port);
+}
+
+#[test]
+fn get_jobs_makes_one_call_per_bucket_and_per_jobtype() {
+    if let Err(why) = support::redis_binaries() {
+        skip::<()>(
+            "redis",
+            &format!("no private redis-server can be started: {why}"),
+        );
+        return;
+    }
+    let dir = support::temp_dir("redis-round-trips-get");
+    support::watchdog(&dir);
+    let port = support::free_port(false);
+    support::start_server(&dir, port, &[]);
+    jobstore_conformance::block_on(async {
+        let url = format!("redis://127.0.0.1:{port}");
+        let s = RedisStore::connect_with(&url, RedisOptions::new().prefix("rt"))
+            .await
+            .unwrap();
+        let t0 = 1_700_000_000_000;
+        let (a, b) = (["a1", "a2", "a3", "a4", "a5"], ["b1", "b2", "b3"]);
+        let mut jobs: Vec<NewJob> = a.iter().map(|id| NewJob::new(*id, "ta", "")).collect();
+        jobs.extend(b.iter().map(|id| NewJob::new(*id, "tb", "")));
+        assert_eq!(s.add_jobs(&jobs, t0).await.unwrap().new.len(), 8);
+        s.claim_jobs("ta", 2, "o", Duration::from_secs(60), t0)
+            .await
+            .unwrap();
+        // The script loaded once (a first EVALSHA may meet NOSCRIPT).
+        assert_eq!(s.get_jobs(&["a1".to_owned()]).await.unwrap().len(), 1);
+        // (commands a script runs count too: `get.lua` runs no HMGET)
+        let count = || calls(port, "evalsha") + calls(port, "eval") + calls(port, "hmget");
+        let mut asked: Vec<&str> = a.iter().chain(&b).copied().collect();
+        asked.push("nope");
+        let ids: Vec<String> = asked.iter().map(|id| (*id).to_owned()).collect();
+        let before = count();
+        let got = s.get_jobs(&ids).await.unwrap();
+        assert_eq!(count() - before, buckets(&asked) + 2, "get_jobs");
+        assert_eq!(got.len(), 8);
+        for job in &got {
+            assert_eq!(Some(job), s.get_job(&job.id).await.unwrap().as_ref());
+        }
     });
     support::shutdown(port);
 }
