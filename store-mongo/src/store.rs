@@ -1254,6 +1254,15 @@ pub(crate) fn batch(n: usize) -> u32 {
     u32::try_from(n.max(1)).unwrap_or(u32::MAX)
 }
 
+/// The job of a document `get_job` and `get_jobs` read, or `None` for a
+/// staged one (an add still making its edges has not stored the job yet).
+fn stored_job(d: &Document) -> Result<Option<Job>> {
+    if d.get_str(f::LOCK).ok() == Some(LOCK_STAGED) {
+        return Ok(None);
+    }
+    convert::job_from_doc(d).map(Some)
+}
+
 /// [`WAITING_COUNT_CAP`] as a BSON integer.
 fn cap_i64() -> i64 {
     i64::try_from(WAITING_COUNT_CAP).unwrap_or(i64::MAX)
@@ -1542,10 +1551,33 @@ impl JobStore for MongoStore {
         validate::id(id)?;
         self.read("find job", self.jobs.find_one(doc! { f::ID: id }))
             .await?
-            // An add still making its edges has not stored the job yet.
-            .filter(|d| d.get_str(f::LOCK).ok() != Some(LOCK_STAGED))
-            .map(|d| convert::job_from_doc(&d))
+            .map(|d| stored_job(&d))
             .transpose()
+            .map(Option::flatten)
+    }
+
+    async fn get_jobs(&self, ids: &[String]) -> Result<Vec<Job>> {
+        validate::ids(ids)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One `find` whose first batch holds every match (no `getMore`
+        // unless the documents outgrow one reply).
+        let docs: Vec<Document> = self
+            .read("find jobs", async {
+                self.jobs
+                    .find(doc! { f::ID: { "$in": ids } })
+                    .batch_size(batch(ids.len()))
+                    .await?
+                    .try_collect()
+                    .await
+            })
+            .await?;
+        let mut out = Vec::with_capacity(docs.len());
+        for d in &docs {
+            out.extend(stored_job(d)?);
+        }
+        Ok(out)
     }
 
     async fn purge_archived(&self, before: Millis, codes: &[ResultCode]) -> Result<u64> {

@@ -726,6 +726,39 @@ async fn claims_and_counts_take_one_batch_and_the_claim_index() {
     then_drop(&s, outcome).await;
 }
 
+/// `get_jobs` of 150 jobs (and 10 unknown ids) is one `find` (batch size
+/// at least the ids asked: no `getMore`, where the default first batch
+/// of 101 would need one).
+#[tokio::test]
+async fn get_jobs_is_one_find() {
+    let Some(url) = services::mongo_url().await else {
+        return;
+    };
+    let ns = services::unique_namespace();
+    let (s, sent) = observed_store(&url, &ns).await;
+    let outcome = async {
+        let jobs: Vec<NewJob> = (0..150)
+            .map(|i| NewJob::new(format!("j{i:03}"), "t", "x"))
+            .collect();
+        s.add_jobs(&jobs, T0).await.unwrap();
+        let asked: Vec<String> = (0..160).map(|i| format!("j{i:03}")).collect();
+        sent.lock().unwrap().clear();
+        let got = s.get_jobs(&asked).await.unwrap();
+        assert_eq!(got.len(), 150);
+        let sent = std::mem::take(&mut *sent.lock().unwrap());
+        let names: Vec<&str> = sent.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["find"], "one round trip");
+        let find = &sent[0].1;
+        let batch = find
+            .get_i32("batchSize")
+            .map(i64::from)
+            .or(find.get_i64("batchSize"))
+            .unwrap_or(0);
+        assert!(batch >= 160, "{find}");
+    };
+    then_drop(&s, outcome).await;
+}
+
 /// A renew or a release (as every by-id update) is one update command; the
 /// read-back of its token follows only when the update matched some of the
 /// ids but not all of them.
