@@ -234,9 +234,12 @@ pub async fn add(a: AddArgs) -> Result<(), CliError> {
         if let Some(p) = &a.on_dependency_failure {
             query.push(("on_dependency_failure", p.clone()));
         }
-    } else if a.on_dependency_failure.is_some() {
+        if a.with_outputs {
+            query.push(("with_outputs", "true".to_owned()));
+        }
+    } else if a.on_dependency_failure.is_some() || a.with_outputs {
         return Err(CliError::usage(
-            "--on-dependency-failure goes with --depends-on",
+            "--on-dependency-failure and --with-outputs go with --depends-on",
         ));
     }
     // Checked here: the daemon ignores a malformed header, as W3C Trace

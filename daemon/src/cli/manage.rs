@@ -26,6 +26,10 @@ pub enum JobsCommand {
     Delete(BulkArgs),
     /// Cancel jobs, running ones included (by ids or by filter).
     Cancel(BulkArgs),
+    /// Unblock blocked jobs: they pass over the dependencies they still
+    /// wait for (pending or held) and wait at once (by ids, or every
+    /// blocked job the filter selects).
+    Unblock(BulkArgs),
     /// Change a waiting or scheduled job's priority, due time or payload.
     Edit(EditArgs),
 }
@@ -199,6 +203,7 @@ pub async fn jobs(cmd: JobsCommand) -> Result<(), CliError> {
         JobsCommand::Retry(a) => bulk(a, Action::Retry).await,
         JobsCommand::Delete(a) => bulk(a, Action::Delete).await,
         JobsCommand::Cancel(a) => bulk(a, Action::Cancel).await,
+        JobsCommand::Unblock(a) => bulk(a, Action::Unblock).await,
         JobsCommand::Edit(a) => edit(a).await,
     }
 }
@@ -274,6 +279,7 @@ enum Action {
     Retry,
     Delete,
     Cancel,
+    Unblock,
 }
 
 impl Action {
@@ -282,6 +288,7 @@ impl Action {
             Action::Retry => "rerun",
             Action::Delete => "delete",
             Action::Cancel => "cancel",
+            Action::Unblock => "unblock",
         }
     }
 
@@ -290,12 +297,14 @@ impl Action {
             Action::Retry => "run again",
             Action::Delete => "deleted",
             Action::Cancel => "cancelled",
+            Action::Unblock => "unblocked",
         }
     }
 
     fn default_state(self) -> Option<&'static str> {
         match self {
             Action::Retry => Some("archived"),
+            Action::Unblock => Some("blocked"),
             _ => None,
         }
     }
@@ -367,7 +376,7 @@ async fn bulk(a: BulkArgs, action: Action) -> Result<(), CliError> {
         }
         return Ok(());
     }
-    if a.filter.is_empty() && action != Action::Retry {
+    if a.filter.is_empty() && action != Action::Retry && action != Action::Unblock {
         return Err(CliError::usage(
             "give job ids, or a filter (--state, --type, --code, …); a bulk action never acts on everything by default",
         ));
@@ -457,6 +466,7 @@ fn report(a: &BulkArgs, action: Action, out: &BulkResponse, matched: u64) -> Res
             Action::Retry => "not archived, or unknown",
             Action::Delete => "running, or unknown",
             Action::Cancel => "archived, or unknown",
+            Action::Unblock => "not blocked, or unknown",
         };
         println!("{:<14} {id} ({why})", "not changed");
     }

@@ -121,9 +121,14 @@ pub struct AddArgs {
     #[arg(long = "depends-on", value_name = "ID")]
     depends_on: Vec<String>,
     /// With --depends-on: what a dependency that ends other than ok does,
-    /// `cancel` (default) or `run`.
+    /// `cancel` (default), `run` or `hold` (stay blocked until it is run
+    /// again and ends ok, or `jobstore jobs unblock`).
     #[arg(long, value_name = "POLICY")]
     on_dependency_failure: Option<String>,
+    /// With --depends-on: hand each run its dependencies' outputs too
+    /// (in JOBSTORE_WAITED).
+    #[arg(long)]
+    with_outputs: bool,
     /// The W3C trace context the jobs continue (their runs get it as
     /// TRACEPARENT): from a job's own run, or a traced program, it is
     /// already in the environment.
