@@ -18,9 +18,9 @@
 -- statement reads nothing to say why: the store sends every archive or
 -- delete entry missing from the rows returned through the flow path,
 -- which applies those of jobs with edges and, lock re-checked, nothing
--- for a lost one (its lock no longer $2: expired and claimed again, or
--- cancelled), at the cost of one small transaction that changes
--- nothing. A plain list that its owner still holds comes back whole.
+-- for a lost one (not locked by $2: its lease ran out and another
+-- owner claimed it, or an id not held), at the cost of one small
+-- transaction that changes nothing (rare). A plain list that its owner still holds comes back whole.
 --
 -- Retry, unget and repeat update the job in place (clearing its cancel
 -- mark) and notify the channel once per jobtype freed; a repeat also
