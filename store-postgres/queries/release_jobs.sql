@@ -14,10 +14,13 @@
 -- here only to a row without waiters (`waited` NULL), and a delete only
 -- to a row without edges of its own (`pending` NULL), unless $12 (the
 -- flow path, which runs this statement in a transaction followed by
--- jobstore_end_edges). An archive or delete entry not applied whose row
--- the statement's snapshot shows locked by $2 comes back as (id, 'f'):
--- the store sends it through the flow path. A plain list applies every
--- entry, and that check reads nothing.
+-- jobstore_end_edges). An entry not applied does not come back, and the
+-- statement reads nothing to say why: the store sends every archive or
+-- delete entry missing from the rows returned through the flow path,
+-- which applies those of jobs with edges and, lock re-checked, nothing
+-- for a lost one (not locked by $2: its lease ran out and another
+-- owner claimed it, or an id not held), at the cost of one small
+-- transaction that changes nothing (rare). A plain list that its owner still holds comes back whole.
 --
 -- Retry, unget and repeat update the job in place (clearing its cancel
 -- mark) and notify the channel once per jobtype freed; a repeat also
@@ -40,9 +43,9 @@
 -- both kinds, the updates would lock their ids in order, then the
 -- deletes theirs, and a cancel locking both in id order between them
 -- could close a cycle.) Returns (id, what, code, status) per entry
--- applied: what 'r' for a job freed (retry, unget, repeat), else the
--- entry's kind ('a' with its code and status, 'd'); and (id, 'f') per
--- entry left to the flow path.
+-- applied, and nothing else: what 'r' for a job freed (retry, unget,
+-- repeat), else the entry's kind ('a' with its code and status, which the
+-- flow path passes on to jobstore_end_edges; 'd').
 --
 -- Every job changed gets one event (by $2, at $8): `retried` (delay_ms =
 -- dt - now, and the run's status if given), `handed_back` (attempts after
@@ -132,16 +135,6 @@ WITH r AS (
         traceparent = EXCLUDED.traceparent, tracestate = EXCLUDED.tracestate,
         unique_key = EXCLUDED.unique_key, repeat_rule = EXCLUDED.repeat_rule,
         pending = EXCLUDED.pending, dep_policy = EXCLUDED.dep_policy
-), gone_ids AS MATERIALIZED (
-    -- gone's ids alone: its rows carry the outputs (up to 32 MiB).
-    SELECT id FROM gone
-), missed AS MATERIALIZED (
-    -- Archive and delete entries not applied (none in a plain list that
-    -- its owner still holds): lost, or left to the flow path.
-    -- (From the id and kind arrays, not from r: r's rows carry the outputs.)
-    SELECT x.id FROM unnest($1::text[], $3::text[]) AS x (id, kind)
-    WHERE x.kind IN ('a', 'd') AND NOT $12
-      AND NOT EXISTS (SELECT 1 FROM gone_ids g WHERE g.id = x.id)
 ), notified AS (
     SELECT count(pg_notify($10, d.jobtype)) AS n
     FROM (SELECT DISTINCT jobtype FROM freed) d
@@ -149,5 +142,3 @@ WITH r AS (
 SELECT freed.id, 'r' AS what, NULL::text AS code, NULL::int4 AS status FROM freed, notified
 UNION ALL
 SELECT id, kind, code, status FROM gone
-UNION ALL
-SELECT m.id, 'f', NULL, NULL FROM missed m JOIN jobs j ON j.id = m.id WHERE j.lock = $2

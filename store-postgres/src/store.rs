@@ -439,10 +439,11 @@ impl PgStore {
         Ok(q)
     }
 
-    /// The flow path of a release: `entries` (archive or delete entries
-    /// of jobs with edges) applied by `queries/release_jobs.sql` with `$12`
-    /// set, and their edges ended (`queries/end_edges.sql`), in one
-    /// transaction. Returns the ids applied.
+    /// The flow path of a release: `entries` (the archive or delete
+    /// entries the plain statement did not apply: of jobs with edges, or
+    /// lost) applied by `queries/release_jobs.sql` with `$12` set, the lock
+    /// re-checked, and their edges ended (`queries/end_edges.sql`), in one
+    /// transaction. Returns the ids applied (none for a lost entry).
     async fn release_flow(
         &self,
         entries: &[&JobRelease],
@@ -1269,10 +1270,10 @@ impl JobStore for PgStore {
             )
         });
         let mut released = Vec::with_capacity(releases.len());
-        // Archive and delete entries of jobs with edges, which the
-        // statement leaves to the flow path (none in a plain list).
-        let mut flow_ids: HashSet<String> = HashSet::new();
+        // Where the rows of `go` start in `released`.
+        let mut go_from = 0;
         for group in [&stay, &go] {
+            go_from = released.len();
             for chunk in Self::release_chunks(group) {
                 let rows = retry_deadlock(|| {
                     self.release_query(chunk, owner, now, false)
@@ -1281,21 +1282,24 @@ impl JobStore for PgStore {
                 .await
                 .map_err(|e| map("release_jobs", e))?;
                 for r in &rows {
-                    let id: String = get(r, 0)?;
-                    if get::<String>(r, 1)? == "f" {
-                        flow_ids.insert(id);
-                    } else {
-                        released.push(id);
-                    }
+                    released.push(get::<String>(r, 0)?);
                 }
             }
         }
-        if !flow_ids.is_empty() {
+        // The archive and delete entries that did not come back: those of
+        // jobs with edges, which the plain statement leaves to the flow
+        // path, and lost ones (lock no longer ours), which the flow path
+        // re-checks and leaves alone, one small transaction that changes
+        // nothing (rare). A plain list its owner still holds comes back
+        // whole, and the plain statement reads nothing to tell them apart.
+        if released.len() - go_from < go.len() {
+            let applied: HashSet<&str> = released[go_from..].iter().map(String::as_str).collect();
             let flow: Vec<&JobRelease> = go
                 .iter()
-                .filter(|e| flow_ids.contains(&e.id))
+                .filter(|e| !applied.contains(e.id.as_str()))
                 .copied()
                 .collect();
+            drop(applied);
             for chunk in Self::release_chunks(&flow) {
                 let done = retry_deadlock(|| self.release_flow(chunk, owner, now))
                     .await

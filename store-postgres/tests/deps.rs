@@ -785,3 +785,67 @@ fn plain_lists_never_take_the_flow_path() {
         assert_eq!(edges, [("w".into(), "p07".into(), "d".into())]);
     });
 }
+
+/// The archive and delete entries the plain statement does not return go
+/// through the flow path, which applies those of jobs with edges and
+/// nothing for a lost one: a job with a waiter is archived and unblocks
+/// it, a job with edges of its own is deleted with them, a job whose lease
+/// ran out and which another owner claimed stays theirs, an unknown id
+/// changes nothing.
+#[test]
+fn entries_not_returned_take_the_flow_path() {
+    with_store(|store| async move {
+        let s: &dyn JobStore = &store;
+        let later = T0 + 2 * MIN.as_millis() as i64;
+        s.add_jobs(&[NewJob::new("y", "y", "")], T0).await.unwrap();
+        s.claim_jobs("y", 1, "sys", MIN, T0).await.unwrap();
+        let rel = JobRelease::new("y", Release::Archive(JobResult::from_status(200)));
+        assert_eq!(s.release_jobs(&[rel], "sys", T0).await.unwrap(), ["y"]);
+        let jobs = vec![
+            NewJob::new("t0", "t", ""),
+            NewJob::new("t1", "t", ""),
+            NewJob::new("x", "t", ""),
+            NewJob::new("d", "t", "").depends_on(["y"]),
+            NewJob::new("lost", "l", ""),
+        ];
+        s.add_jobs(&jobs, T0).await.unwrap();
+        s.add_jobs(&[NewJob::new("w", "u", "").depends_on(["x"])], T0)
+            .await
+            .unwrap();
+        s.claim_jobs("l", 1, "sys", MIN, T0).await.unwrap();
+        s.claim_jobs("l", 1, "other", MIN, later).await.unwrap();
+        assert_eq!(
+            s.claim_jobs("t", 10, "sys", MIN, later)
+                .await
+                .unwrap()
+                .len(),
+            4
+        );
+        let archive = || Release::Archive(JobResult::from_status(200));
+        let rels = [
+            JobRelease::new("t0", archive()),
+            JobRelease::new("t1", Release::Delete),
+            JobRelease::new("x", archive()),
+            JobRelease::new("d", Release::Delete),
+            JobRelease::new("lost", archive()),
+            JobRelease::new("nope", archive()),
+        ];
+        let mut released = s.release_jobs(&rels, "sys", later + 1).await.unwrap();
+        released.sort();
+        assert_eq!(released, ["d", "t0", "t1", "x"]);
+        let lost = get(s, "lost").await;
+        assert_eq!(
+            (lost.state(later + 1), lost.lock.as_str()),
+            (JobState::Running, "other")
+        );
+        assert_eq!(get(s, "w").await.state(later + 1), JobState::Waiting);
+        assert!(s.get_job("d").await.unwrap().is_none());
+        assert!(s.get_job("nope").await.unwrap().is_none());
+        let edges: Vec<(String, String, String)> =
+            sqlx::query_as("SELECT waiter, target, state::text FROM edges")
+                .fetch_all(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(edges, [("w".into(), "x".into(), "d".into())]);
+    });
+}
