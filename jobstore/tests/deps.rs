@@ -243,9 +243,10 @@ fn dependencies_block_a_job_until_they_have_run(#[case] backend: &'static str) {
             (json!({"data": "x", "depends_on": ["a|b"]}), "depends_on[0]"),
             (json!({"data": "x", "depends_on": []}), "depends_on"),
             (
-                json!({"data": "x", "depends_on": ["e1"], "on_dependency_failure": "hold"}),
+                json!({"data": "x", "depends_on": ["e1"], "on_dependency_failure": "wait"}),
                 "on_dependency_failure",
             ),
+            (json!({"data": "x", "with_outputs": true}), "with_outputs"),
             (
                 json!({"data": "x", "on_dependency_failure": "run"}),
                 "on_dependency_failure",
@@ -282,4 +283,195 @@ fn dependencies_block_a_job_until_they_have_run(#[case] backend: &'static str) {
         );
         drop(d);
     });
+}
+
+/// `hold`: a failed dependency keeps its waiter blocked (`held` in its
+/// waits) until the dependency is run again and ends ok; the waiter's run
+/// reads its dependencies in `JOBSTORE_WAITED`, with their outputs when
+/// added `with_outputs`; an operator unblocks a held job over HTTP and
+/// with `jobstore jobs unblock`, and a remote worker's fetch carries
+/// `waited`.
+#[rstest]
+#[case::sqlite("sqlite")]
+#[case::postgres("postgres")]
+#[case::redis("redis")]
+#[test]
+fn held_dependencies_wait_for_an_operator(#[case] backend: &'static str) {
+    block_on(async {
+        let Some(be) = Backend::new(backend).await else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let d = DaemonProc::start(dir.path(), &admin_runner(be.url.as_deref()));
+        let api = Api::new(&d.url);
+
+        // `step` fails while its payload is "bad", else prints its payload.
+        api.handler(
+            "step",
+            json!({"method": "process", "body": "read p; if [ \"$p\" = bad ]; then echo 'S: 404'; else echo \"made $p\"; fi"}),
+        )
+        .await;
+        add_json(
+            &api,
+            "step",
+            json!([{"id": "s1", "data": "one"}, {"id": "s2", "data": "bad"}]),
+        )
+        .await;
+        archived(&api, "s1").await;
+        let s2 = archived(&api, "s2").await;
+        assert_eq!(s2["result"]["code"], "failed", "{s2}");
+        let (s, v) = add_json(
+            &api,
+            "join",
+            json!([{"id": "j", "data": "", "depends_on": ["s1", "s2"],
+                    "on_dependency_failure": "hold", "with_outputs": true}]),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
+        let job = api.job("j").await;
+        assert_eq!(
+            (job["state"].as_str(), job["on_dependency_failure"].as_str()),
+            (Some("blocked"), Some("hold")),
+            "{job}"
+        );
+        let (_, w) = api.get("/acme/jobs/j/waits").await;
+        assert_eq!(
+            (w["held"].as_u64(), w["pending"].as_u64()),
+            (Some(1), Some(0)),
+            "{w}"
+        );
+        assert_eq!(
+            w["jobs"][1],
+            json!({"id": "s2", "state": "held", "code": "failed", "status": 404})
+        );
+
+        // The join's run prints what it was handed.
+        api.handler(
+            "join",
+            json!({"method": "process", "body": "printf '%s\\n' \"$JOBSTORE_WAITED\""}),
+        )
+        .await;
+        // Run again (due in a while), its payload fixed: s2 ends ok, and
+        // j runs.
+        let (s, v) = api
+            .post(
+                "/acme/jobs/rerun",
+                json!({"ids": ["s2"], "delay_ms": 60_000}),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        let (s, v) = api
+            .post(
+                "/acme/jobs/edit",
+                json!({"edits": [{"id": "s2", "data": "two", "run_at": "0"}]}),
+            )
+            .await;
+        assert_eq!((s, v["edited"].clone()), (200, json!(["s2"])), "{v}");
+        let job = archived(&api, "j").await;
+        assert_eq!(job["result"]["code"], "ok", "{job}");
+        let out = job["result"]["output"].as_str().unwrap_or("");
+        let waited: Value =
+            serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+        assert_eq!(waited["counts"]["done"]["ok"], 2, "{waited}");
+        assert_eq!(waited["jobs"][1]["output"], "made two\n", "{waited}");
+        assert_eq!(waited["jobs"][0]["id"], "s1", "{waited}");
+        assert_eq!(waited["jobs"][0]["output"], "made one\n", "{waited}");
+        assert_eq!(waited["more"], false);
+
+        // Held for good (its dependency deleted): the operator unblocks it.
+        add_json(
+            &api,
+            "idle",
+            json!([{"id": "x", "data": "", "delay_ms": 3_600_000}]),
+        )
+        .await;
+        add_json(
+            &api,
+            "join2",
+            json!([{"id": "k", "data": "", "depends_on": ["x"], "on_dependency_failure": "hold"}]),
+        )
+        .await;
+        let (s, v) = api.post("/acme/jobs/cancel", json!({"ids": ["x"]})).await;
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v["cancelled"], json!(["x"]), "scheduled: archived at once");
+        let (_, w) = api.get("/acme/jobs/k/waits").await;
+        assert_eq!(w["jobs"][0]["state"], "held", "{w}");
+        let (s, v) = api
+            .post(
+                "/acme/jobs/unblock",
+                json!({"filter": {"state": "waiting"}}),
+            )
+            .await;
+        assert_eq!((s, field(&v)), (400, "filter.state"), "{v}");
+        let (s, v) = api
+            .post("/acme/jobs/unblock", json!({"ids": ["k", "j"]}))
+            .await;
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(
+            (v["done"].clone(), v["not_done"].clone()),
+            (json!(["k"]), json!(["j"])),
+            "{v}"
+        );
+        let (_, w) = api.get("/acme/jobs/k/waits").await;
+        assert_eq!(
+            (w["skipped"].as_u64(), w["jobs"][0]["state"].as_str()),
+            (Some(1), Some("skipped")),
+            "{w}"
+        );
+        // Free now (join2 has no handler: it is handed out and waits for one).
+        assert!(
+            ["waiting", "running"].contains(&state_of(&api, "k").await.as_str()),
+            "k is no longer blocked"
+        );
+
+        // The command line: --on-dependency-failure hold, then unblock.
+        let added = cli_json(
+            &d.url,
+            &[
+                "add",
+                "acme",
+                "join2",
+                "--depends-on",
+                "x",
+                "--on-dependency-failure",
+                "hold",
+                "--with-outputs",
+                "payload",
+            ],
+        );
+        let id = added["ids"][0].as_str().unwrap().to_owned();
+        let job = eventually(WAIT, "the CLI's job stored", || async {
+            let job = api.job(&id).await;
+            (job["state"] == "blocked").then_some(job)
+        })
+        .await;
+        assert_eq!(job["on_dependency_failure"], "hold", "{job}");
+        let out = cli(&d.url, &["jobs", "unblock", "acme", "--type", "join2"]);
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("unblocked"),
+            "{out:?}"
+        );
+        assert!(["waiting", "running"].contains(&state_of(&api, &id).await.as_str()));
+
+        // A remote worker's fetch carries `waited`.
+        api.handler("rjoin", json!({"method": "remote", "body": ""}))
+            .await;
+        add_json(
+            &api,
+            "rjoin",
+            json!([{"id": "rw", "data": "", "depends_on": ["s1"]}]),
+        )
+        .await;
+        let (s, v) = api
+            .post("/acme/job/rjoin/get?max=1&wait=2000&worker=w1", json!({}))
+            .await;
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v["jobs"][0]["id"], "rw", "{v}");
+        assert_eq!(
+            v["jobs"][0]["waited"]["jobs"][0],
+            json!({"id": "s1", "state": "done", "code": "ok", "status": 200}),
+            "{v}"
+        );
+    })
 }
