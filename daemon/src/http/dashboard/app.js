@@ -356,6 +356,7 @@ const ACTIONS = {
   rerun: { label: "Run again", states: ["archived"] },
   delete: { label: "Delete", states: ["waiting", "scheduled", "blocked", "archived"] },
   cancel: { label: "Cancel", states: ["waiting", "scheduled", "blocked", "running", "expired"] },
+  unblock: { label: "Unblock", states: ["blocked"] },
 };
 
 async function jobs(p) {
@@ -466,7 +467,8 @@ async function job(p) {
     const w = await get(base + enc(p.id) + "/waits?limit=100");
     const done = Object.entries(w.done).map(([c, n]) => c + " " + n).join(", ");
     waits = [h("h2", {}, "Waits for"),
-      h("p", {}, w.pending + " pending" + (done ? "; ended: " + done : "")),
+      h("p", {}, w.pending + " pending" + (w.held ? ", " + w.held + " held (failed; run them again, or unblock)" : "") +
+        (w.skipped ? ", " + w.skipped + " skipped" : "") + (done ? "; ended: " + done : "")),
       table("The jobs " + j.id + " waits for, by id", ["Job", "State", "Result"],
         w.jobs.map((d) => [link(route("/job", { client: p.client, id: d.id }), d.id), d.state,
           d.code ? d.code + " " + d.status : ""]), "None."),
