@@ -95,6 +95,13 @@ groups=(
     "repeat-postgres|store-postgres/src/store.rs|--re release_chunks --re add_chunk.-> --re add_chunk$ --re release_query --re repeat_data --re flow_of --re store.rs:91[6-9]: --re store.rs:92[0-9]: --re store.rs:144[89]: --re store.rs:145[0-2]: --test-package jobstore-postgres -- --lib --tests -- repeat rules_travel a_list_mixing"
     "repeat-redis|store-redis/src/*.rs|--re add.rs:25[5-9]: --re add.rs:26[0-8]: --re add.rs:28[5-8]: --re job_flow --re decode.rs:209: --re store.rs:33[3-8]: --re store.rs:34[6-9]: --re store.rs:35[0-4]: --re store.rs:386: --re store.rs:395: --re store.rs:50[7-9]: --re store.rs:51[0-8]: --test-package jobstore-redis -- --lib --tests -- repeat"
     "repeat-mongo|store-mongo/src/*.rs|--re convert.rs:7[2-4]: --re convert.rs:12[1-9]: --re convert.rs:2[0-9][0-9]: --re convert.rs:3[0-4][0-9]: --re flow_from_doc --re store.rs:4[4-9][0-9]: --re store.rs:5[2-5][0-9]: --test-package jobstore-mongo -- --lib --tests -- repeat"
+    # Dependencies, held edges and unblocking: the reference store's edge
+    # functions (link, end_edges, cancel_for_dependency, forget_waiter,
+    # unblock_jobs, job_waits, get_jobs), the contract's Waits, EdgeState,
+    # DependencyFailure and StoredDeps (flow.rs) and the dependency
+    # validators, picked by function name; the tests whose names say deps
+    # or get_jobs (the suite's dependency behaviours, the namespace ones).
+    "deps-api|store-api/src/flow.rs store-api/src/memory.rs store-api/src/validate.rs|--re memory.rs:.*link --re end_edges --re cancel_for_dependency --re forget_waiter --re unblock_jobs --re job_waits --re get_jobs --re Waits:: --re is_open --re DependencyFailure --re StoredDeps --re validate.rs:.*dependencies --re validate.rs:.*waits --re job_flow --test-package jobstore-api --test-package jobstore-conformance -- --lib --tests -- deps get_jobs"
 )
 
 wanted=("$@")

@@ -5,7 +5,9 @@
 //! After a claim, the jobs whose flow has edges are looked up together:
 //! one [`JobStore::waits_of`] call (the first 1,000 dependencies of each),
 //! then, for those added `with_outputs`, one [`JobStore::get_jobs`] call
-//! per 1,000 dependencies for their outputs. Plain jobs cost nothing.
+//! per [`OUTPUT_READ`] dependencies for their outputs, until
+//! [`OUTPUTS_PER_CLAIM`] bytes of outputs are kept (the messages of the
+//! rest say `"outputs_partial": true`). Plain jobs cost nothing.
 //! Each message is compact JSON:
 //!
 //! ```json
@@ -30,6 +32,13 @@ use crate::tenant;
 
 /// The most output bytes one message carries, over all its dependencies.
 pub const MAX_OUTPUTS: usize = 1 << 20;
+
+/// Dependencies read per [`JobStore::get_jobs`] call for their outputs
+/// (whole jobs come back: this bounds what one call holds in memory).
+pub const OUTPUT_READ: usize = 200;
+
+/// The most output bytes kept for the messages of one claimed batch.
+pub const OUTPUTS_PER_CLAIM: usize = 64 << 20;
 
 /// The messages of the waiters among `jobs`, by job id. A store error
 /// gives each waiter a message saying so (`{"error": ...}`) rather than
@@ -76,9 +85,17 @@ async fn read(
     targets.sort_unstable();
     targets.dedup();
     let mut outputs: HashMap<String, Vec<u8>> = HashMap::new();
-    for chunk in targets.chunks(MAX_BATCH) {
+    let mut kept = 0usize;
+    let mut partial = false;
+    for chunk in targets.chunks(OUTPUT_READ) {
+        if kept >= OUTPUTS_PER_CLAIM {
+            partial = true;
+            break;
+        }
         for job in store.get_jobs(chunk).await? {
-            if let Some(r) = job.result {
+            if let Some(mut r) = job.result {
+                r.output.truncate(MAX_OUTPUTS);
+                kept += r.output.len();
                 outputs.insert(job.id, r.output);
             }
         }
@@ -89,8 +106,11 @@ async fn read(
         .map(|j| {
             let with_outputs = j.flow.as_ref().is_some_and(|f| f.with_outputs);
             let w = waits.get(&j.id).unwrap_or(&empty);
-            let text = message(w, with_outputs.then_some(&outputs)).to_string();
-            (j.id.clone(), text)
+            let mut m = message(w, with_outputs.then_some(&outputs));
+            if with_outputs && partial {
+                m["outputs_partial"] = json!(true);
+            }
+            (j.id.clone(), m.to_string())
         })
         .collect())
 }

@@ -650,7 +650,7 @@ fn check_deps(
     policy: Option<&str>,
     with_outputs: Option<bool>,
 ) -> ApiResult<(Vec<String>, jobstore_api::DependencyFailure, bool)> {
-    if with_outputs.is_some() && depends_on.is_none() {
+    if with_outputs == Some(true) && depends_on.is_none() {
         return Err(ApiError::invalid("with_outputs goes with depends_on").field("with_outputs"));
     }
     let with_outputs = with_outputs.unwrap_or(false);
@@ -1065,6 +1065,9 @@ pub struct WaitView {
     /// Its result status, once it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
+    /// Its result output, with `with_outputs=true` (none once it is purged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 /// Query of `GET /{client}/jobs/{id}/waits`.
@@ -1077,6 +1080,9 @@ pub struct WaitsQuery {
     /// At most this many dependencies (1 to 1,000; default 100).
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
+    /// Also each dependency's result output (UTF-8, invalid bytes
+    /// replaced), as a waiter's run is handed them.
+    pub with_outputs: Option<bool>,
 }
 
 /// What a job waits, or waited, for: its dependencies by id, a page at a
@@ -1126,7 +1132,24 @@ pub async fn waits(
             tenant.client
         )));
     };
-    Ok(Json(waits_view(&tenant.client, local, &w)))
+    let mut view = waits_view(&tenant.client, local, &w);
+    if query.with_outputs == Some(true) {
+        let targets: Vec<String> = w.edges.iter().map(|e| e.target.clone()).collect();
+        let mut outputs = std::collections::HashMap::new();
+        for chunk in targets.chunks(crate::executor::waited::OUTPUT_READ) {
+            for job in state.store.get_jobs(chunk).await? {
+                if let Some(r) = job.result {
+                    outputs.insert(job.id, r.output);
+                }
+            }
+        }
+        for (v, e) in view.jobs.iter_mut().zip(&w.edges) {
+            v.output = outputs
+                .get(&e.target)
+                .map(|o| String::from_utf8_lossy(o).into_owned());
+        }
+    }
+    Ok(Json(view))
 }
 
 /// The view of `w`, the waits of job `local` of `client`.
@@ -1158,6 +1181,7 @@ pub fn waits_view(
                     state: state.to_owned(),
                     code: result.map(|(c, _)| c.to_string()),
                     status: result.map(|(_, s)| s),
+                    output: None,
                 }
             })
             .collect(),

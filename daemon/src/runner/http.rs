@@ -11,7 +11,7 @@
 //! job that waited for other jobs `X-Jobstore-Waited` (base64 of the JSON
 //! of [`crate::executor::waited`], up to 8 KiB; longer,
 //! `X-Jobstore-Waited-More: 1` and the handler reads `GET
-//! /{client}/jobs/{id}/waits`).
+//! /{client}/jobs/{id}/waits`, with `?with_outputs=true` for the outputs).
 
 use std::time::Duration;
 

@@ -205,20 +205,15 @@ pub async fn run_command(mut cmd: tokio::process::Command, t: &Task) -> Finished
 /// a longer one goes in a file named by `JOBSTORE_WAITED_FILE`.
 pub const MAX_WAITED_ENV: usize = 32 << 10;
 
-/// A waiter's message file, removed when dropped.
-struct WaitedFile(std::path::PathBuf);
-
-impl Drop for WaitedFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// Puts a waiter's message in the command's environment: in
-/// `JOBSTORE_WAITED`, or when longer than [`MAX_WAITED_ENV`] in a file of
-/// the temporary directory named by `JOBSTORE_WAITED_FILE` (the returned
-/// guard removes it). Neither is inherited from the daemon.
-fn waited_env(cmd: &mut tokio::process::Command, t: &Task) -> std::io::Result<Option<WaitedFile>> {
+/// `JOBSTORE_WAITED`, or when longer than [`MAX_WAITED_ENV`] in a new
+/// file of the temporary directory (a random name, readable by the
+/// daemon's user only) named by `JOBSTORE_WAITED_FILE`, which the
+/// returned guard removes. Neither is inherited from the daemon.
+fn waited_env(
+    cmd: &mut tokio::process::Command,
+    t: &Task,
+) -> std::io::Result<Option<tempfile::NamedTempFile>> {
     cmd.env_remove("JOBSTORE_WAITED")
         .env_remove("JOBSTORE_WAITED_FILE");
     let Some(text) = &t.waited else {
@@ -228,17 +223,12 @@ fn waited_env(cmd: &mut tokio::process::Command, t: &Task) -> std::io::Result<Op
         cmd.env("JOBSTORE_WAITED", &**text);
         return Ok(None);
     }
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path =
-        std::env::temp_dir().join(format!("jobstore-waited-{}-{n}.json", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)?;
-    let file = WaitedFile(path);
-    std::io::Write::write_all(&mut f, text.as_bytes())?;
-    cmd.env("JOBSTORE_WAITED_FILE", &file.0);
+    let mut file = tempfile::Builder::new()
+        .prefix("jobstore-waited-")
+        .suffix(".json")
+        .tempfile()?;
+    std::io::Write::write_all(&mut file, text.as_bytes())?;
+    cmd.env("JOBSTORE_WAITED_FILE", file.path());
     Ok(Some(file))
 }
 

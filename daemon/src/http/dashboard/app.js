@@ -427,7 +427,7 @@ function describe(e) {
     case "rerun": return "run again" + (e.delay_ms ? " in " + e.delay_ms + " ms" : "");
     case "handed_back": return "handed back";
     case "cancel_requested": return "cancel requested";
-    case "unblocked": return "unblocked: its last dependency ended";
+    case "unblocked": return "unblocked (its last dependency ended, or an operator unblocked it)";
     case "repeated": return "ran: " + e.code + " " + e.status + "; runs again " + when(e.next_ms);
     default: return e.event;
   }
