@@ -511,3 +511,23 @@ pub struct Duplicate {
     /// Whether the holder got the new payload ([`OnConflict::ReplaceData`]).
     pub replaced: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deps_policies_read_back_by_name() {
+        for (policy, name) in [
+            (DependencyFailure::Cancel, "cancel"),
+            (DependencyFailure::Run, "run"),
+            (DependencyFailure::Hold, "hold"),
+        ] {
+            assert_eq!(policy.name(), name);
+            assert_eq!(name.parse::<DependencyFailure>().unwrap(), policy);
+        }
+        let e = "wait".parse::<DependencyFailure>().unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("cancel, run or hold"), "{e}");
+    }
+}
