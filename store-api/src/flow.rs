@@ -526,6 +526,23 @@ mod tests {
             assert_eq!(policy.name(), name);
             assert_eq!(name.parse::<DependencyFailure>().unwrap(), policy);
         }
+        let stored: StoredDeps = (3, DependencyFailure::Hold).into();
+        assert_eq!(stored, StoredDeps::new(3, DependencyFailure::Hold));
+        assert_eq!(
+            (stored.pending, stored.policy, stored.with_outputs),
+            (3, DependencyFailure::Hold, false)
+        );
+        let flow = FlowState::from_stored(None, None, Some(stored.with_outputs(true))).unwrap();
+        assert_eq!(
+            (
+                flow.pending,
+                flow.has_edges,
+                flow.on_dependency_failure,
+                flow.with_outputs
+            ),
+            (3, true, DependencyFailure::Hold, true)
+        );
+        assert_eq!(FlowState::from_stored(None, None, None::<StoredDeps>), None);
         let e = "wait".parse::<DependencyFailure>().unwrap_err();
         assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
         assert!(e.to_string().contains("cancel, run or hold"), "{e}");
