@@ -856,3 +856,26 @@ pub fn schedule_advance(
     }
     time("now", now)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deps_lists_at_their_bounds() {
+        let deps = |n: usize| (0..n).map(|i| format!("d{i}")).collect::<Vec<_>>();
+        assert!(dependencies("w", &deps(MAX_DEPENDENCIES)).is_ok());
+        let e = dependencies("w", &deps(MAX_DEPENDENCIES + 1)).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::TooLarge);
+        assert!(waits_of(&deps(3), 1).is_ok());
+        let twice = vec!["a".to_owned(), "a".to_owned()];
+        assert_eq!(
+            waits_of(&twice, 1).unwrap_err().kind(),
+            crate::ErrorKind::InvalidInput
+        );
+        assert_eq!(
+            waits_of(&deps(1), 0).unwrap_err().kind(),
+            crate::ErrorKind::InvalidInput
+        );
+    }
+}
